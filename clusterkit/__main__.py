@@ -1,0 +1,3 @@
+from clusterkit.cli.main import main
+
+main()

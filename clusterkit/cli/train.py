@@ -1,0 +1,30 @@
+"""`clusterkit train`, `logs`, `stop`."""
+
+import click
+
+from clusterkit.errors import NotYetAvailable
+
+
+@click.command()
+@click.argument("spec_file", type=click.Path(dir_okay=False))
+@click.argument("command", nargs=-1)
+def train(spec_file: str, command: tuple[str, ...]) -> None:
+    """Start the distributed job (MXNet PS or torchrun) on every node; live logs; fail-fast."""
+    raise NotYetAvailable("train")
+
+
+@click.command()
+@click.argument("name")
+def logs(name: str) -> None:
+    """Follow the running job's logs on all nodes."""
+    raise NotYetAvailable("logs")
+
+
+@click.command()
+@click.argument("name")
+def stop(name: str) -> None:
+    """Stop the running job on all nodes."""
+    raise NotYetAvailable("stop")
+
+
+COMMANDS = [train, logs, stop]

@@ -1,0 +1,114 @@
+"""The one error hierarchy. Every error carries a message and a hint; the CLI
+prints both (no traceback unless --debug) and exits with ``exit_code``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+class ClusterkitError(Exception):
+    """Base of every error clusterkit raises on purpose. Exit code 1 (runtime)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(ClusterkitError):
+    """Bad command-line usage. Exit code 2."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class SpecIssue:
+    """One problem found in a spec file, located by file, line, column and key path."""
+
+    file: str
+    line: int
+    col: int
+    path: str
+    message: str
+    hint: str | None = None
+    level: str = "error"  # "error" | "warning"
+
+    def format(self) -> str:
+        where = f"{self.file}:{self.line}:{self.col}"
+        key = f" {self.path}:" if self.path else ""
+        text = f"{where}: {self.level}:{key} {self.message}"
+        if self.hint:
+            text += f"\n    hint: {self.hint}"
+        return text
+
+
+class SpecError(ClusterkitError):
+    """The spec does not validate. Exit code 2. Carries every located issue."""
+
+    exit_code = 2
+
+    def __init__(self, issues: list[SpecIssue], hint: str | None = None) -> None:
+        errors = [i for i in issues if i.level == "error"]
+        count = len(errors)
+        first = errors[0] if errors else (issues[0] if issues else None)
+        head = f"{first.file}: " if first else ""
+        super().__init__(f"{head}{count} error(s) in cluster spec", hint)
+        self.issues = issues
+
+
+class AwsError(ClusterkitError):
+    """An AWS call failed. ``resource`` names the AWS resource or operation."""
+
+    def __init__(self, message: str, hint: str | None = None, *, code: str | None = None,
+                 resource: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.code = code
+        self.resource = resource
+
+
+class CapacityError(AwsError):
+    """AWS had no capacity (or price) for one offer; the next candidate may work."""
+
+
+class QuotaError(AwsError):
+    """An account quota stops the launch; trying other offers will not help."""
+
+
+class CredentialsError(AwsError):
+    """Missing or rejected AWS credentials."""
+
+
+class RemoteError(ClusterkitError):
+    """A command failed on one or more nodes. ``results`` maps node -> result,
+    so partial success is never lost (Fabric's GroupException style)."""
+
+    def __init__(self, message: str, hint: str | None = None, *,
+                 results: Mapping[str, object] | None = None) -> None:
+        super().__init__(message, hint)
+        self.results = dict(results or {})
+
+
+class NetworkSafetyError(ClusterkitError):
+    """Sandbox mode refused a connection to an address outside 127.0.0.0/8."""
+
+
+class SandboxError(ClusterkitError):
+    """The local sandbox is not running or could not do what was asked."""
+
+
+class NotEmulated(ClusterkitError):
+    """A step the sandbox cannot emulate on this machine (no md driver, not root...)."""
+
+
+class NotYetAvailable(ClusterkitError):
+    """A command registered in the CLI whose implementation has not landed yet."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__(f"'clusterkit {command}' is not yet available in this version",
+                         "see README.md for what is implemented so far")

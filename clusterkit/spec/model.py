@@ -1,0 +1,144 @@
+"""Typed, immutable cluster spec. PURE: no I/O.
+
+Every value keeps where it came from: ``Spec.locations`` maps a key path
+(``nodes.instance_types[1]``) to its ``Location`` in the YAML file, so any layer
+can point the user at the exact line of the value it is complaining about.
+Defaults that were not written in the file have no location; ``Spec.where()``
+then falls back to the nearest written parent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+MARKETS = ("spot", "on-demand", "spot-then-on-demand")
+FRAMEWORKS = ("mxnet", "torchrun")
+VOLUME_TYPES = ("gp2", "gp3", "io1", "io2", "st1", "sc1")
+ROOT_VOLUME_TYPES = ("gp2", "gp3", "io1", "io2")
+EFS_DELETION_POLICIES = ("retain", "delete")
+
+# The most nodes a spec may ask for without `nodes.allow_large: true`.
+SANE_NODE_LIMIT = 64
+
+
+@dataclass(frozen=True)
+class Location:
+    file: str
+    line: int  # 1-based
+    col: int  # 1-based
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class Image:
+    """An AMI by id, or the newest AMI whose name matches ``name`` owned by ``owner``."""
+
+    id: str | None = None
+    name: str | None = "Deep Learning AMI GPU PyTorch * (Ubuntu 22.04) *"
+    owner: str = "amazon"
+
+
+@dataclass(frozen=True)
+class RootVolume:
+    size_gb: int = 200
+    type: str = "gp3"
+
+
+@dataclass(frozen=True)
+class Nodes:
+    count: int = 1
+    instance_types: tuple[str, ...] = ()
+    market: str = "spot"
+    max_price: float | None = None  # USD per node-hour; None = up to on-demand
+    image: Image = field(default_factory=Image)
+    placement_group: bool = True
+    root_volume: RootVolume = field(default_factory=RootVolume)
+    allow_large: bool = False  # permit count > SANE_NODE_LIMIT
+
+
+@dataclass(frozen=True)
+class Ssh:
+    key_name: str | None = None  # EC2 key pair name
+    user: str = "ubuntu"
+    identity_file: str | None = None  # None: use the ssh-agent
+    allowed_cidr: str | None = None  # None: the caller's public address /32
+    port: int = 22
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """RAID-0 over the instance-store NVMe disks, set up at every boot."""
+
+    mount: str = "/scratch"
+    raid0: bool = True
+
+
+@dataclass(frozen=True)
+class Efs:
+    """Create a file system (``file_system_id`` None) or mount an existing one."""
+
+    file_system_id: str | None = None
+    mount: str = "/efs"
+    deletion_policy: str = "retain"
+
+    @property
+    def create(self) -> bool:
+        return self.file_system_id is None
+
+
+@dataclass(frozen=True)
+class Dataset:
+    snapshot: str | None = None
+    mount: str = "/data"
+    volume_type: str = "gp3"
+    iops: int | None = None  # gp3 default 3000
+    throughput: int | None = None  # MiB/s, gp3 only, default 125
+    initialization_rate: int | None = None  # MiB/s, CreateVolume VolumeInitializationRate
+
+
+@dataclass(frozen=True)
+class Storage:
+    scratch: Scratch | None = None
+    efs: Efs | None = None
+    dataset: Dataset | None = None
+
+
+@dataclass(frozen=True)
+class Train:
+    framework: str = "mxnet"
+    command: str | None = None
+    workdir: str = "~"
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    servers_per_node: int = 1
+    workers_per_node: int = 1  # torchrun: processes per node; 0 = one per GPU
+    python: str = "python3"
+    packages: tuple[str, ...] = ()  # pip packages installed on the nodes, e.g. mxnet-cu112
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    region: str
+    regions: tuple[str, ...]  # regions allowed for spot search; always starts with `region`
+    nodes: Nodes
+    ssh: Ssh
+    storage: Storage
+    train: Train | None
+    tags: Mapping[str, str]
+    file: str = "<memory>"
+    locations: Mapping[str, Location] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
+
+    def where(self, path: str) -> Location:
+        """Location of ``path``, or of its nearest written parent, or line 1."""
+        probe = path
+        while probe:
+            if probe in self.locations:
+                return self.locations[probe]
+            cut = max(probe.rfind("."), probe.rfind("["))
+            probe = probe[:cut] if cut > 0 else ""
+        return self.locations.get("", Location(self.file, 1, 1))
