@@ -1,0 +1,47 @@
+"""boto3 sessions and clients. The only place clients are made, so every one gets
+the same retry policy (adaptive backoff for throttling) and the sandbox net guard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import NoCredentialsError, ProfileNotFound
+
+from clusterkit import __version__
+from clusterkit.errors import CredentialsError
+from clusterkit.netguard import check_url
+
+RETRY_CONFIG = Config(
+    retries={"mode": "adaptive", "max_attempts": 10},
+    user_agent_extra=f"clusterkit/{__version__}",
+    connect_timeout=10,
+    read_timeout=60,
+)
+
+
+def make_session(region: str | None = None, profile: str | None = None) -> boto3.Session:
+    try:
+        return boto3.Session(region_name=region, profile_name=profile)
+    except ProfileNotFound as exc:
+        raise CredentialsError(str(exc), "check --profile / AWS_PROFILE against "
+                               "~/.aws/config") from exc
+
+
+def _guard_request(request: Any, **_: Any) -> None:
+    check_url(request.url, purpose="AWS API")
+
+
+def client(session: boto3.Session, service: str, region: str | None = None) -> Any:
+    """A botocore client with clusterkit's retry policy and the net guard attached.
+
+    ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_<SERVICE>`` are honoured by botocore."""
+    try:
+        made = session.client(service, region_name=region or session.region_name,
+                              config=RETRY_CONFIG)
+    except NoCredentialsError as exc:
+        raise CredentialsError("no AWS credentials found",
+                               "run `aws configure`, set AWS_PROFILE, or use --sandbox") from exc
+    made.meta.events.register("before-send", _guard_request)
+    return made
