@@ -33,13 +33,16 @@ def _guard_request(request: Any, **_: Any) -> None:
     check_url(request.url, purpose="AWS API")
 
 
-def client(session: boto3.Session, service: str, region: str | None = None) -> Any:
+def client(session: boto3.Session, service: str, region: str | None = None, *,
+           config: Config | None = None) -> Any:
     """A botocore client with clusterkit's retry policy and the net guard attached.
 
-    ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_<SERVICE>`` are honoured by botocore."""
+    ``config`` is merged over the retry policy (e.g. fewer retries for an optional
+    lookup that has a fallback). ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_<SERVICE>``
+    are honoured by botocore."""
     try:
         made = session.client(service, region_name=region or session.region_name,
-                              config=RETRY_CONFIG)
+                              config=RETRY_CONFIG.merge(config) if config else RETRY_CONFIG)
     except NoCredentialsError as exc:
         raise CredentialsError("no AWS credentials found",
                                "run `aws configure`, set AWS_PROFILE, or use --sandbox") from exc

@@ -25,7 +25,7 @@ class CliContext:
 
     @property
     def err_console(self) -> Console:
-        return Console(stderr=True, highlight=False)
+        return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def sandbox_requested(flag: bool) -> bool:

@@ -1,0 +1,76 @@
+"""Checked plain values -> the immutable ``Spec``. PURE.
+
+Keys that were not written (or failed their check) take the dataclass defaults
+of ``model.py``; the README and the JSON Schema show the same defaults (a test
+holds the key tables to the dataclasses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from clusterkit.spec import model
+from clusterkit.spec.model import Location
+
+PLACEHOLDER_NAME = "invalid"  # only in a Spec that is never returned to callers
+
+
+def _given(d: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (d or {}).items() if v is not None}
+
+
+def _image(d: Mapping[str, Any] | None) -> model.Image:
+    given = _given(d)
+    if "id" in given and "name" not in given:
+        given["name"] = None  # an explicit AMI id: no name filter
+    return model.Image(**given)
+
+
+def _nodes(d: Mapping[str, Any] | None) -> model.Nodes:
+    given = _given(d)
+    given["image"] = _image((d or {}).get("image"))
+    given["root_volume"] = model.RootVolume(**_given(given.get("root_volume")))
+    given["instance_types"] = tuple(given.get("instance_types", ()))
+    return model.Nodes(**given)
+
+
+def _storage(d: Mapping[str, Any] | None) -> model.Storage:
+    d = d or {}
+    return model.Storage(
+        scratch=model.Scratch(**_given(d["scratch"])) if "scratch" in d else None,
+        efs=model.Efs(**_given(d["efs"])) if "efs" in d else None,
+        dataset=model.Dataset(**_given(d["dataset"])) if "dataset" in d else None,
+    )
+
+
+def _train(d: Mapping[str, Any] | None) -> model.Train:
+    given = _given(d)
+    given["env"] = MappingProxyType(dict(given.get("env", {})))
+    given["packages"] = tuple(given.get("packages", ()))
+    return model.Train(**given)
+
+
+def _regions(region: str, regions: list[str] | None) -> tuple[str, ...]:
+    ordered = [region] + [r for r in (regions or []) if r != region]
+    return tuple(ordered)
+
+
+def build_spec(plain: Mapping[str, Any], locations: Mapping[str, Location],
+               file: str) -> model.Spec:
+    """Build the Spec; missing required values get placeholders (callers only return a
+    Spec built from a walk without errors)."""
+    region = plain.get("region") or "us-east-1"
+    return model.Spec(
+        name=plain.get("name") or PLACEHOLDER_NAME,
+        region=region,
+        regions=_regions(region, plain.get("regions")),
+        nodes=_nodes(plain.get("nodes")),
+        ssh=model.Ssh(**_given(plain.get("ssh"))),
+        storage=_storage(plain.get("storage")),
+        train=_train(plain["train"]) if "train" in plain else None,
+        tags=MappingProxyType(dict(plain.get("tags") or {})),
+        file=file,
+        locations=MappingProxyType(dict(locations)),
+    )

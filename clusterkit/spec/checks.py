@@ -1,0 +1,232 @@
+"""Meaning checks the key tables cannot express: cross-key rules and instance facts.
+PURE: the catalog is data shipped with the package, no AWS call.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import posixpath
+import re
+from collections.abc import Callable
+
+from clusterkit.catalog import instances, prices
+from clusterkit.errors import SpecIssue
+from clusterkit.spec import model
+from clusterkit.spec.model import Spec
+
+Add = Callable[..., None]
+_SYSTEM_DIRS = {"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt",
+                "/proc", "/root", "/run", "/sbin", "/sys", "/tmp", "/usr", "/var"}
+_VOLUME_IOPS = {"gp3": (3000, 80000), "io1": (100, 64000), "io2": (100, 256000)}
+_RESERVED_ENV = ("DMLC_", "PS_", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK",
+                 "LOCAL_RANK", "NODE_RANK")
+# pip package name -> the CUDA version it is built for (digits after cu/cuda).
+_CUDA_PACKAGE = re.compile(r"^(mxnet-cu|cupy-cuda|nvidia-[a-z0-9-]+-cu|jax-cuda|jaxlib-cuda)"
+                           r"(\d+)", re.IGNORECASE)
+_GPU_PACKAGE = re.compile(r"^(paddlepaddle-gpu|tensorflow-gpu|onnxruntime-gpu)\b", re.I)
+# Newest compute capability each CUDA release compiles for; (major, minor) -> cc.
+_CUDA_MAX_CC = [((9, 0), (7, 0)), ((10, 0), (7, 5)), ((11, 0), (8, 0)), ((11, 1), (8, 6)),
+                ((11, 8), (9, 0)), ((12, 8), (12, 0))]
+_CUDA_MIN_CC = [((11, 0), (3, 5)), ((12, 0), (5, 0)), ((13, 0), (7, 5))]
+
+
+def check_spec(spec: Spec) -> list[SpecIssue]:
+    issues: list[SpecIssue] = []
+
+    def add(path: str, message: str, hint: str | None = None, level: str = "error") -> None:
+        loc = spec.where(path)
+        issues.append(SpecIssue(loc.file, loc.line, loc.col, path, message, hint, level))
+
+    for check in (_nodes, _ssh, _mounts, _dataset, _efs, _train, _instance_facts, _max_price):
+        check(spec, add)
+    return issues
+
+
+def _nodes(spec: Spec, add: Add) -> None:
+    nodes = spec.nodes
+    if nodes.count > model.SANE_NODE_LIMIT and not nodes.allow_large:
+        add("nodes.count", f"{nodes.count} nodes is more than {model.SANE_NODE_LIMIT}",
+            "if you really mean it, add `allow_large: true` under nodes")
+    if nodes.market == "on-demand" and nodes.max_price is not None:
+        add("nodes.max_price", "max_price is ignored for the on-demand market",
+            "remove max_price, or use market: spot", "warning")
+
+
+def _ssh(spec: Spec, add: Add) -> None:
+    cidr = spec.ssh.allowed_cidr
+    if cidr is None:
+        return
+    try:
+        net = ipaddress.ip_network(cidr, strict=True)
+    except ValueError as exc:
+        try:
+            hint = f"did you mean {ipaddress.ip_network(cidr, strict=False)}?"
+        except ValueError:
+            hint = "write a network address with its prefix, e.g. 203.0.113.7/32"
+        add("ssh.allowed_cidr", f"{cidr!r} is not a valid CIDR block ({exc})", hint)
+        return
+    if net.prefixlen == 0:
+        add("ssh.allowed_cidr", f"{cidr} opens SSH to the whole internet",
+            "leave allowed_cidr unset to allow only your own address", "warning")
+
+
+def _mounts(spec: Spec, add: Add) -> None:
+    st = spec.storage
+    mounts = [(f"storage.{name}.mount", part.mount)
+              for name, part in (("scratch", st.scratch), ("efs", st.efs), ("dataset", st.dataset))
+              if part is not None]
+    for path, mount in mounts:
+        if posixpath.normpath(mount) != mount or "//" in mount:
+            add(path, f"{mount!r} is not a normalized path",
+                f"write {posixpath.normpath(mount)!r}")
+        elif mount in _SYSTEM_DIRS:
+            add(path, f"{mount} is a system directory", "mount under a new path such as /data")
+    for i, (path_a, a) in enumerate(mounts):
+        for path_b, b in mounts[i + 1:]:
+            if a == b or b.startswith(a.rstrip("/") + "/") or a.startswith(b.rstrip("/") + "/"):
+                add(path_b, f"mount path {b} conflicts with {path_a} ({a})",
+                    "give each storage part its own, non-nested mount path")
+
+
+def _dataset(spec: Spec, add: Add) -> None:
+    ds = spec.storage.dataset
+    if ds is None:
+        return
+    vt = ds.volume_type
+    if ds.iops is not None and vt not in _VOLUME_IOPS:
+        add("storage.dataset.iops", f"{vt} volumes have no provisioned IOPS",
+            "remove iops, or use volume_type gp3, io1 or io2")
+    elif ds.iops is not None:
+        low, high = _VOLUME_IOPS[vt]
+        if not low <= ds.iops <= high:
+            add("storage.dataset.iops", f"{ds.iops} IOPS is outside {low}..{high} for {vt}",
+                f"choose {low}..{high}")
+    elif vt in ("io1", "io2"):
+        add("storage.dataset.volume_type", f"{vt} volumes need iops",
+            "add `iops:` under storage.dataset, e.g. iops: 16000")
+    if ds.throughput is not None:
+        if vt != "gp3":
+            add("storage.dataset.throughput", f"throughput can only be set on gp3, not {vt}",
+                "remove throughput, or use volume_type gp3")
+        elif ds.throughput > (ds.iops or 3000) / 4:
+            add("storage.dataset.throughput", f"{ds.throughput} MiB/s needs at least "
+                f"{ds.throughput * 4} IOPS on gp3 (0.25 MiB/s per IOPS)",
+                f"set iops >= {ds.throughput * 4} or lower throughput")
+    if ds.initialization_rate is not None and ds.snapshot is None:
+        add("storage.dataset.initialization_rate", "initialization_rate applies only to a "
+            "volume made from a snapshot", "set storage.dataset.snapshot or remove it",
+            "warning")
+
+
+def _efs(spec: Spec, add: Add) -> None:
+    efs = spec.storage.efs
+    if efs and efs.file_system_id and efs.deletion_policy == "delete" \
+            and "storage.efs.deletion_policy" in spec.locations:
+        add("storage.efs.deletion_policy", "clusterkit never deletes a file system it did not "
+            "create; deletion_policy is ignored for an existing file_system_id",
+            "remove deletion_policy", "warning")
+
+
+def _train(spec: Spec, add: Add) -> None:
+    train = spec.train
+    if train is None:
+        return
+    if train.framework == "mxnet" and train.servers_per_node == 0:
+        add("train.servers_per_node", "an MXNet parameter-server job needs at least one "
+            "server", "set servers_per_node: 1 (one per node is what the tutorial uses)")
+    if train.framework == "torchrun" and "train.servers_per_node" in spec.locations:
+        add("train.servers_per_node", "torchrun has no parameter servers; ignored",
+            "remove servers_per_node", "warning")
+    for name in train.env:
+        if name.startswith(_RESERVED_ENV[:2]) or name in _RESERVED_ENV[2:]:
+            add(f"train.env.{name}", f"{name} is set by clusterkit for every process",
+                "remove it; clusterkit computes the job's topology", "warning")
+
+
+def _instance_facts(spec: Spec, add: Add) -> None:
+    scratch = spec.storage.scratch
+    for i, name in enumerate(spec.nodes.instance_types):
+        path = f"nodes.instance_types[{i}]"
+        itype = instances.lookup(name)
+        if itype is None:
+            close = difflib.get_close_matches(name, [t.name for t in instances.all_types()], 1)
+            add(path, f"{name} is not in clusterkit's instance catalog; GPU and disk checks "
+                "are skipped for it", f"did you mean {close[0]}?" if close else
+                "check the spelling (AWS adds types the catalog may not know yet)", "warning")
+            continue
+        if scratch is not None and scratch.raid0 and itype.instance_store is None:
+            add(path, f"{name} has no instance-store disks for the RAID-0 scratch at "
+                f"{scratch.mount}", "choose a type with NVMe instance store (e.g. p4d, g5, "
+                "i3) or set storage.scratch.raid0: false")
+        _gpu_facts(spec, itype, path, add)
+
+
+def _gpu_facts(spec: Spec, itype: instances.InstanceType, type_path: str, add: Add) -> None:
+    train = spec.train
+    if train is None:
+        return
+    if itype.gpu is None and train.workers_per_node == 0:
+        add("train.workers_per_node", f"0 means one worker per GPU, but {itype.name} has no "
+            "GPU", "set workers_per_node: 1 or more")
+    for j, pkg in enumerate(train.packages):
+        path = f"train.packages[{j}]"
+        cuda = _cuda_version(pkg)
+        if itype.gpu is None and (cuda or _GPU_PACKAGE.match(pkg)):
+            add(path, f"{pkg} is a GPU (CUDA) build but {itype.name} ({type_path}) has no GPU",
+                "use the CPU package (e.g. mxnet) or a GPU instance type")
+        elif itype.gpu is not None and cuda and cuda[1] is not None:
+            _cuda_arch(pkg, cuda, itype, path, add)
+
+
+def _cuda_version(pkg: str) -> tuple[int, int | None] | None:
+    m = _CUDA_PACKAGE.match(pkg)
+    if not m:
+        return None
+    digits = m.group(2)
+    if len(digits) == 2 and digits[0] == "1":  # cu11, cuda12x: a whole major version
+        return int(digits), None
+    if len(digits) >= 2:  # cu112 -> 11.2, cu90 -> 9.0
+        major_len = 1 if digits[0] != "1" else 2
+        return int(digits[:major_len]), int(digits[major_len:] or 0)
+    return int(digits), None
+
+
+def _cc(text: str) -> tuple[int, int]:
+    major, _, minor = text.partition(".")
+    return int(major), int(minor or 0)
+
+
+def _cuda_arch(pkg: str, cuda: tuple[int, int | None], itype: instances.InstanceType,
+               path: str, add: Add) -> None:
+    gpu = itype.gpu
+    assert gpu is not None
+    version = (cuda[0], cuda[1] or 0)
+    newest = max((cc for v, cc in _CUDA_MAX_CC if v <= version), default=(6, 2))
+    oldest = max((cc for v, cc in _CUDA_MIN_CC if v <= version), default=(3, 0))
+    have = _cc(gpu.compute_capability)
+    label = f"CUDA {version[0]}.{version[1]}"
+    sm = f"sm_{have[0]}{have[1]}"
+    if have > newest and version[0] < 13:
+        add(path, f"{pkg} is built for {label}, which predates the {gpu.arch.title()} GPUs "
+            f"({gpu.model}, {sm}) of {itype.name}", "use a build for a newer CUDA (11.8 or "
+            "later for Ada/Hopper), or an instance type with an older GPU", "warning")
+    elif have < oldest:
+        add(path, f"{label} ({pkg}) no longer supports the {gpu.arch.title()} GPUs "
+            f"({gpu.model}, {sm}) of {itype.name}", "use a build for an older CUDA",
+            "warning")
+
+
+def _max_price(spec: Spec, add: Add) -> None:
+    nodes = spec.nodes
+    if nodes.max_price is None or nodes.market == "on-demand":
+        return
+    above = []
+    for name in nodes.instance_types:
+        price = prices.on_demand_price(name, spec.region)
+        if price is not None and nodes.max_price > price:
+            above.append(f"{name} ${price:.4g}/h")
+    if above:
+        add("nodes.max_price", f"max_price ${nodes.max_price}/h is above the on-demand price "
+            f"in {spec.region} of {', '.join(above)}",
+            "leave max_price unset to cap spot at the on-demand price", "warning")

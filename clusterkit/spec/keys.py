@@ -1,0 +1,193 @@
+"""The key tables of cluster.yaml: the one description of every key.
+
+The validator (``walk.py``), the JSON Schema (``schema.py``) and the README table
+are all generated from these tables, so they cannot drift apart. Checks that a
+table cannot express (cross-key rules, instance facts) live in ``checks.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from clusterkit.spec import model
+
+_HEX = "([0-9a-f]{8}|[0-9a-f]{17})"
+REGION_RE = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}$"
+INSTANCE_TYPE_RE = (r"^[a-z][a-z0-9-]*[0-9][a-z0-9-]*\."
+                    r"(nano|micro|small|medium|large|[0-9]*xlarge|metal(-[0-9a-z]+)?)$")
+MOUNT_RE = r"^/[A-Za-z0-9._/-]*$"
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key: its JSON-ish type, documentation and the limits the validator enforces.
+
+    type: string | integer | number | boolean | object (fixed keys) | array |
+    map (free keys, values described by ``items``) | text (string or number, kept as text).
+    """
+
+    type: str
+    doc: str
+    default: Any = None
+    required: bool = False
+    enum: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    pattern: str | None = None
+    what: str | None = None  # what ``pattern`` means, for messages ("an AMI id")
+    example: str | None = None
+    max_length: int | None = None
+    min_items: int | None = None
+    unique: bool = False
+    items: Key | None = None
+    keys: Mapping[str, Key] | None = None
+    key_pattern: str | None = None
+    exclusive: tuple[str, ...] = ()  # object: at most one of these keys
+
+
+def _obj(doc: str, keys: dict[str, Key], **kw: Any) -> Key:
+    return Key("object", doc, keys=keys, **kw)
+
+
+def _id(doc: str, prefix: str, what: str, example: str) -> Key:
+    return Key("string", doc, pattern=f"^{prefix}-{_HEX}$",
+               what=f"{what} ({prefix}- and 8 or 17 hex digits)", example=example)
+
+
+def _mount(doc: str, default: str) -> Key:
+    return Key("string", doc, default=default, pattern=MOUNT_RE, max_length=255,
+               what="an absolute path (/ then letters, digits, . _ - /)", example=default)
+
+
+IMAGE = _obj("The machine image: an AMI id, or the newest AMI whose name matches.", {
+    "id": _id("AMI id; wins over name/owner.", "ami", "an AMI id", "ami-0123456789abcdef0"),
+    "name": Key("string", "AMI name filter (* wildcards), newest match is used.",
+                default=model.Image.name, max_length=128),
+    "owner": Key("string", "Owner of the AMI for the name filter.", default="amazon",
+                 pattern=r"^(amazon|aws-marketplace|self|[0-9]{12})$",
+                 what="amazon, aws-marketplace, self or a 12-digit account id",
+                 example="amazon"),
+}, exclusive=("id", "name"))
+
+ROOT_VOLUME = _obj("Root EBS volume of every node.", {
+    "size_gb": Key("integer", "Size in GiB.", default=200, minimum=8, maximum=16384),
+    "type": Key("string", "EBS volume type.", default="gp3", enum=model.ROOT_VOLUME_TYPES),
+})
+
+NODES = _obj("The machines: how many, which types, which market.", {
+    "count": Key("integer", "Number of nodes (node 0 is the master).", default=1, minimum=1,
+                 maximum=100000),
+    "instance_types": Key("array", "Candidate instance types, in order of preference.",
+                          required=True, min_items=1, unique=True,
+                          items=Key("string", "An EC2 instance type.", pattern=INSTANCE_TYPE_RE,
+                                    what="an EC2 instance type (family.size)",
+                                    example="p4d.24xlarge")),
+    "market": Key("string", "spot, on-demand, or spot first then on-demand.", default="spot",
+                  enum=model.MARKETS),
+    "max_price": Key("number", "Highest $/hour per node for spot (unset: on-demand price).",
+                     minimum=0, exclusive_minimum=True, maximum=1000),
+    "image": IMAGE,
+    "placement_group": Key("boolean", "Launch into a cluster placement group.", default=True),
+    "root_volume": ROOT_VOLUME,
+    "allow_large": Key("boolean", f"Allow more than {model.SANE_NODE_LIMIT} nodes.",
+                       default=False),
+}, required=True)
+
+SSH = _obj("How clusterkit and you log in to the nodes.", {
+    "key_name": Key("string", "EC2 key pair name (its private key in your ssh-agent).",
+                    max_length=255),
+    "user": Key("string", "Login user of the image.", default="ubuntu",
+                pattern=r"^[a-z_][a-z0-9_-]{0,31}$", what="a Unix user name", example="ubuntu"),
+    "identity_file": Key("string", "Private key file (unset: use the ssh-agent).",
+                         max_length=4096),
+    "allowed_cidr": Key("string", "Who may reach port 22 (unset: your public address /32).",
+                        pattern=r"^[0-9a-fA-F:.]+/[0-9]{1,3}$", what="a CIDR block",
+                        example="203.0.113.7/32"),
+    "port": Key("integer", "SSH port on the nodes.", default=22, minimum=1, maximum=65535),
+})
+
+SCRATCH = _obj("RAID-0 over the instance-store NVMe disks, rebuilt at every boot.", {
+    "mount": _mount("Mount path.", "/scratch"),
+    "raid0": Key("boolean", "Stripe all instance-store disks (false: first disk only).",
+                 default=True),
+})
+
+EFS = _obj("Shared EFS file system; no file_system_id means clusterkit creates one.", {
+    "file_system_id": _id("Existing file system to mount.", "fs", "an EFS file system id", "fs-0123456789abcdef0"),
+    "mount": _mount("Mount path.", "/efs"),
+    "deletion_policy": Key("string", "What `down` does with a file system it created.",
+                           default="retain", enum=model.EFS_DELETION_POLICIES),
+})
+
+DATASET = _obj("One EBS volume per node cloned from a snapshot, mounted read-only.", {
+    "snapshot": _id("EBS snapshot holding the dataset.", "snap", "a snapshot id", "snap-0123456789abcdef0"),
+    "mount": _mount("Mount path.", "/data"),
+    "volume_type": Key("string", "EBS volume type.", default="gp3", enum=model.VOLUME_TYPES),
+    "iops": Key("integer", "Provisioned IOPS (gp3 3000-80000, io1 100-64000, io2 100-256000).",
+                minimum=100, maximum=256000),
+    "throughput": Key("integer", "gp3 throughput in MiB/s (125-2000).", minimum=125,
+                      maximum=2000),
+    "initialization_rate": Key("integer", "Volume initialization rate from the snapshot, "
+                               "MiB/s (100-300).", minimum=100, maximum=300),
+})
+
+STORAGE = _obj("Disks and file systems on every node; each part is off unless written.", {
+    "scratch": SCRATCH,
+    "efs": EFS,
+    "dataset": DATASET,
+})
+
+TRAIN = _obj("The distributed job `clusterkit train` starts.", {
+    "framework": Key("string", "mxnet (parameter server) or torchrun.", default="mxnet",
+                     enum=model.FRAMEWORKS),
+    "command": Key("string", "Training command run by every worker.", max_length=8192),
+    "workdir": Key("string", "Directory the command runs in.", default="~", max_length=4096),
+    "env": Key("map", "Extra environment variables of every process.",
+               key_pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+               items=Key("text", "Value (numbers are kept as text).", max_length=4096)),
+    "servers_per_node": Key("integer", "MXNet parameter servers per node.", default=1,
+                            minimum=0, maximum=64),
+    "workers_per_node": Key("integer", "Workers (torchrun: processes) per node; 0 = one per "
+                            "GPU.", default=1, minimum=0, maximum=64),
+    "python": Key("string", "Python interpreter on the nodes.", default="python3",
+                  max_length=4096),
+    "packages": Key("array", "pip packages installed on the nodes, e.g. mxnet-cu112.",
+                    unique=True,
+                    items=Key("string", "A pip requirement.",
+                              pattern=r"^[A-Za-z0-9][A-Za-z0-9._\[\],<>=!~+* -]*$",
+                              what="a pip requirement", example="mxnet-cu112==1.9.1",
+                              max_length=256)),
+})
+
+SPEC = _obj("A clusterkit cluster.", {
+    "name": Key("string", "Cluster name; every AWS resource is tagged with it.", required=True,
+                pattern=r"^[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$",
+                what="a name of letters, digits and dashes starting with a letter (max 63)",
+                example="imagenet"),
+    "region": Key("string", "AWS region of the cluster.", required=True, pattern=REGION_RE,
+                  what="an AWS region name", example="us-east-1"),
+    "regions": Key("array", "Regions the spot search may use; `region` is always first.",
+                   unique=True, items=Key("string", "An AWS region.", pattern=REGION_RE,
+                                          what="an AWS region name", example="us-west-2")),
+    "nodes": NODES,
+    "ssh": SSH,
+    "storage": STORAGE,
+    "train": TRAIN,
+    "tags": Key("map", "Extra tags on every AWS resource.",
+                key_pattern=r"^(?!aws:|clusterkit:)[A-Za-z0-9 _.:/=+@-]{1,128}$",
+                items=Key("text", "Tag value.", max_length=256)),
+})
+
+
+def walk_keys(key: Key = SPEC, path: str = ""):
+    """Every (path, Key) in the table, depth first; array items as ``path[]``, map values
+    as ``path.*``."""
+    yield path, key
+    if key.keys:
+        for name, child in key.keys.items():
+            yield from walk_keys(child, f"{path}.{name}" if path else name)
+    elif key.items is not None:
+        yield from walk_keys(key.items, f"{path}[]" if key.type == "array" else f"{path}.*")
