@@ -10,7 +10,7 @@ from botocore.config import Config
 from botocore.exceptions import NoCredentialsError, ProfileNotFound
 
 from clusterkit import __version__
-from clusterkit.errors import CredentialsError
+from clusterkit.errors import CredentialsError, UsageError
 from clusterkit.netguard import check_url
 
 RETRY_CONFIG = Config(
@@ -46,5 +46,8 @@ def client(session: boto3.Session, service: str, region: str | None = None, *,
     except NoCredentialsError as exc:
         raise CredentialsError("no AWS credentials found",
                                "run `aws configure`, set AWS_PROFILE, or use --sandbox") from exc
+    except ValueError as exc:  # botocore's answer to a malformed endpoint URL
+        raise UsageError(f"cannot make an AWS {service} client: {exc}",
+                         "check AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_<SERVICE>") from exc
     made.meta.events.register("before-send", _guard_request)
     return made

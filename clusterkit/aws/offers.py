@@ -1,0 +1,278 @@
+"""Spot-offer search: prices, zones and placement scores for every candidate
+instance type in every allowed region, regions queried concurrently.
+
+Per region: one DescribeAvailabilityZones (zone name <-> id), one
+DescribeInstanceTypeOfferings (where the types are offered), one paginated
+DescribeSpotPriceHistory for all types at once (Linux/UNIX, StartTime now), and the
+on-demand price from the Pricing API (snapshot fallback). Per type, once for all
+regions: GetSpotPlacementScores for a single-AZ gang of ``count``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from clusterkit.aws.errors import translate
+from clusterkit.aws.pricing import (
+    AWS_EXCEPTIONS,
+    OnDemandPrices,
+    lookup_client,
+    pages,
+    placement_scores,
+)
+from clusterkit.aws.session import client
+from clusterkit.catalog import build, instances
+from clusterkit.catalog.ranking import Offer
+from clusterkit.errors import ClusterkitError, UsageError
+
+PRODUCT = "Linux/UNIX"
+Progress = Callable[[int, int, str], None]  # (done, total, what just finished)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    offers: list[Offer]
+    region_errors: dict[str, str]  # region -> why it has no offers
+    on_demand_source: str  # "pricing-api" | "snapshot"
+    notes: list[str] = field(default_factory=list)  # e.g. placement scores unavailable
+    api_calls: dict[str, int] = field(default_factory=dict)  # operation -> calls made
+    count: int = 1
+
+
+class _Calls:
+    """Counts API calls by operation name across every client of one search."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: Counter[str] = Counter()
+
+    def add(self, operation: str) -> None:
+        with self._lock:
+            self.counts[operation] += 1
+
+    def watch(self, made: Any) -> Any:
+        made.meta.events.register("before-call", lambda model, **_: self.add(model.name))
+        return made
+
+
+@dataclass
+class _Zones:
+    name_to_id: dict[str, str]
+    offered: set[tuple[str, str]]  # (type, zone name)
+    spot: dict[tuple[str, str], float]  # (type, zone name) -> latest $/h
+
+
+def _aws(operation: str, resource: str | None, call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except AWS_EXCEPTIONS as exc:
+        raise translate(exc, operation, resource) from exc
+
+
+def _latest_spot(ec2: Any, types: Sequence[str]) -> dict[tuple[str, str], float]:
+    now = datetime.now(timezone.utc)
+    latest: dict[tuple[str, str], tuple[Any, float]] = {}
+    for item in pages(ec2.describe_spot_price_history, "SpotPriceHistory",
+                      InstanceTypes=list(types), ProductDescriptions=[PRODUCT],
+                      StartTime=now, MaxResults=1000):
+        key = (item["InstanceType"], item["AvailabilityZone"])
+        stamp = item.get("Timestamp") or now
+        if key not in latest or stamp > latest[key][0]:
+            latest[key] = (stamp, float(item["SpotPrice"]))
+    return {k: v[1] for k, v in latest.items()}
+
+
+def _zones(ec2: Any, region: str, types: Sequence[str]) -> _Zones:
+    azs = _aws("DescribeAvailabilityZones", region, lambda: ec2.describe_availability_zones(
+        Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}]))
+    offered = _aws("DescribeInstanceTypeOfferings", region, lambda: list(pages(
+        ec2.describe_instance_type_offerings, "InstanceTypeOfferings",
+        LocationType="availability-zone",
+        Filters=[{"Name": "instance-type", "Values": list(types)}])))
+    spot = _aws("DescribeSpotPriceHistory", region, lambda: _latest_spot(ec2, types))
+    return _Zones({z["ZoneName"]: z["ZoneId"] for z in azs["AvailabilityZones"]},
+                  {(o["InstanceType"], o["Location"]) for o in offered}, spot)
+
+
+def _region_offers(ec2: Any, region: str, types: Sequence[str], gpus: dict[str, int],
+                   on_demand: OnDemandPrices) -> list[Offer]:
+    zones = _zones(ec2, region, types)
+    offers: list[Offer] = []
+    for itype in types:
+        names = sorted({z for t, z in zones.offered | set(zones.spot) if t == itype
+                        and z in zones.name_to_id})
+        if not names:
+            continue
+        od = on_demand.price(itype, region)
+        for zone in names:
+            zid = zones.name_to_id[zone]
+            offers.append(Offer(itype, region, zone, zid, "spot", zones.spot.get((itype, zone)),
+                                od, gpus[itype]))
+            offers.append(Offer(itype, region, zone, zid, "on-demand", od, od, gpus[itype]))
+    return offers
+
+
+def _gpu_counts(session: Any, region: str, types: Sequence[str], calls: _Calls) -> dict[str, int]:
+    """GPUs per type from the catalog; DescribeInstanceTypes for types it lacks."""
+    counts = {t: instances.lookup(t).gpu_count for t in types if instances.lookup(t)}
+    unknown = [t for t in types if t not in counts]
+    if unknown:
+        ec2 = calls.watch(client(session, "ec2", region))
+        found = _aws("DescribeInstanceTypes", ",".join(unknown),
+                     lambda: ec2.describe_instance_types(InstanceTypes=unknown))
+        for item in found.get("InstanceTypes", []):
+            entry = build.entry_from_describe(item)
+            counts[entry["name"]] = entry["gpu"]["count"] if entry["gpu"] else 0
+    return {t: counts.get(t, 0) for t in types}
+
+
+def _check_args(instance_types: Sequence[str], regions: Sequence[str], count: int) -> None:
+    if not instance_types:
+        raise UsageError("no instance types to search", "pass --instance-types or a spec")
+    if not regions:
+        raise UsageError("no regions to search", "pass --regions, --region or a spec")
+    if count < 1:
+        raise UsageError(f"--count must be at least 1, got {count}")
+
+
+class _Collect:
+    """Gathers the results of the region and placement-score jobs as they finish."""
+
+    def __init__(self, total: int, progress: Progress | None) -> None:
+        self.total, self.done, self.progress = total, 0, progress
+        self.offers: list[Offer] = []
+        self.errors: dict[str, str] = {}
+        self.score_errors: dict[str, list[str]] = {}  # message -> types
+        self.scores: dict[tuple[str, str, str], int] = {}
+
+    def take(self, kind: str, name: str, job: Any) -> None:
+        self.done += 1
+        try:
+            result = job.result()
+        except ClusterkitError as exc:
+            if kind == "region":
+                self.errors[name] = short(exc.message)
+            else:
+                self.score_errors.setdefault(short(exc.message), []).append(name)
+            result = None
+        if result is not None and kind == "region":
+            self.offers.extend(result)
+        elif result is not None:
+            self.scores.update({(name, r, z): s for (r, z), s in result.items()})
+        if self.progress:
+            self.progress(self.done, self.total,
+                          f"{kind} {name}" + (" failed" if result is None else ""))
+
+    def notes(self, on_demand: OnDemandPrices) -> list[str]:
+        out = [f"placement scores unknown for {', '.join(sorted(types))}: {why}"
+               for why, types in self.score_errors.items()]
+        if on_demand.used_snapshot and on_demand.api_error:
+            out.append(f"on-demand prices from the shipped snapshot: "
+                       f"{short(on_demand.api_error)}")
+        return out
+
+
+def search_offers(session: Any, *, instance_types: Sequence[str], regions: Sequence[str],
+                  count: int, progress: Progress | None = None,
+                  use_pricing_api: bool = True) -> SearchResult:
+    """Every spot and on-demand offer (one per type per AZ per market) in ``regions``."""
+    types, regions = list(dict.fromkeys(instance_types)), list(dict.fromkeys(regions))
+    _check_args(types, regions, count)
+    calls = _Calls()
+    on_demand = OnDemandPrices(session, use_api=use_pricing_api)
+    on_demand.count_call = calls.add
+    gpus = _gpu_counts(session, regions[0], types, calls)
+    collect = _Collect(len(regions) + len(types), progress)
+    if progress:
+        progress(0, collect.total, f"{len(regions)} region(s), {len(types)} type(s)")
+    # clients are made here, in one thread: boto3 sessions are not thread-safe
+    region_ec2 = {r: calls.watch(client(session, "ec2", r)) for r in regions}
+    score_ec2 = calls.watch(lookup_client(session, regions[0]))
+    with ThreadPoolExecutor(max_workers=min(16, collect.total)) as pool:
+        jobs = {pool.submit(_region_offers, region_ec2[r], r, types, gpus, on_demand):
+                ("region", r) for r in regions}
+        jobs.update({pool.submit(placement_scores, score_ec2, t, regions, count):
+                     ("scores", t) for t in types})
+        for job in as_completed(jobs):
+            collect.take(*jobs[job], job)
+    offers = [_with_score(o, collect.scores) for o in collect.offers]
+    return SearchResult(offers, collect.errors, on_demand.source, collect.notes(on_demand),
+                        dict(calls.counts), count)
+
+
+def short(message: str, limit: int = 140) -> str:
+    """One line of at most ``limit`` characters (AWS error bodies can be HTML pages)."""
+    text = " ".join(message.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _with_score(offer: Offer, scores: dict[tuple[str, str, str], int]) -> Offer:
+    if offer.market != "spot":
+        return offer
+    score = scores.get((offer.instance_type, offer.region, offer.az_id or ""))
+    if score is None:
+        return offer
+    return Offer(offer.instance_type, offer.region, offer.az, offer.az_id, offer.market,
+                 offer.price, offer.on_demand_price, offer.gpus, score)
+
+
+def offers_for_spec(session: Any, spec: Any, progress: Progress | None = None) -> SearchResult:
+    """search_offers for a validated Spec: its instance types, regions and node count."""
+    return search_offers(session, instance_types=spec.nodes.instance_types,
+                         regions=spec.regions or (spec.region,), count=spec.nodes.count,
+                         progress=progress)
+
+
+@dataclass(frozen=True)
+class SpotQuery:
+    instance_types: list[str]
+    regions: list[str]
+    count: int
+    max_price: float | None = None
+
+
+def resolve_query(spec_file: str | None, *, instance_types: Sequence[str] = (),
+                  regions: Sequence[str] = (), count: int | None = None,
+                  default_region: str | None = None) -> SpotQuery:
+    """What to search: options replace the spec's values; no spec needs --instance-types."""
+    spec = None
+    if spec_file:
+        from clusterkit.spec import load
+
+        spec = load(spec_file)
+    types = list(instance_types) or (list(spec.nodes.instance_types) if spec else [])
+    if not types:
+        raise UsageError("no instance types to search",
+                         "give a spec file or --instance-types p4d.24xlarge,p5.48xlarge")
+    where = list(regions) or (list(spec.regions or (spec.region,)) if spec else []) \
+        or ([default_region] if default_region else [])
+    if not where:
+        raise UsageError("no region to search", "pass --regions us-east-1,us-west-2 or --region")
+    nodes = count if count is not None else (spec.nodes.count if spec else 1)
+    if nodes < 1:
+        raise UsageError(f"--count must be at least 1, got {nodes}")
+    return SpotQuery(types, where, nodes, spec.nodes.max_price if spec else None)
+
+
+def do_spot(spec_file: str | None, *, instance_types: Sequence[str] = (),
+            regions: Sequence[str] = (), count: int | None = None, region: str | None = None,
+            profile: str | None = None, progress: Progress | None = None) -> Any:
+    """`clusterkit spot`: search, then rank. Returns a catalog.report.SpotReport."""
+    from clusterkit.aws.session import make_session
+    from clusterkit.catalog.report import build_report
+
+    session = make_session(region, profile)
+    query = resolve_query(spec_file, instance_types=instance_types, regions=regions,
+                          count=count, default_region=region or session.region_name)
+    result = search_offers(session, instance_types=query.instance_types,
+                           regions=query.regions, count=query.count, progress=progress)
+    return build_report(result.offers, count=query.count, instance_types=query.instance_types,
+                        regions=query.regions, region_errors=result.region_errors,
+                        on_demand_source=result.on_demand_source, notes=result.notes,
+                        max_price=query.max_price)

@@ -1,0 +1,204 @@
+"""`clusterkit spot` and the launch walk against moto in server mode, with the
+recorded real prices served by clusterkit.sandbox.spot_prices (moto's own spot price
+history is a constant placeholder). moto implements neither the Pricing API nor
+GetSpotPlacementScores, so these tests also cover the fallbacks: on-demand prices
+from the shipped snapshot, placement scores unknown. Capacity and quota errors are
+injected in try_launch (moto never runs out of capacity); launches are real moto
+RunInstances calls."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+import re
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from botocore.exceptions import ClientError
+from click.testing import CliRunner
+from moto.server import ThreadedMotoServer
+
+from clusterkit.aws.errors import translate
+from clusterkit.aws.offers import search_offers
+from clusterkit.aws.session import client, make_session
+from clusterkit.catalog import instances
+from clusterkit.catalog.ranking import Offer, launch_candidates, walk_candidates
+from clusterkit.cli.main import cli
+from clusterkit.errors import QuotaError
+from clusterkit.sandbox import spot_prices
+
+PRICES = Path(instances.__file__).parent / "data" / "aws-prices.csv"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "imagenet-p4d-spot.yaml"
+AMI = "ami-12c6146b"  # one of moto's built-in images
+# moto's zone table (the names a fresh account sees for these zone ids)
+ZONE_NAMES = {"use1-az1": "us-east-1b", "use1-az6": "us-east-1a", "usw2-az1": "us-west-2b"}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    spot_prices.install()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    saved = dict(os.environ)
+    os.environ.update(AWS_ENDPOINT_URL=f"http://{host}:{port}", AWS_ACCESS_KEY_ID="testing",
+                      AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    for var in ("AWS_PROFILE", "AWS_REGION", "AWS_SESSION_TOKEN"):
+        os.environ.pop(var, None)
+    try:
+        yield os.environ["AWS_ENDPOINT_URL"]
+    finally:
+        server.stop()
+        spot_prices.uninstall()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _recorded(types: set[str], regions: set[str]) -> list[dict[str, str]]:
+    with PRICES.open(newline="") as fh:
+        # Local Zones (e.g. use1-atl2-az1) are not in moto's zone table, and the search
+        # asks for zone-type availability-zone only
+        return [r for r in csv.DictReader(fh) if r["InstanceType"] in types
+                and r["Region"] in regions and r["SpotPrice"]
+                and re.fullmatch(r"[a-z0-9]+-az\d+", r["AvailabilityZone"])]
+
+
+def _spot_json(*args: str) -> dict:
+    result = CliRunner().invoke(cli, ["--json", "spot", *args])
+    assert result.exit_code == 0, result.output
+    # the in-process moto server prints its own complaints (no Pricing API) to stdout
+    out = result.stdout
+    return json.loads(out[out.index("{\n"):])
+
+
+def test_spot_json_matches_recorded_prices(endpoint: str) -> None:
+    data = _spot_json("--instance-types", "p4d.24xlarge,p5.48xlarge",
+                      "--regions", "us-east-1,us-west-2", "--count", "4")
+    rows = _recorded({"p4d.24xlarge", "p5.48xlarge"}, {"us-east-1", "us-west-2"})
+    recorded = {(r["InstanceType"], r["AvailabilityZone"]): float(r["SpotPrice"]) for r in rows}
+    offers = data["offers"]
+    assert data["on_demand_source"] == "snapshot" and data["region_errors"] == {}
+    assert any("placement scores unknown" in n for n in data["notes"])
+    assert len(offers) == len(recorded)  # every recorded zone is offered in moto's table
+    for offer in offers:
+        assert offer["spot_price"] == pytest.approx(recorded[(offer["instance_type"],
+                                                              offer["az_id"])])
+    cheapest = min(recorded.items(), key=lambda kv: kv[1] / 8)
+    best = offers[0]
+    assert best["rank"] == 1 and (best["instance_type"], best["az_id"]) == cheapest[0]
+    assert (best["az"], best["az_id"]) == ("us-east-1b", "use1-az1")
+    assert best["spot_price"] == pytest.approx(2.4655)
+    assert best["on_demand_price"] == pytest.approx(21.957642)
+    assert best["discount_pct"] == pytest.approx(round(100 * (1 - 2.4655 / 21.957642), 1))
+    assert best["per_gpu_hour"] == pytest.approx(2.4655 / 8, abs=1e-6)
+    assert best["cluster_per_hour"] == pytest.approx(4 * 2.4655)
+    per_gpu = [o["per_gpu_hour"] for o in offers if o["rank"] is not None]
+    assert per_gpu == sorted(per_gpu)
+
+
+def test_spot_table_from_example_spec(endpoint: str) -> None:
+    result = CliRunner().invoke(cli, ["spot", str(EXAMPLE)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.stdout.splitlines() if "│" in ln]
+    first = lines[0]
+    assert "p4d.24xlarge" in first and "us-east-1b (use1-az1)" in first
+    assert "2.4655" in first and "89%" in first and "0.3082" in first
+    assert len(lines) == len(_recorded({"p4d.24xlarge"}, {"us-east-1", "us-west-2"}))
+    assert "shipped snapshot" in result.stdout
+
+
+def test_region_error_does_not_hide_others(endpoint: str) -> None:
+    data = _spot_json("--instance-types", "p4d.24xlarge", "--regions", "us-east-1,mars-north-9")
+    assert list(data["region_errors"]) == ["mars-north-9"]
+    assert {o["region"] for o in data["offers"]} == {"us-east-1"}
+
+
+def test_one_price_call_per_region(endpoint: str) -> None:
+    session = make_session("us-east-1")
+    seen: list[tuple[int, int]] = []
+    result = search_offers(session, instance_types=["p4d.24xlarge", "p5.48xlarge", "g5.xlarge"],
+                           regions=["us-east-1", "us-west-2", "eu-west-1"], count=2,
+                           progress=lambda done, total, _what: seen.append((done, total)))
+    calls = result.api_calls
+    assert calls["DescribeSpotPriceHistory"] == 3
+    assert calls["DescribeAvailabilityZones"] == 3
+    assert calls["DescribeInstanceTypeOfferings"] == 3
+    assert calls["GetSpotPlacementScores"] == 3  # one per type, all regions at once
+    # regions ask concurrently; after the first failure the snapshot is used
+    assert 1 <= calls["GetProducts"] <= 3
+    assert seen[0] == (0, 6) and seen[-1] == (6, 6)
+    assert {o.market for o in result.offers} == {"spot", "on-demand"}
+
+
+def test_usage_errors_exit_2(endpoint: str) -> None:
+    assert CliRunner().invoke(cli, ["spot"]).exit_code == 2
+    assert CliRunner().invoke(cli, ["spot", "--instance-types", "p4d.24xlarge",
+                                    "--count", "0"]).exit_code == 2
+
+
+def _failing(code: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": f"injected {code}"}}, "RunInstances")
+
+
+def _launcher(fail: dict[str, str]):
+    ec2 = client(make_session("us-east-1"), "ec2", "us-east-1")
+    tried: list[str] = []
+
+    def try_launch(offer: Offer) -> list[str]:
+        tried.append(f"{offer.market}:{offer.az}")
+        if offer.az in fail:
+            raise translate(_failing(fail[offer.az]), "RunInstances", offer.az)
+        made = client(make_session(offer.region), "ec2", offer.region).run_instances(
+            ImageId=AMI, InstanceType=offer.instance_type, MinCount=2, MaxCount=2,
+            Placement={"AvailabilityZone": offer.az})
+        return [i["InstanceId"] for i in made["Instances"]]
+
+    return try_launch, tried, ec2
+
+
+def _candidates(policy: str) -> list[Offer]:
+    result = search_offers(make_session("us-east-1"), instance_types=["p4d.24xlarge"],
+                           regions=["us-east-1", "us-west-2"], count=2)
+    return launch_candidates(result.offers, count=2, market_policy=policy, max_price=None,
+                             instance_types=["p4d.24xlarge"], regions=["us-east-1", "us-west-2"])
+
+
+def test_walk_falls_through_injected_capacity_errors(endpoint: str) -> None:
+    order = _candidates("spot-then-on-demand")
+    # recorded prices: us-east-1 zones by price b, a, d, c; then us-west-2; then on-demand
+    assert [o.az for o in order[:4]] == ["us-east-1b", "us-east-1a", "us-east-1d",
+                                         "us-east-1c"]
+    assert [o.market for o in order[-8:]] == ["on-demand"] * 8
+    fail = {z: "InsufficientInstanceCapacity" for z in ("us-east-1b", "us-east-1a")}
+    fail["us-east-1d"] = "SpotMaxPriceTooLow"
+    try_launch, tried, ec2 = _launcher(fail)
+    winner, attempts = walk_candidates(order, try_launch)
+    assert tried == ["spot:us-east-1b", "spot:us-east-1a", "spot:us-east-1d", "spot:us-east-1c"]
+    assert (winner.az, winner.market) == ("us-east-1c", "spot")
+    assert [a.code for a in attempts[:3]] == ["InsufficientInstanceCapacity"] * 2 + [
+        "SpotMaxPriceTooLow"]
+    ids = attempts[-1].result
+    found = ec2.describe_instances(InstanceIds=ids)["Reservations"][0]["Instances"]
+    assert {i["Placement"]["AvailabilityZone"] for i in found} == {"us-east-1c"}
+    ec2.terminate_instances(InstanceIds=ids)
+
+
+def test_walk_stops_at_quota_error(endpoint: str) -> None:
+    order = _candidates("spot")
+    try_launch, tried, _ = _launcher({"us-east-1b": "InsufficientInstanceCapacity",
+                                      "us-east-1a": "VcpuLimitExceeded"})
+    with pytest.raises(QuotaError) as info:
+        walk_candidates(order, try_launch)
+    assert tried == ["spot:us-east-1b", "spot:us-east-1a"]
+    assert "quota" in (info.value.hint or "").lower()
