@@ -1,12 +1,56 @@
-"""Client side of the sandbox: point AWS calls at the local endpoint."""
+"""Client side of the sandbox: point AWS calls at the local endpoint.
+
+Only environment variables change, the standard ones botocore reads
+(``AWS_ENDPOINT_URL``, credentials, region), plus ``CLUSTERKIT_SANDBOX=1`` (the
+net guard) and ``CLUSTERKIT_ADDRESS_MAP`` (the address hook's map)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import MutableMapping
+
 from rich.console import Console
 
-from clusterkit.errors import SandboxError
+from clusterkit.netguard import SANDBOX_ENV, check_url
+from clusterkit.sandbox.control import require_running
+from clusterkit.sandbox.state import ADDRESS_MAP_ENV, ADDRESSES_FILE, DIR_ENV, state_dir
+
+DEFAULT_REGION = "us-east-1"
+
+
+def sandbox_env(directory: str | None = None) -> dict[str, str]:
+    """The variables that make any AWS SDK / clusterkit process use the sandbox."""
+    state = require_running(directory)
+    where = state_dir(directory)
+    check_url(state["endpoint"], purpose="sandbox endpoint")
+    return {
+        "AWS_ENDPOINT_URL": state["endpoint"],
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        SANDBOX_ENV: "1",
+        ADDRESS_MAP_ENV: str(where / ADDRESSES_FILE),
+        DIR_ENV: str(where),
+    }
+
+
+def apply(env: MutableMapping[str, str], directory: str | None = None) -> dict[str, str]:
+    """Set the sandbox variables in ``env``; a region only if none is set.
+    Profiles are dropped: throwaway credentials must win over real ones."""
+    values = sandbox_env(directory)
+    env[SANDBOX_ENV] = "1"  # guard on before anything else can connect
+    env.update(values)
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        env.pop(name, None)
+    if not env.get("AWS_REGION") and not env.get("AWS_DEFAULT_REGION"):
+        env["AWS_DEFAULT_REGION"] = DEFAULT_REGION
+    return values
 
 
 def enter_sandbox_mode(console: Console) -> None:
-    """Set AWS_ENDPOINT_URL and throwaway credentials for the running sandbox."""
-    raise SandboxError("the sandbox is not yet available in this version")
+    """Set AWS_ENDPOINT_URL and throwaway credentials for the running sandbox,
+    and say so (stderr) on every run."""
+    os.environ[SANDBOX_ENV] = "1"
+    values = apply(os.environ)
+    console.print(f"[yellow]sandbox mode:[/yellow] AWS endpoint {values['AWS_ENDPOINT_URL']}",
+                  highlight=False)

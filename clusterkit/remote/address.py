@@ -1,0 +1,47 @@
+"""The one address hook: which address to SSH to for an EC2 instance.
+
+``ssh_address(instance)`` takes a DescribeInstances instance dict and returns
+its ``PublicIpAddress``, else its ``PrivateIpAddress``. If ``CLUSTERKIT_ADDRESS_MAP``
+names a JSON file ``{instance_id: address}`` (the sandbox writes one and
+``--sandbox`` sets the variable) the address there wins. Every answer passes
+the net guard, so in sandbox mode a fake public IP is refused, never dialled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from clusterkit.errors import RemoteError, SandboxError
+from clusterkit.netguard import check_address
+
+ADDRESS_MAP_ENV = "CLUSTERKIT_ADDRESS_MAP"
+
+
+def _mapped(instance_id: str) -> str | None:
+    path = os.environ.get(ADDRESS_MAP_ENV)
+    if not path:
+        return None
+    try:
+        with open(path) as handle:
+            table = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SandboxError(f"cannot read the address map {path}: {exc}",
+                           f"unset {ADDRESS_MAP_ENV} or restart the sandbox") from exc
+    return table.get(instance_id)
+
+
+def ssh_address(instance: Mapping[str, Any]) -> str:
+    """The address to SSH to for ``instance`` (a DescribeInstances dict)."""
+    instance_id = instance.get("InstanceId", "")
+    address = _mapped(instance_id) or instance.get("PublicIpAddress") or \
+        instance.get("PrivateIpAddress")
+    if not address:
+        raise RemoteError(f"instance {instance_id or '?'} has no address to SSH to",
+                           "is it running? (public IP, private IP or sandbox address)")
+    check_address(address, purpose="SSH")
+    return address

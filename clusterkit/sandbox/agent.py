@@ -1,0 +1,218 @@
+"""The node agent: runs in the emulator's process and reads moto's in-process
+EC2 backends every 0.1 s, so each tagged instance that is ``running`` has a
+real sshd on its own loopback address, and EBS state has its loop devices."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clusterkit.sandbox import node as nodes
+from clusterkit.sandbox.disks import Disks, VolumeView
+from clusterkit.sandbox.state import ADDRESSES_FILE, NODES_FILE, read_json, write_json
+
+log = logging.getLogger("clusterkit.sandbox.agent")
+CLUSTER_TAG = "clusterkit:cluster"
+TICK = 0.1
+
+
+@dataclass
+class InstanceView:
+    instance_id: str
+    state: str
+    cluster: str
+    hostname: str
+    public_keys: list[str]
+    instance_store_gb: list[int]
+    region: str
+
+
+@dataclass
+class Node:
+    view: InstanceView
+    address: str
+    root: Path
+    host_key: str = ""
+    proc: subprocess.Popen | None = None
+    ns: str | None = None
+    state: str = "stopped"
+    instance_store: list[str] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        return {"instance_id": self.view.instance_id, "cluster": self.view.cluster,
+                "address": self.address, "hostname": self.view.hostname,
+                "state": self.state, "pid": self.proc.pid if self.proc else None,
+                "mntns": self.ns, "host_key": self.host_key, "region": self.view.region,
+                "instance_store": self.instance_store}
+
+
+def address_for(index: int, block: int = 0) -> str:
+    """2 -> 127.B.0.2 ... 254 -> 127.B.0.254, then 127.B.1.2 ... where B is this
+    sandbox's block (0 for the first sandbox on the machine)."""
+    third, offset = divmod(index - 2, 253)
+    return f"127.{block}.{third}.{offset + 2}"
+
+
+def _instance_store(instance_type: str) -> list[int]:
+    from moto.ec2.models.instance_types import INSTANCE_TYPES
+
+    info = INSTANCE_TYPES.get(instance_type, {}).get("InstanceStorageInfo") or {}
+    sizes: list[int] = []
+    for disk in info.get("Disks", []):
+        sizes += [int(disk.get("SizeInGB", 1))] * int(disk.get("Count", 1))
+    return sizes
+
+
+def _backends() -> list[tuple[str, Any]]:
+    from moto.backends import get_backend
+
+    found = []
+    for account in list(get_backend("ec2").values()):
+        for region, backend in list(account.items()):
+            found.append((region, backend))
+    return found
+
+
+def read_instances() -> tuple[list[InstanceView], list[VolumeView], dict[str, str | None]]:
+    """Tagged instances, non-root volume attachments, snapshots -> source volume."""
+    views, volumes, snapshots = [], [], {}
+    for region, backend in _backends():
+        for inst in list(backend.all_instances()):
+            tags = backend.tags.get(inst.id, {})
+            if CLUSTER_TAG not in tags:
+                continue
+            pair = backend.key_pairs.get(inst.key_name) if inst.key_name else None
+            keys = [pair.material_public.decode()] if pair is not None else []
+            host = "ip-" + (inst.private_ip or "10.0.0.1").replace(".", "-")
+            views.append(InstanceView(inst.id, inst._state.name, tags[CLUSTER_TAG], host, keys,
+                                      _instance_store(inst.instance_type), region))
+        for vol in list(backend.volumes.values()):
+            att = vol.attachment
+            iid = None
+            if att is not None and att.device != getattr(att.instance, "root_device_name", ""):
+                iid = att.instance.id
+            volumes.append(VolumeView(vol.id, int(vol.size), vol.snapshot_id, iid))
+        for snap in list(backend.snapshots.values()):
+            snapshots[snap.id] = getattr(snap.volume, "id", None)
+    return views, volumes, snapshots
+
+
+class Agent:
+    def __init__(self, state_dir: Path, caps: dict[str, Any], block: int = 0) -> None:
+        self.dir = state_dir
+        self.block = block
+        self.run_dir = state_dir / "run"
+        self.caps = caps
+        self.addresses: dict[str, str] = read_json(state_dir / ADDRESSES_FILE, {}) or {}
+        self.nodes: dict[str, Node] = {}
+        self.disks = Disks(self.run_dir, bool(caps.get("loop_devices")))
+        self.efs_dir = self.run_dir / "efs"
+        self.efs_dir.mkdir(parents=True, exist_ok=True)
+        self.stopping = threading.Event()
+        self._last: str = ""
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.tick()
+            except RuntimeError as exc:  # a dict changed under us: next tick
+                log.debug("tick skipped: %s", exc)
+            except Exception:  # keep the agent alive, the log says why
+                log.exception("agent tick failed")
+            self.stopping.wait(TICK)
+
+    def tick(self) -> None:
+        views, volumes, snapshots = read_instances()
+        for view in views:
+            self._reconcile(view)
+        by_id = {iid: n.root / "disk" / "by-id" for iid, n in self.nodes.items()
+                 if n.state in ("ready", "booting")}
+        self.disks.sync(volumes, snapshots, by_id)
+        self._publish()
+
+    def _address(self, iid: str) -> str:
+        if iid not in self.addresses:
+            self.addresses[iid] = address_for(len(self.addresses) + 2, self.block)
+            write_json(self.dir / ADDRESSES_FILE, self.addresses)
+        return self.addresses[iid]
+
+    def _reconcile(self, view: InstanceView) -> None:
+        node = self.nodes.get(view.instance_id)
+        if node is None:
+            if view.state == "terminated":
+                return
+            node = Node(view, self._address(view.instance_id),
+                        self.run_dir / "nodes" / view.instance_id)
+            self.nodes[view.instance_id] = node
+        node.view = view
+        if view.state == "running" and node.state == "stopped":
+            self._boot(node)
+        elif view.state != "running" and node.state in ("ready", "booting", "failed"):
+            self._halt(node)
+        if view.state == "terminated" and node.state != "terminated":
+            if node.proc is not None:
+                self._halt(node)
+            shutil.rmtree(node.root, ignore_errors=True)
+            node.state = "terminated"
+
+    def _spec(self, node: Node) -> nodes.NodeSpec:
+        return nodes.NodeSpec(node.view.instance_id, node.address, node.view.hostname,
+                              node.view.public_keys, node.root, self.efs_dir,
+                              namespaces=bool(self.caps.get("namespaces")),
+                              md=bool(self.caps.get("md_raid")))
+
+    def _boot(self, node: Node) -> None:
+        if not self.caps.get("ssh_nodes"):
+            node.state = "not emulated"
+            return
+        spec = self._spec(node)
+        node.host_key = nodes.prepare(spec)
+        try:
+            node.instance_store = self.disks.boot_instance_store(
+                spec.instance_id, node.view.instance_store_gb, node.root)
+        except (subprocess.CalledProcessError, OSError) as exc:
+            log.error("instance store for %s failed: %s", spec.instance_id, exc)
+        node.proc = nodes.start(spec, node.root / "sshd.log")
+        node.state = "booting"
+        if nodes.wait_listening(node.address, timeout=5.0):
+            node.ns = nodes.mount_ns(node.proc.pid)
+            node.state = "ready"
+            write_json(node.root / "node.json", node.record())  # the sweep's ledger
+            log.info("node %s up on %s (%s)", spec.instance_id, node.address, spec.hostname)
+        else:
+            node.state = "failed"
+            log.error("node %s: sshd did not listen, see %s", spec.instance_id,
+                      node.root / "sshd.log")
+
+    def _halt(self, node: Node) -> None:
+        if node.proc is not None:
+            nodes.stop(node.proc.pid, node.ns)
+            try:
+                node.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                log.error("node %s: boot process did not exit", node.view.instance_id)
+        node.proc, node.ns = None, None
+        self.disks.drop_instance_store(node.root)
+        node.instance_store = []
+        node.state = "stopped"
+        log.info("node %s stopped", node.view.instance_id)
+
+    def _publish(self) -> None:
+        records = {iid: n.record() for iid, n in self.nodes.items()}
+        text = repr(sorted(records.items()))
+        if text != self._last:
+            write_json(self.dir / NODES_FILE, records)
+            self._last = text
+
+    def shutdown(self) -> None:
+        self.stopping.set()
+        for node in self.nodes.values():
+            if node.state not in ("stopped", "terminated"):
+                self._halt(node)
+        self.disks.release_all(self.run_dir)
+        self._publish()

@@ -1,0 +1,161 @@
+"""`clusterkit sandbox start|stop|status` behind the CLI: start the daemon, stop
+it and sweep whatever it may have left (even after a crash), report state."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from clusterkit.errors import SandboxError
+from clusterkit.sandbox import disks, node
+from clusterkit.sandbox.server import cleanup_files
+from clusterkit.sandbox.state import (
+    CAPS_FILE,
+    LOG_FILE,
+    NODES_FILE,
+    RUN_DIR,
+    STATE_FILE,
+    pid_alive,
+    read_json,
+    running_state,
+    state_dir,
+)
+
+START_TIMEOUT = 15.0
+
+
+def do_start(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Start the daemon (or return the one already running). Returns status."""
+    where = state_dir(directory)
+    where.mkdir(parents=True, exist_ok=True)
+    if running_state(where):
+        return {**do_status(where), "already_running": True}
+    sweep(where)
+    with open(where / LOG_FILE, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "clusterkit.sandbox.server", str(where)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
+                                start_new_session=True, close_fds=True)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        state = read_json(where / STATE_FILE)
+        if state and state.get("pid") == proc.pid and _answers(state["endpoint"]):
+            return {**do_status(where), "already_running": False}
+        if proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    if proc.poll() is None:
+        proc.kill()
+    raise SandboxError(f"the sandbox did not start (state dir {where})",
+                       f"see {where / LOG_FILE}")
+
+
+def _answers(endpoint: str) -> bool:
+    parts = urlsplit(endpoint)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), 0.5):
+            return True
+    except OSError:
+        return False
+
+
+def do_stop(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Stop the daemon, then sweep: no process, mount, loop device or temp file left."""
+    where = state_dir(directory)
+    state = read_json(where / STATE_FILE) or {}
+    pid = state.get("pid")
+    was_running = pid_alive(pid)
+    if was_running:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    swept = sweep(where)
+    return {"dir": str(where), "was_running": was_running, **swept}
+
+
+def sweep(where: Path) -> dict[str, int]:
+    """Remove leftovers of a sandbox that died without cleaning up."""
+    run = where / RUN_DIR
+    killed = 0
+    records = list((read_json(where / NODES_FILE, {}) or {}).values())
+    records += [read_json(p, {}) or {} for p in run.glob("nodes/*/node.json")]
+    for ns in {rec.get("mntns") for rec in records} - {None, node.mount_ns(os.getpid())}:
+        victims = node.pids_in_ns(ns)
+        killed += len(victims)
+        node.kill_all(victims)
+    strays = _pids_mentioning(str(run))
+    killed += len(strays)
+    node.kill_all(strays)
+    unmounted = _unmount_under(run)
+    loops = disks.loops_under(run)
+    for device in loops:
+        disks.lodetach(device)
+    cleanup_files(where)
+    return {"killed": killed, "unmounted": unmounted, "loops_detached": len(loops)}
+
+
+def _pids_mentioning(text: str) -> list[int]:
+    """Processes naming ``text`` on their command line or carrying the node marker."""
+    marker = f"{node.MARKER_ENV}={text}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if text.encode() in cmdline or marker in environ:
+            found.append(int(entry))
+    return found
+
+
+def mounts_under(root: Path) -> list[str]:
+    """Mount points (in this mount namespace) at or below ``root``."""
+    prefix = str(root)
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].replace("\\040", " ")
+        if point == prefix or point.startswith(prefix + "/"):
+            points.append(point)
+    return points
+
+
+def _unmount_under(root: Path) -> int:
+    points = sorted(mounts_under(root), key=len, reverse=True)
+    for point in points:
+        subprocess.run(["umount", "-l", point], capture_output=True)
+    return len(points)
+
+
+def do_status(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    where = state_dir(directory)
+    state = running_state(where)
+    nodes = read_json(where / NODES_FILE, {}) or {}
+    return {
+        "dir": str(where),
+        "running": state is not None,
+        "endpoint": state["endpoint"] if state else None,
+        "pid": state["pid"] if state else None,
+        "nodes": list(nodes.values()) if state else [],
+        "capabilities": read_json(where / CAPS_FILE, {}) or {},
+    }
+
+
+def require_running(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    where = state_dir(directory)
+    state = running_state(where)
+    if state is None:
+        raise SandboxError(f"the sandbox is not running (state dir {where})",
+                           "start it with `clusterkit sandbox start`")
+    return state

@@ -1,0 +1,240 @@
+"""One emulated node: a real OpenSSH server on its own loopback address.
+
+As root, each node runs in its own UTS + mount namespace with a private,
+persistent root file system (an overlay of the host's ``/``; the upper layer
+lives in the node dir, so writes survive stop/start like a root EBS volume and
+vanish on terminate). Inside it the node has its own hostname, ``/etc`` (hosts,
+passwd), ``/root`` and ``/home``, ``/dev/disk/by-id`` (EBS / instance-store
+devices by id) and two shims: ``mount.nfs4`` (EFS = a directory shared by the
+nodes) and, without an md driver, ``mdadm`` (says "not emulated").
+
+Login users: ``root`` and ``ubuntu`` / ``ec2-user`` (uid 0 in the node, home
+``/root``, ``/home/<user>`` links there), all authorized with the instance's
+EC2 key pair.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+LOGIN_USERS = ("ubuntu", "ec2-user")
+EFS_IN_NODE = "/var/lib/clusterkit-sandbox/efs"
+MARKER_ENV = "CLUSTERKIT_SANDBOX_RUN"  # set on each node's sshd, so a sweep finds them
+
+SSHD_CONFIG = """\
+ListenAddress {address}:22
+HostKey /etc/clusterkit-node/ssh_host_ed25519_key
+AuthorizedKeysFile /etc/clusterkit-node/authorized_keys .ssh/authorized_keys
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+AllowAgentForwarding yes
+AllowTcpForwarding yes
+PidFile none
+PrintMotd no
+MaxStartups 200:30:400
+MaxSessions 100
+AcceptEnv LANG LC_*
+Subsystem sftp internal-sftp
+LogLevel ERROR
+"""
+
+MOUNT_NFS_SHIM = """\
+#!/bin/sh
+# clusterkit sandbox: EFS is a directory shared by the cluster's nodes.
+# mount -t nfs4 fs-XXXX.efs.REGION.amazonaws.com:/[sub] DIR [-o opts]
+set -eu
+spec="$1"; dir="$2"
+fsid="${spec%%:*}"; fsid="${fsid%%.*}"; sub="${spec#*:}"
+case "$fsid" in fs-*) ;; *) echo "mount.nfs4: only EFS (fs-...) is emulated" >&2; exit 32;; esac
+mkdir -p "@EFS@/$fsid$sub"
+exec mount --bind "@EFS@/$fsid$sub" "$dir"
+""".replace("@EFS@", EFS_IN_NODE)
+
+MDADM_SHIM = """\
+#!/bin/sh
+echo "mdadm: not emulated: this kernel has no md driver (clusterkit sandbox)" >&2
+exit 3
+"""
+
+
+@dataclass
+class NodeSpec:
+    instance_id: str
+    address: str
+    hostname: str
+    public_keys: list[str]
+    root: Path  # the node's directory under run/nodes
+    efs_dir: Path
+    namespaces: bool = True
+    md: bool = False
+    extra_hosts: list[str] = field(default_factory=list)
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", path.parent.name,
+                    "-f", str(path)], check=True, stdin=subprocess.DEVNULL)
+
+
+def prepare(spec: NodeSpec) -> str:
+    """First boot: host key, sshd config, authorized keys, the node's /etc. Returns
+    the public host key line. Later boots keep what is there (like a root volume)."""
+    conf = spec.root / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    key = conf / "ssh_host_ed25519_key"
+    if not key.exists():
+        _keygen(key)
+        (conf / "authorized_keys").write_text("".join(k.strip() + "\n" for k in spec.public_keys))
+        _first_boot_root(spec)
+    (conf / "sshd_config").write_text(SSHD_CONFIG.format(address=spec.address))
+    for sub in ("disk/by-id", "upper", "work", "merged"):
+        (spec.root / sub).mkdir(parents=True, exist_ok=True)
+    return key.with_suffix(".pub").read_text().strip()
+
+
+def _write(path: Path, text: str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+
+
+def _first_boot_root(spec: NodeSpec) -> None:
+    """Seed the overlay's upper layer: what differs from the host on this node."""
+    upper = spec.root / "upper"
+    for private in ("root", "tmp", "home"):  # start empty, like a fresh image
+        (upper / private).mkdir(parents=True, exist_ok=True)
+        _opaque(upper / private)
+    (upper / "root").chmod(0o700)
+    (upper / "tmp").chmod(0o1777)
+    passwd = Path("/etc/passwd").read_text()
+    for user in LOGIN_USERS:
+        if f"\n{user}:" not in "\n" + passwd:
+            passwd += f"{user}:x:0:0:{user} (sandbox, uid 0):/root:/bin/bash\n"
+        # one home for every uid-0 login, so the shell's ~ and ssh's ~ agree
+        (upper / "home" / user).symlink_to("/root")
+    _write(upper / "etc/passwd", passwd)
+    _write(upper / "etc/hostname", spec.hostname + "\n")
+    hosts = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
+    _write(upper / "etc/hosts", hosts + f"{spec.address}\t{spec.hostname}\n")
+    _write(upper / "usr/sbin/mount.nfs4", MOUNT_NFS_SHIM, 0o755)
+    if not spec.md:
+        _write(upper / "usr/sbin/mdadm", MDADM_SHIM, 0o755)
+
+
+def _opaque(path: Path) -> None:
+    """Hide the host's files below ``path`` in the node (overlay opaque dir)."""
+    # not root / no xattrs: the node sees the host's files there
+    with contextlib.suppress(OSError):
+        os.setxattr(path, "trusted.overlay.opaque", b"y")
+
+
+def boot_script(spec: NodeSpec) -> str:
+    r = shlex.quote(str(spec.root))
+    merged = f"{r}/merged"
+    lines = [
+        "set -e",
+        f"mount -t overlay ckroot -o lowerdir=/,upperdir={r}/upper,workdir={r}/work {merged}",
+        f"for m in /proc /sys; do mount --rbind $m {merged}$m; done",
+        # the node's own /dev: a copy of the host's, plus its disks by id
+        f"mount -t tmpfs -o mode=755,size=64m ckdev {merged}/dev",
+        f"(cd /dev && cp -a $(ls -A | grep -vxE 'pts|shm|disk') {merged}/dev/) || true",
+        f"for m in /dev/pts /dev/shm; do mkdir -p {merged}$m; mount --rbind $m {merged}$m; done",
+        f"mkdir -p {merged}/dev/disk && mount --bind {r}/disk {merged}/dev/disk",
+        f"mkdir -p {merged}/etc/clusterkit-node {merged}/run/sshd {merged}{EFS_IN_NODE}",
+        f"mount --bind {r}/conf {merged}/etc/clusterkit-node",
+        f"mount --bind {shlex.quote(str(spec.efs_dir))} {merged}{EFS_IN_NODE}",
+        f"hostname {shlex.quote(spec.hostname)}",
+        f"exec chroot {merged} {SSHD} -D -e -f /etc/clusterkit-node/sshd_config",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def start(spec: NodeSpec, log: Path) -> subprocess.Popen:
+    """Boot the node's sshd in the background."""
+    with open(log, "ab") as out:
+        if spec.namespaces:
+            script = spec.root / "boot.sh"
+            script.write_text(boot_script(spec))
+            argv = ["unshare", "--uts", "--mount", "--propagation", "private",
+                    "sh", str(script)]
+        else:
+            argv = [SSHD, "-D", "-e", "-f", str(spec.root / "conf" / "sshd_config")]
+        env = {**os.environ, MARKER_ENV: str(spec.root.parent.parent)}
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                start_new_session=True, env=env)
+    return proc
+
+
+def wait_listening(address: str, timeout: float = 5.0, port: int = 22) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(0.2)
+            if sock.connect_ex((address, port)) == 0:
+                return True
+        time.sleep(0.02)
+    return False
+
+
+def mount_ns(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+def pids_in_ns(ns: str) -> list[int]:
+    """Every process whose mount namespace is ``ns`` (all of a node's processes,
+    including training jobs detached from their SSH session)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid() and mount_ns(int(entry)) == ns:
+            found.append(int(entry))
+    return found
+
+
+def kill_all(pids: list[int], grace: float = 1.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.02)
+        pids = [p for p in pids if _alive(p)]
+        if not pids:
+            return
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def stop(pid: int | None, ns: str | None) -> None:
+    """Stop the node: its sshd and every process living in its namespace."""
+    victims = set(pids_in_ns(ns)) if ns and ns != mount_ns(os.getpid()) else set()
+    if pid:
+        victims.add(pid)
+    kill_all(sorted(victims))
+    if pid:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)

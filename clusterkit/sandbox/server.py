@@ -1,0 +1,134 @@
+"""The sandbox daemon: moto's ThreadedMotoServer on 127.0.0.1 (free port) and the
+node agent, in one process. Started by ``clusterkit sandbox start`` as
+``python -m clusterkit.sandbox.server STATE_DIR`` in its own session; SIGTERM
+stops nodes, releases loop devices and removes ``run/`` and ``state.json``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from clusterkit.sandbox.state import (
+    ADDRESSES_FILE,
+    CAPS_FILE,
+    LOG_FILE,
+    NODES_FILE,
+    RUN_DIR,
+    STATE_FILE,
+    write_json,
+)
+
+log = logging.getLogger("clusterkit.sandbox")
+
+
+def capabilities() -> dict[str, Any]:
+    """What this machine lets the sandbox emulate for real."""
+    root = os.geteuid() == 0
+    filesystems = Path("/proc/filesystems").read_text() if Path("/proc/filesystems").exists() else ""
+    caps: dict[str, Any] = {
+        "root": root,
+        "ssh_nodes": root and Path("/usr/sbin/sshd").exists(),
+        "namespaces": root and bool(shutil.which("unshare")) and "overlay" in filesystems,
+        "loop_devices": root and Path("/dev/loop-control").exists() and bool(shutil.which("losetup")),
+        "md_raid": Path("/proc/mdstat").exists(),
+    }
+    notes = []
+    if not caps["ssh_nodes"]:
+        notes.append("SSH nodes: not emulated (needs root and /usr/sbin/sshd to bind 127.0.0.N:22)")
+    if not caps["namespaces"]:
+        notes.append("node namespaces (own hostname, root fs, /dev/disk): not emulated")
+    if not caps["loop_devices"]:
+        notes.append("EBS volumes / instance store as loop devices: not emulated")
+    if not caps["md_raid"]:
+        notes.append("md RAID (mdadm): not emulated: this kernel has no md driver")
+    caps["not_emulated"] = notes
+    return caps
+
+
+def claim_block() -> tuple[int, socket.socket]:
+    """An address block 127.B.0.0/16 no other running sandbox holds. The claim is an
+    abstract unix socket: the kernel drops it when this process dies, no file left."""
+    for block in range(255):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(f"\0clusterkit-sandbox-block-{block}")
+        except OSError:
+            sock.close()
+            continue
+        return block, sock
+    raise RuntimeError("every loopback address block is held by another sandbox")
+
+
+def _serve(state_dir: Path) -> None:
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+
+    from clusterkit.sandbox.agent import Agent
+
+    caps = capabilities()
+    write_json(state_dir / CAPS_FILE, caps)
+    server = ThreadedMotoServer("127.0.0.1", 0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    _install_extras()
+    block, _claim = claim_block()
+    agent = Agent(state_dir, caps, block)
+    thread = threading.Thread(target=agent.run, name="node-agent", daemon=True)
+    thread.start()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    write_json(state_dir / STATE_FILE, {"endpoint": f"http://{host}:{port}", "pid": os.getpid(),
+                                        "started": time.time(), "dir": str(state_dir),
+                                        "address_block": f"127.{block}.0.0/16"})
+    log.info("sandbox up: http://%s:%s", host, port)
+    while not stop.wait(1.0):
+        pass
+    log.info("stopping")
+    agent.stopping.set()
+    thread.join(timeout=10)
+    agent.shutdown()
+    server.stop()
+
+
+def _install_extras() -> None:
+    try:
+        from clusterkit.sandbox import spot_prices  # written by the spot work
+    except ImportError:
+        return
+    try:
+        spot_prices.install()
+    except Exception:  # the endpoint must come up even if price seeding breaks
+        log.exception("spot price install failed")
+
+
+def cleanup_files(state_dir: Path) -> None:
+    shutil.rmtree(state_dir / RUN_DIR, ignore_errors=True)
+    for name in (STATE_FILE, ADDRESSES_FILE, NODES_FILE):
+        (state_dir / name).unlink(missing_ok=True)
+
+
+def main(argv: list[str]) -> int:
+    state_dir = Path(argv[1])
+    logging.basicConfig(filename=state_dir / LOG_FILE, level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    try:
+        _serve(state_dir)
+    except Exception:
+        log.exception("sandbox daemon failed")
+        return 1
+    finally:
+        cleanup_files(state_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,72 @@
+"""Where the sandbox keeps its state, and the small files in it.
+
+Layout of the state dir (default ``~/.clusterkit/sandbox``, or ``--dir`` /
+``CLUSTERKIT_SANDBOX_DIR``)::
+
+    state.json         endpoint, pid, start time (present while running)
+    addresses.json     {instance_id: "127.0.0.N"}  (the address-hook map)
+    nodes.json         {instance_id: {address, hostname, state, pid, mntns, ...}}
+    capabilities.json  what this machine can emulate (root, loop, md, namespaces)
+    sandbox.log        the daemon's log (kept after stop, for post-mortems)
+    run/               everything temporary: node roots, host keys, disk images
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+DIR_ENV = "CLUSTERKIT_SANDBOX_DIR"
+ADDRESS_MAP_ENV = "CLUSTERKIT_ADDRESS_MAP"
+STATE_FILE = "state.json"
+ADDRESSES_FILE = "addresses.json"
+NODES_FILE = "nodes.json"
+CAPS_FILE = "capabilities.json"
+LOG_FILE = "sandbox.log"
+RUN_DIR = "run"
+
+
+def state_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """``explicit`` > ``$CLUSTERKIT_SANDBOX_DIR`` > ``~/.clusterkit/sandbox`` (absolute)."""
+    raw = explicit or os.environ.get(DIR_ENV) or Path.home() / ".clusterkit" / "sandbox"
+    return Path(raw).expanduser().resolve()
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Atomic write: readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path, default: Any = None) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return default
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not alive
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def running_state(directory: Path) -> dict[str, Any] | None:
+    """state.json if its daemon is alive, else None."""
+    state = read_json(directory / STATE_FILE)
+    if state and pid_alive(state.get("pid")):
+        return state
+    return None

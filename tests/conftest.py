@@ -1,0 +1,173 @@
+"""Shared fixtures: the sandbox (moto server + real sshd nodes on loopback).
+
+``sandbox`` (session): one running sandbox in a temp state dir -> SandboxHandle.
+``sandbox_env`` (function): the same, with its variables set in os.environ
+    (AWS_ENDPOINT_URL, throwaway credentials, region, CLUSTERKIT_SANDBOX=1,
+    CLUSTERKIT_ADDRESS_MAP), undone after the test.
+``sandbox_cluster`` (function, root only): a key pair in the emulator and helpers
+    to launch tagged instances and reach their sshd -> SandboxCluster; every
+    instance it launched is terminated afterwards, and its sshd is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from clusterkit.sandbox import client as sandbox_client
+from clusterkit.sandbox.control import do_start, do_stop
+from clusterkit.sandbox.state import NODES_FILE, read_json
+
+REGION = "us-east-1"
+AMI = "ami-12c6146b"  # one of moto's built-in images
+CLUSTER_TAG = "clusterkit:cluster"
+
+
+@dataclass
+class SandboxHandle:
+    dir: Path
+    endpoint: str
+    env: dict[str, str]  # everything a process needs to use this sandbox
+    region: str = REGION
+
+    def client(self, service: str, region: str | None = None) -> Any:
+        """A plain boto3 client on the sandbox endpoint (test-side setup/inspection)."""
+        return boto3.client(service, endpoint_url=self.endpoint,
+                            region_name=region or self.region, aws_access_key_id="testing",
+                            aws_secret_access_key="testing", aws_session_token="testing")
+
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        """instance id -> node record (address, hostname, state, host_key, ...)."""
+        return read_json(self.dir / NODES_FILE, {}) or {}
+
+    def wait_nodes(self, ids: list[str], states: tuple[str, ...] = ("ready",),
+                   timeout: float = 10.0) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            nodes = self.nodes()
+            if all(nodes.get(i, {}).get("state") in states for i in ids):
+                return [nodes[i] for i in ids]
+            if time.monotonic() > deadline:
+                got = {i: nodes.get(i, {}).get("state") for i in ids}
+                raise TimeoutError(f"nodes not {states} after {timeout}s: {got}")
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxHandle]:
+    where = tmp_path_factory.mktemp("sandbox")
+    status = do_start(where)
+    try:
+        env = sandbox_client.sandbox_env(str(where))
+        env["AWS_DEFAULT_REGION"] = REGION
+        yield SandboxHandle(where, status["endpoint"], env)
+    finally:
+        do_stop(where)
+
+
+@pytest.fixture
+def sandbox_env(sandbox: SandboxHandle, monkeypatch: pytest.MonkeyPatch) -> SandboxHandle:
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in sandbox.env.items():
+        monkeypatch.setenv(name, value)
+    return sandbox
+
+
+@dataclass
+class SandboxNode:
+    instance_id: str
+    address: str
+    hostname: str
+    host_key: str  # "ssh-ed25519 AAAA..." of the node's sshd
+
+
+@dataclass
+class SandboxCluster:
+    sandbox: SandboxHandle
+    name: str
+    key_name: str
+    key_path: Path  # private key (PEM, 0600) of the EC2 key pair
+    known_hosts: Path  # host keys of every node launched so far
+    ec2: Any
+    launched: list[str] = field(default_factory=list)
+
+    def launch(self, count: int = 1, instance_type: str = "t3.micro", wait: bool = True,
+               **kwargs: Any) -> list[SandboxNode]:
+        """RunInstances with the cluster tag and key pair; wait for their sshd."""
+        tags = [{"Key": CLUSTER_TAG, "Value": self.name}]
+        resp = self.ec2.run_instances(
+            ImageId=AMI, MinCount=count, MaxCount=count, InstanceType=instance_type,
+            KeyName=self.key_name,
+            TagSpecifications=[{"ResourceType": "instance", "Tags": tags}], **kwargs)
+        ids = [i["InstanceId"] for i in resp["Instances"]]
+        self.launched += ids
+        return self.wait_ssh(ids) if wait else []
+
+    def wait_ssh(self, ids: list[str], timeout: float = 10.0) -> list[SandboxNode]:
+        records = self.sandbox.wait_nodes(ids, timeout=timeout)
+        found = [SandboxNode(r["instance_id"], r["address"], r["hostname"], r["host_key"])
+                 for r in records]
+        with self.known_hosts.open("a") as handle:
+            for node in found:
+                handle.write(f"{node.address} {node.host_key}\n")
+        return found
+
+    def ssh_argv(self, node: SandboxNode, command: str, user: str = "ubuntu",
+                 *extra: str) -> list[str]:
+        """Real OpenSSH client argv, host key checked against known_hosts."""
+        return ["ssh", "-i", str(self.key_path), "-o", "BatchMode=yes",
+                "-o", f"UserKnownHostsFile={self.known_hosts}",
+                "-o", "StrictHostKeyChecking=yes", "-o", "IdentitiesOnly=yes",
+                *extra, f"{user}@{node.address}", command]
+
+    def run(self, node: SandboxNode, command: str, check: bool = True,
+            timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run(self.ssh_argv(node, command), capture_output=True, text=True,
+                              check=check, timeout=timeout)
+
+    def terminate(self, ids: list[str] | None = None) -> None:
+        ids = ids or list(self.launched)
+        if not ids:
+            return
+        self.ec2.terminate_instances(InstanceIds=ids)
+        deadline = time.monotonic() + 15
+        while any(self.sandbox.nodes().get(i, {}).get("state") in ("ready", "booting")
+                  for i in ids):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nodes still up 15 s after terminate: {ids}")
+            time.sleep(0.05)
+
+
+def _require_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: SSH nodes bind 127.0.0.N:22 in their own namespaces")
+
+
+@pytest.fixture
+def sandbox_cluster(sandbox: SandboxHandle, tmp_path: Path) -> Iterator[SandboxCluster]:
+    _require_root()
+    ec2 = sandbox.client("ec2")
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    key = ec2.create_key_pair(KeyName=name)
+    key_path = tmp_path / f"{name}.pem"
+    key_path.write_text(key["KeyMaterial"])
+    key_path.chmod(0o600)
+    cluster = SandboxCluster(sandbox, name, name, key_path, tmp_path / "known_hosts", ec2)
+    cluster.known_hosts.touch()
+    try:
+        yield cluster
+    finally:
+        try:
+            cluster.terminate()
+        finally:
+            ec2.delete_key_pair(KeyName=name)

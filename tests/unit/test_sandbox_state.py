@@ -1,0 +1,99 @@
+"""Pure parts of the sandbox: state dir, addresses, names, boot script, client env."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterkit.errors import SandboxError
+from clusterkit.sandbox import client, node
+from clusterkit.sandbox.agent import address_for
+from clusterkit.sandbox.disks import ebs_link_name, store_link_name
+from clusterkit.sandbox.server import capabilities
+from clusterkit.sandbox.state import pid_alive, read_json, state_dir, write_json
+
+
+def test_state_dir_precedence(monkeypatch, tmp_path):
+    monkeypatch.delenv("CLUSTERKIT_SANDBOX_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert state_dir() == tmp_path / ".clusterkit" / "sandbox"
+    monkeypatch.setenv("CLUSTERKIT_SANDBOX_DIR", str(tmp_path / "env"))
+    assert state_dir() == tmp_path / "env"
+    assert state_dir(tmp_path / "flag") == tmp_path / "flag"
+
+
+def test_json_roundtrip_and_missing(tmp_path):
+    write_json(tmp_path / "a.json", {"x": 1})
+    assert read_json(tmp_path / "a.json") == {"x": 1}
+    assert read_json(tmp_path / "missing.json", {}) == {}
+    assert list(tmp_path.glob(".*tmp")) == []
+
+
+def test_pid_alive():
+    import os
+
+    assert pid_alive(os.getpid())
+    assert not pid_alive(None)
+    assert not pid_alive(2 ** 22 + 7)
+
+
+@pytest.mark.parametrize("index,address", [(2, "127.0.0.2"), (254, "127.0.0.254"),
+                                           (255, "127.0.1.2"), (508, "127.0.2.2")])
+def test_address_for(index, address):
+    assert address_for(index) == address
+
+
+def test_address_blocks_keep_sandboxes_apart():
+    assert address_for(2, 3) == "127.3.0.2"
+    assert {address_for(i, 0) for i in range(2, 600)}.isdisjoint(
+        {address_for(i, 1) for i in range(2, 600)})
+
+
+def test_claim_block_is_exclusive():
+    from clusterkit.sandbox.server import claim_block
+
+    first, sock1 = claim_block()
+    second, sock2 = claim_block()
+    try:
+        assert first != second
+    finally:
+        sock1.close()
+        sock2.close()
+
+
+def test_addresses_are_unique_over_a_long_run():
+    assert len({address_for(i) for i in range(2, 3000)}) == 2998
+
+
+def test_device_names_match_nitro():
+    assert ebs_link_name("vol-0abc123") == "nvme-Amazon_Elastic_Block_Store_vol0abc123"
+    assert store_link_name("i-0ab", 1).startswith("nvme-Amazon_EC2_NVMe_Instance_Storage_")
+
+
+def test_boot_script_isolates_the_node(tmp_path):
+    spec = node.NodeSpec("i-1", "127.0.0.9", "ip-10-0-0-9", ["ssh-rsa AAA"], tmp_path / "n",
+                         tmp_path / "efs")
+    script = node.boot_script(spec)
+    assert "hostname ip-10-0-0-9" in script
+    assert "lowerdir=/" in script and "chroot" in script
+    assert script.strip().splitlines()[-1].startswith("exec chroot")
+
+
+def test_sshd_config_listens_only_on_its_address():
+    text = node.SSHD_CONFIG.format(address="127.0.0.7")
+    assert "ListenAddress 127.0.0.7:22" in text
+    assert "PasswordAuthentication no" in text
+
+
+def test_capabilities_say_what_is_not_emulated():
+    caps = capabilities()
+    assert {"root", "ssh_nodes", "loop_devices", "md_raid", "not_emulated"} <= set(caps)
+    if not Path("/proc/mdstat").exists():
+        assert any("md RAID" in n and "not emulated" in n for n in caps["not_emulated"])
+
+
+def test_client_env_needs_a_running_sandbox(tmp_path):
+    with pytest.raises(SandboxError) as info:
+        client.sandbox_env(str(tmp_path))
+    assert "clusterkit sandbox start" in (info.value.hint or "")
