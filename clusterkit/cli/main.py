@@ -13,6 +13,10 @@ from clusterkit.cli.render import render_error
 from clusterkit.errors import ClusterkitError
 
 
+# Commands that never talk to AWS or SSH: sandbox mode has nothing to set up for them.
+OFFLINE_COMMANDS = frozenset({None, "sandbox", "validate", "schema", "pack"})
+
+
 class ClusterkitGroup(click.Group):
     """Turns ClusterkitError into message + hint and exit 1/2; click usage errors exit 2."""
 
@@ -51,7 +55,7 @@ def cli(ctx: click.Context, region: str | None, profile: str | None, debug: bool
     """
     ctx.obj = CliContext(region=region, profile=profile, debug=debug, json=json_output,
                          sandbox=sandbox_requested(sandbox))
-    if ctx.obj.sandbox and ctx.invoked_subcommand not in ("sandbox", None):
+    if ctx.obj.sandbox and ctx.invoked_subcommand not in OFFLINE_COMMANDS:
         from clusterkit.sandbox.client import enter_sandbox_mode
 
         enter_sandbox_mode(ctx.obj.err_console)
