@@ -1,0 +1,126 @@
+"""Bad and odd inputs, and Ctrl-C, through the real `clusterkit pack` CLI (subprocesses).
+
+The byte comparison with im2rec.py here covers every file both tools pack; the only
+intended difference is a truncated JPEG, which im2rec.py packs (libjpeg fills the missing
+part with grey) and clusterkit reports and skips.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import cv2
+import numpy as np
+import pytest
+
+from clusterkit.dataset.recordio import decode_records, read_index
+from tests.unit.dataset_images import cmyk_jpeg, exif_rotated_jpeg, photo, write_image
+
+IM2REC = os.path.join(os.path.dirname(importlib.util.find_spec("mxnet").origin),
+                      "tools", "im2rec.py")
+GOOD = ["good/a.jpg", "good/gray.jpg", "good/rgba.png", "good/cmyk.jpg", "good/deep.png",
+        "good/ünï cödé.jpg", "good/with space.png", "good/exif.jpg", "alias/linked.jpg"]
+BAD = ["bad/zero.jpg", "bad/trunc.jpg", "bad/trunc.png", "bad/text.jpg", "bad/noise.png"]
+
+
+def run_ck(args: list[str], cwd: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "clusterkit", "pack", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> str:
+    base = tmp_path_factory.mktemp("corpus")
+    root = base / "root"
+    write_image(f"{root}/good/a.jpg", photo(30, 40, 1))
+    write_image(f"{root}/good/gray.jpg", photo(30, 40, 2, channels=1))
+    write_image(f"{root}/good/rgba.png", photo(20, 30, 3, channels=4))
+    (root / "good/cmyk.jpg").write_bytes(cmyk_jpeg())
+    write_image(f"{root}/good/deep.png", photo(20, 20, 4).astype(np.uint16) * 257)
+    write_image(f"{root}/good/ünï cödé.jpg", photo(25, 35, 5))
+    write_image(f"{root}/good/with space.png", photo(35, 25, 6))
+    (root / "good/exif.jpg").write_bytes(exif_rotated_jpeg(photo(20, 40, 7)))
+    write_image(f"{base}/elsewhere/linked.jpg", photo(30, 30, 8))
+    os.symlink(base / "elsewhere", root / "alias")
+    os.makedirs(root / "bad")
+    (root / "bad/zero.jpg").write_bytes(b"")
+    full = cv2.imencode(".jpg", photo(60, 80, 9))[1].tobytes()
+    (root / "bad/trunc.jpg").write_bytes(full[: len(full) // 2])
+    png = cv2.imencode(".png", photo(60, 80, 10))[1].tobytes()
+    (root / "bad/trunc.png").write_bytes(png[: len(png) // 2])
+    (root / "bad/text.jpg").write_text("this is not an image\n")
+    (root / "bad/noise.png").write_bytes(np.random.default_rng(0).bytes(500))
+    os.makedirs(root / "empty_class")
+    (root / "empty_class/README.txt").write_text("no images here")
+    return str(root)
+
+
+def records_by_key(prefix: str) -> dict[int, bytes]:
+    with open(prefix + ".rec", "rb") as fh:
+        data = fh.read()
+    offsets = dict(read_index(prefix + ".idx"))
+    payloads = {off: p for off, p in decode_records(data)}
+    return {key: payloads[off] for key, off in offsets.items()}
+
+
+def test_bad_files_reported_once_and_skipped_rest_identical_to_im2rec(corpus, tmp_path) -> None:
+    work = str(tmp_path)
+    assert run_ck(["--list", "--recursive", "out", corpus], work).returncode == 0
+    lines = (tmp_path / "out.lst").read_text(encoding="utf-8").splitlines()
+    lst = {line.split("\t")[-1]: int(line.split("\t")[0]) for line in lines}
+    assert sorted(lst) == sorted(GOOD + BAD)
+    proc = run_ck(["--resize", "16", "--num-thread", "2", "out", corpus], work)
+    assert proc.returncode == 0, proc.stderr
+    for rel in BAD:
+        assert proc.stderr.count(os.path.join(corpus, rel) + ":") == 1, (rel, proc.stderr)
+    assert sum(line.startswith("skipped ") for line in proc.stderr.splitlines()) == len(BAD)
+    assert f"{len(BAD)} bad files skipped in total" in proc.stderr
+    ours = records_by_key(str(tmp_path / "out"))
+    assert sorted(ours) == sorted(lst[g] for g in GOOD)
+
+    os.makedirs(tmp_path / "ref")
+    os.link(tmp_path / "out.lst", tmp_path / "ref/out.lst")
+    ref = subprocess.run([sys.executable, IM2REC, "--resize", "16", "--num-thread", "2", "out",
+                          corpus], cwd=tmp_path / "ref", capture_output=True, text=True)
+    assert ref.returncode == 0, ref.stderr
+    theirs = records_by_key(str(tmp_path / "ref/out"))
+    assert {k: theirs[k] for k in ours} == ours
+    assert set(theirs) - set(ours) <= {lst["bad/trunc.jpg"]}
+
+
+def test_interrupted_pack_leaves_no_complete_looking_output(tmp_path) -> None:
+    root = tmp_path / "img"
+    write_image(f"{root}/big.png", photo(300, 400, 11))
+    with open(tmp_path / "out.lst", "w") as fh:
+        fh.writelines(f"{i}\t0.000000\tbig.png\n" for i in range(5000))
+    proc = subprocess.Popen([sys.executable, "-m", "clusterkit", "pack", "--encoding", ".png",
+                             "--quality", "9", "--num-thread", "2", "out", str(root)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if any(n.startswith("out.rec.tmp-") for n in os.listdir(tmp_path)):
+            time.sleep(1.0)  # well into the pack: a few dozen records written
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("pack never started writing")
+    assert proc.poll() is None, "pack finished before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert sorted(os.listdir(tmp_path)) == ["img", "out.lst"]
+
+
+def test_missing_list_is_a_usage_error(tmp_path) -> None:
+    os.makedirs(tmp_path / "img")
+    proc = run_ck(["out", str(tmp_path / "img")], str(tmp_path))
+    assert proc.returncode == 2 and "no .lst file found" in proc.stderr
+    assert "Traceback" not in proc.stderr
