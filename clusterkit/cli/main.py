@@ -12,7 +12,6 @@ from clusterkit.cli.context import CliContext, sandbox_requested
 from clusterkit.cli.render import render_error
 from clusterkit.errors import ClusterkitError
 
-
 # Commands that never talk to AWS or SSH: sandbox mode has nothing to set up for them.
 OFFLINE_COMMANDS = frozenset({None, "sandbox", "validate", "schema", "pack"})
 

@@ -1,0 +1,39 @@
+"""EFS mount targets: one per cluster, in the subnet (AZ) of its nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from clusterkit.aws.clients import cached_client as client
+from clusterkit.aws.errors import error_code, translate
+
+
+def _targets(session: boto3.Session, region: str, fs_id: str) -> list[dict[str, Any]]:
+    try:
+        return client(session, "efs", region).describe_mount_targets(
+            FileSystemId=fs_id)["MountTargets"]
+    except ClientError as exc:
+        raise translate(exc, "DescribeMountTargets", fs_id) from exc
+
+
+def ensure_mount_target(session: boto3.Session, region: str, fs_id: str, subnet_id: str,
+                        security_group: str) -> bool:
+    """Create the mount target in ``subnet_id`` unless there is one; True if created."""
+    if any(t["SubnetId"] == subnet_id for t in _targets(session, region, fs_id)):
+        return False
+    try:
+        client(session, "efs", region).create_mount_target(
+            FileSystemId=fs_id, SubnetId=subnet_id, SecurityGroups=[security_group])
+    except ClientError as exc:
+        if error_code(exc) == "MountTargetConflict":
+            return False
+        raise translate(exc, "CreateMountTarget", fs_id) from exc
+    return True
+
+
+def mount_target_ready(session: boto3.Session, region: str, fs_id: str, subnet_id: str) -> bool:
+    return any(t["SubnetId"] == subnet_id and t.get("LifeCycleState") == "available"
+               for t in _targets(session, region, fs_id))

@@ -1,0 +1,76 @@
+"""Read-only EC2 look-ups `up` needs: default VPC, the subnet of an AZ, the AMI, AZs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from clusterkit.aws.clients import cached_client as client
+from clusterkit.aws.errors import translate
+from clusterkit.errors import AwsError, UsageError
+from clusterkit.spec.model import Image
+
+
+def _ec2(session: boto3.Session, region: str) -> Any:
+    return client(session, "ec2", region)
+
+
+def default_vpc(session: boto3.Session, region: str) -> str:
+    try:
+        vpcs = _ec2(session, region).describe_vpcs(
+            Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"]
+    except ClientError as exc:
+        raise translate(exc, "DescribeVpcs", region) from exc
+    if not vpcs:
+        raise AwsError(f"region {region} has no default VPC",
+                       "create one with `aws ec2 create-default-vpc`")
+    return vpcs[0]["VpcId"]
+
+
+def default_subnet(session: boto3.Session, region: str, vpc_id: str, az: str) -> str:
+    """The default subnet of ``az`` in ``vpc_id``."""
+    filters = [{"Name": "vpc-id", "Values": [vpc_id]},
+               {"Name": "availability-zone", "Values": [az]}]
+    try:
+        subnets = _ec2(session, region).describe_subnets(Filters=filters)["Subnets"]
+    except ClientError as exc:
+        raise translate(exc, "DescribeSubnets", az) from exc
+    subnets.sort(key=lambda s: (not s.get("DefaultForAz", False), s["SubnetId"]))
+    if not subnets:
+        raise AwsError(f"no subnet in {az} of {vpc_id}",
+                       f"create a default subnet: `aws ec2 create-default-subnet "
+                       f"--availability-zone {az}`")
+    return subnets[0]["SubnetId"]
+
+
+def availability_zones(session: boto3.Session, region: str) -> list[dict[str, str]]:
+    try:
+        zones = _ec2(session, region).describe_availability_zones(
+            Filters=[{"Name": "state", "Values": ["available"]}])["AvailabilityZones"]
+    except ClientError as exc:
+        raise translate(exc, "DescribeAvailabilityZones", region) from exc
+    return sorted(({"name": z["ZoneName"], "id": z.get("ZoneId", "")} for z in zones),
+                  key=lambda z: z["name"])
+
+
+def resolve_image(session: boto3.Session, region: str, image: Image) -> tuple[str, str]:
+    """(AMI id, root device name): by id, or the newest AMI named like ``image.name``."""
+    ec2 = _ec2(session, region)
+    try:
+        if image.id:
+            found = ec2.describe_images(ImageIds=[image.id])["Images"]
+        else:
+            found = ec2.describe_images(
+                Owners=[image.owner],
+                Filters=[{"Name": "name", "Values": [image.name or "*"]},
+                         {"Name": "state", "Values": ["available"]}])["Images"]
+    except ClientError as exc:
+        raise translate(exc, "DescribeImages", image.id or image.name) from exc
+    if not found:
+        raise UsageError(f"no AMI {image.id or repr(image.name)} in {region}",
+                         "set nodes.image.id to an AMI of this region, or fix "
+                         "nodes.image.name / nodes.image.owner")
+    best = max(found, key=lambda i: (i.get("CreationDate", ""), i["ImageId"]))
+    return best["ImageId"], best.get("RootDeviceName") or "/dev/sda1"

@@ -1,0 +1,144 @@
+"""Find and delete the static resources of a cluster outside its stack's own delete:
+what a failed or half-deleted stack may leave. Each is found by the cluster tag; the
+IAM role and instance profile (generated names; profiles cannot be tagged by
+CloudFormation) by their IAM path ``/clusterkit/<cluster>/``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from clusterkit.aws.clients import cached_client as client
+from clusterkit.aws.errors import error_code, translate
+from clusterkit.aws.tags import cluster_filter, to_dict
+from clusterkit.netguard import sandbox_mode
+from clusterkit.plan.nodes import CLUSTER_TAG, RETAIN_TAG
+
+GONE = frozenset({"InvalidGroup.NotFound", "InvalidLaunchTemplateId.NotFound",
+                  "InvalidPlacementGroup.Unknown", "FileSystemNotFound", "MountTargetNotFound",
+                  "NoSuchEntity", "InvalidLaunchTemplateId.Malformed"})
+
+
+def _call(session: boto3.Session, service: str, region: str | None, op: str, what: str,
+          **kwargs: Any) -> Any:
+    """One call; a resource that is already gone counts as done (returns None)."""
+    try:
+        return getattr(client(session, service, region), op)(**kwargs)
+    except ClientError as exc:
+        if error_code(exc) in GONE:
+            return None
+        raise translate(exc, op, what) from exc
+
+
+def security_groups(session: boto3.Session, region: str, cluster: str) -> list[str]:
+    out = _call(session, "ec2", region, "describe_security_groups", cluster,
+                Filters=cluster_filter(cluster))
+    return sorted(g["GroupId"] for g in (out or {}).get("SecurityGroups", []))
+
+
+def delete_security_group(session: boto3.Session, region: str, group_id: str) -> None:
+    _call(session, "ec2", region, "delete_security_group", group_id, GroupId=group_id)
+
+
+def launch_templates(session: boto3.Session, region: str, cluster: str) -> list[str]:
+    out = _call(session, "ec2", region, "describe_launch_templates", cluster,
+                Filters=cluster_filter(cluster))
+    return sorted(t["LaunchTemplateId"] for t in (out or {}).get("LaunchTemplates", []))
+
+
+def delete_launch_template(session: boto3.Session, region: str, template_id: str) -> None:
+    _call(session, "ec2", region, "delete_launch_template", template_id,
+          LaunchTemplateId=template_id)
+
+
+def placement_groups(session: boto3.Session, region: str, cluster: str) -> list[str]:
+    # The emulator (moto) implements no placement-group API at all, and its
+    # CloudFormation skips the resource: nothing can be left there to find.
+    if sandbox_mode():
+        return []
+    out = _call(session, "ec2", region, "describe_placement_groups", cluster,
+                Filters=cluster_filter(cluster))
+    return sorted(g["GroupName"] for g in (out or {}).get("PlacementGroups", []))
+
+
+def delete_placement_group(session: boto3.Session, region: str, name: str) -> None:
+    _call(session, "ec2", region, "delete_placement_group", name, GroupName=name)
+
+
+def file_systems(session: boto3.Session, region: str, cluster: str) -> list[dict[str, Any]]:
+    """[{id, retain}] of the cluster's EFS file systems."""
+    try:
+        pages = client(session, "efs", region).get_paginator(
+            "describe_file_systems").paginate()
+        found = [f for page in pages for f in page["FileSystems"]]
+    except ClientError as exc:
+        raise translate(exc, "DescribeFileSystems", cluster) from exc
+    out = []
+    for fs in found:
+        tags = to_dict(fs.get("Tags"))
+        if tags.get(CLUSTER_TAG) == cluster:
+            out.append({"id": fs["FileSystemId"], "retain": tags.get(RETAIN_TAG) == "true"})
+    return sorted(out, key=lambda f: f["id"])
+
+
+def mount_targets(session: boto3.Session, region: str, fs_id: str) -> list[str]:
+    out = _call(session, "efs", region, "describe_mount_targets", fs_id, FileSystemId=fs_id)
+    return sorted(m["MountTargetId"] for m in (out or {}).get("MountTargets", []))
+
+
+def delete_mount_target(session: boto3.Session, region: str, mt_id: str) -> None:
+    _call(session, "efs", region, "delete_mount_target", mt_id, MountTargetId=mt_id)
+
+
+def delete_file_system(session: boto3.Session, region: str, fs_id: str) -> None:
+    _call(session, "efs", region, "delete_file_system", fs_id, FileSystemId=fs_id)
+
+
+def iam_path(cluster: str) -> str:
+    """The IAM path the stack gives the cluster's role and instance profile."""
+    return f"/clusterkit/{cluster}/"
+
+
+def _iam_list(session: boto3.Session, op: str, key: str, cluster: str) -> list[str]:
+    path = iam_path(cluster)
+    try:
+        pages = client(session, "iam").get_paginator(op).paginate(PathPrefix=path)
+        return sorted(r[key[:-1] + "Name"] for page in pages for r in page[key]
+                      if r.get("Path") == path)
+    except ClientError as exc:
+        raise translate(exc, op, path) from exc
+
+
+def iam_roles(session: boto3.Session, cluster: str) -> list[str]:
+    return _iam_list(session, "list_roles", "Roles", cluster)
+
+
+def instance_profiles(session: boto3.Session, cluster: str) -> list[str]:
+    return _iam_list(session, "list_instance_profiles", "InstanceProfiles", cluster)
+
+
+def delete_instance_profile(session: boto3.Session, name: str) -> None:
+    prof = _call(session, "iam", None, "get_instance_profile", name, InstanceProfileName=name)
+    for role in (prof or {}).get("InstanceProfile", {}).get("Roles", []):
+        _call(session, "iam", None, "remove_role_from_instance_profile", name,
+              InstanceProfileName=name, RoleName=role["RoleName"])
+    _call(session, "iam", None, "delete_instance_profile", name, InstanceProfileName=name)
+
+
+def delete_role(session: boto3.Session, name: str) -> None:
+    for policy in (_call(session, "iam", None, "list_role_policies", name, RoleName=name)
+                   or {}).get("PolicyNames", []):
+        _call(session, "iam", None, "delete_role_policy", name, RoleName=name,
+              PolicyName=policy)
+    attached = _call(session, "iam", None, "list_attached_role_policies", name, RoleName=name)
+    for policy in (attached or {}).get("AttachedPolicies", []):
+        _call(session, "iam", None, "detach_role_policy", name, RoleName=name,
+              PolicyArn=policy["PolicyArn"])
+    profiles = _call(session, "iam", None, "list_instance_profiles_for_role", name,
+                     RoleName=name)
+    for prof in (profiles or {}).get("InstanceProfiles", []):
+        _call(session, "iam", None, "remove_role_from_instance_profile", name,
+              InstanceProfileName=prof["InstanceProfileName"], RoleName=name)
+    _call(session, "iam", None, "delete_role", name, RoleName=name)

@@ -1,0 +1,1 @@
+"""Provisioning orchestration: up, down, status, plan (aws/ and remote/ verbs in order)."""

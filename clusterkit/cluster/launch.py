@@ -1,0 +1,130 @@
+"""Launch candidates and the gang launch: one RunInstances call for all missing nodes,
+in one AZ, all or nothing; then wait until they run."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from clusterkit.aws import instances, lookup
+from clusterkit.catalog.prices import on_demand_price
+from clusterkit.catalog.ranking import Offer, describe_offer, launch_candidates
+from clusterkit.cluster.common import Runtime, base_tags
+from clusterkit.errors import AwsError, CapacityError, ClusterkitError
+from clusterkit.plan.nodes import PRICE_TAG, SLOTS_TAG, Node, format_slots, node_index
+from clusterkit.spec.model import Spec
+
+DEAD_STATES = ("shutting-down", "terminated", "stopping", "stopped")
+
+
+def first_candidate(rt: Runtime | None, spec: Spec) -> Offer:
+    """The spec's first instance type in the first AZ of its region: the candidate used
+    when the offer search has nothing (offline, or the search failed)."""
+    itype = spec.nodes.instance_types[0]
+    az = f"{spec.region}a"
+    if rt is not None:
+        zones = lookup.availability_zones(rt.session, spec.region)
+        az = zones[0]["name"] if zones else az
+    market = "on-demand" if spec.nodes.market == "on-demand" else "spot"
+    od = on_demand_price(itype, spec.region)
+    price = od if market == "on-demand" else None
+    return Offer(itype, spec.region, az, None, market, price, od, 0)
+
+
+def candidates(rt: Runtime, spec: Spec) -> list[Offer]:
+    """Ranked offers from the spot search; the first-candidate fallback if it fails."""
+    try:
+        from clusterkit.aws.offers import offers_for_spec
+
+        result = offers_for_spec(rt.session, spec)
+    except (ClusterkitError, ImportError) as exc:
+        rt.say(f"[yellow]offer search failed ({exc}); using the spec's first type[/yellow]")
+        return [first_candidate(rt, spec)]
+    for region, why in sorted(result.region_errors.items()):
+        rt.say(f"[yellow]no offers from {region}: {why}[/yellow]")
+    if not result.offers:
+        return [first_candidate(rt, spec)]
+    return launch_candidates(result.offers, count=spec.nodes.count,
+                             market_policy=spec.nodes.market, max_price=spec.nodes.max_price,
+                             instance_types=spec.nodes.instance_types, regions=spec.regions)
+
+
+def offer_of(nodes: Sequence[Node]) -> Offer:
+    """The offer new nodes of an existing cluster use: the master's type, AZ, market."""
+    first = sorted((n for n in nodes if n.live), key=lambda n: (n.index is None, n.index))[0]
+    od = on_demand_price(first.instance_type, first.region)
+    price = first.price if first.price is not None else (
+        od if first.market == "on-demand" else None)
+    return Offer(first.instance_type, first.region, first.az, None, first.market, price, od, 0)
+
+
+def client_token(stack_id: str, slots: Sequence[int], offer: Offer) -> str:
+    """Same stack + same slots + same offer => same token, so a retried RunInstances is
+    not a second launch. A new stack (after `down`) gives new tokens."""
+    text = f"{stack_id}|{format_slots(slots)}|{offer.instance_type}|{offer.az}|{offer.market}"
+    return "ck-" + hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def gang_launch(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
+                launch_template_id: str, subnet_id: str, stack_id: str,
+                placement_group: str = "") -> list[Node]:
+    tags = {**base_tags(spec), SLOTS_TAG: format_slots(slots),
+            "clusterkit:role": "worker", "Name": f"{spec.name}-node"}
+    if offer.price is not None:
+        tags[PRICE_TAG] = f"{offer.price:.4f}"
+    volume_tags = {**base_tags(spec), "Name": f"{spec.name}-root"}
+    launched = instances.run_instances(
+        rt.session, offer.region, launch_template_id=launch_template_id,
+        instance_type=offer.instance_type, az=offer.az or "", subnet_id=subnet_id,
+        market=offer.market, max_price=spec.nodes.max_price, count=len(slots), tags=tags,
+        volume_tags=volume_tags, client_token=client_token(stack_id, slots, offer),
+        placement_group=placement_group)
+    # The creation tags are on the instances whether or not the response echoes them.
+    return [replace(n, tags={**tags, **n.tags},
+                    index=node_index({**tags, **n.tags}, n.raw.get("AmiLaunchIndex")))
+            for n in launched]
+
+
+def walk(rt: Runtime, offers: Sequence[Offer],
+         try_launch: Callable[[Offer], list[Node]]) -> tuple[Offer, list[Node]]:
+    """Try offers in order; print each attempt and why it failed. Capacity errors move on;
+    quota, credential and other errors stop at once."""
+    if not offers:
+        raise CapacityError("no launch candidates: no offer meets the spec",
+                            "run `clusterkit spot SPEC` to see the offers; widen "
+                            "nodes.instance_types or regions, or raise nodes.max_price")
+    failures: list[str] = []
+    for n, offer in enumerate(offers, start=1):
+        rt.say(f"launch attempt {n}/{len(offers)}: {describe_offer(offer)}")
+        try:
+            return offer, try_launch(offer)
+        except CapacityError as exc:
+            rt.say(f"  [yellow]no capacity: {exc.code}: {exc.message}[/yellow]")
+            failures.append(f"  {n}. {describe_offer(offer)}: {exc.code}")
+        except AwsError as exc:
+            rt.say(f"  [red]failed: {exc.message}[/red]")
+            raise
+    raise CapacityError("every launch candidate failed:\n" + "\n".join(failures),
+                        "try later, add instance types, AZs or regions, or allow on-demand "
+                        "(nodes.market: spot-then-on-demand)")
+
+
+def wait_running(rt: Runtime, region: str, ids: Sequence[str], *, deadline: float) -> list[Node]:
+    """Poll until every instance is running. A node that dies meanwhile aborts the
+    launch: the caller terminates the whole batch (never half a cluster)."""
+    while True:
+        nodes = instances.describe_nodes(rt.session, region, ids)
+        dead = [n for n in nodes if n.state in DEAD_STATES]
+        if dead:
+            raise CapacityError(
+                f"{len(dead)} node(s) stopped before running: "
+                + ", ".join(f"{n.instance_id} {n.state}" for n in dead),
+                "spot capacity was reclaimed; clusterkit terminated the partial set, run "
+                "`clusterkit up` again")
+        if len(nodes) == len(ids) and all(n.state == "running" for n in nodes):
+            return nodes
+        if rt.clock() >= deadline:
+            raise AwsError(f"nodes not running before the deadline: {', '.join(ids)}",
+                           "run `clusterkit up` again to resume, or `clusterkit down`")
+        rt.sleep(rt.poll)

@@ -1,0 +1,91 @@
+"""Create, update or delete the cluster's stack and wait, printing stack events live."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from clusterkit.aws import stack as cfn
+from clusterkit.cluster.common import Runtime
+from clusterkit.errors import AwsError
+
+OK = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "DELETE_COMPLETE"})
+STYLE = {"COMPLETE": "green", "FAILED": "red", "IN_PROGRESS": "yellow"}
+
+
+def _style(status: str) -> str:
+    for suffix, style in STYLE.items():
+        if status.endswith(suffix):
+            return "red" if "ROLLBACK" in status else style
+    return "white"
+
+
+def wait_stack(rt: Runtime, region: str, stack_id: str, *, timeout: float,
+               seen: set[str] | None = None) -> str:
+    """Poll until the stack leaves *_IN_PROGRESS; print each new event once."""
+    seen = set() if seen is None else seen
+    deadline = rt.clock() + timeout
+    while True:
+        for ev in cfn.stack_events(rt.session, region, stack_id):
+            if ev["id"] in seen:
+                continue
+            seen.add(ev["id"])
+            style = _style(ev["status"])
+            reason = f"  {ev['reason']}" if ev["reason"] else ""
+            rt.say(f"  [dim]stack[/dim] {ev['resource']:<26} [{style}]{ev['status']}"
+                   f"[/{style}]{reason}")
+        status, reason = cfn.stack_status(rt.session, region, stack_id)
+        if not status.endswith("_IN_PROGRESS"):
+            return status
+        if rt.clock() >= deadline:
+            raise AwsError(f"stack {stack_id} still {status} after {timeout:.0f}s",
+                           "watch it in the CloudFormation console; `clusterkit up` again "
+                           "resumes, `clusterkit down` deletes")
+        rt.sleep(rt.poll)
+
+
+def _seen_before(rt: Runtime, region: str, stack_id: str) -> set[str]:
+    return {e["id"] for e in cfn.stack_events(rt.session, region, stack_id)}
+
+
+def deploy(rt: Runtime, region: str, name: str, action: str, params: Mapping[str, str],
+           tags: Mapping[str, str], *, timeout: float) -> dict:
+    """Run ``action`` ("create" | "recreate" | "update" | "none") and return the stack."""
+    current = cfn.describe_stack(rt.session, region, name)
+    if current and current["status"].endswith("_IN_PROGRESS"):
+        rt.say(f"stack {name} is {current['status']}: waiting for it")
+        wait_stack(rt, region, current["id"], timeout=timeout)
+    if action == "recreate" and current:
+        delete(rt, region, name, timeout=timeout)
+        action = "create"
+    if action == "create":
+        rt.say(f"creating stack {name} in {region}")
+        stack_id = cfn.create_stack(rt.session, region, name, params, tags)
+        status = wait_stack(rt, region, stack_id, timeout=timeout)
+    elif action == "update":
+        assert current is not None
+        seen = _seen_before(rt, region, current["id"])
+        rt.say(f"updating stack {name}")
+        if not cfn.update_stack(rt.session, region, name, params, tags):
+            return current
+        status = wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)
+    else:
+        return current or {}
+    result = cfn.describe_stack(rt.session, region, name)
+    if status not in OK or result is None:
+        reason = result["reason"] if result else ""
+        raise AwsError(f"stack {name} ended {status} {reason}".strip(),
+                       "the events above say which resource failed; `clusterkit down` "
+                       "cleans up, then `clusterkit up` again", resource=name)
+    return result
+
+
+def delete(rt: Runtime, region: str, name: str, *, timeout: float) -> str | None:
+    """Delete the stack if it exists and wait; the final status, or None if none."""
+    current = cfn.describe_stack(rt.session, region, name)
+    if current is None:
+        return None
+    seen = _seen_before(rt, region, current["id"])
+    if current["status"].endswith("_IN_PROGRESS"):
+        wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)
+    cfn.delete_stack(rt.session, region, name)
+    return wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)

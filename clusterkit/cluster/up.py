@@ -1,0 +1,162 @@
+"""`clusterkit up`: stack, gang launch, wait for SSH. Idempotent and resumable: the
+cluster is found by its tags, and only what differs from the spec is changed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from clusterkit.aws import efs, instances, keypairs, lookup
+from clusterkit.aws import stack as cfn
+from clusterkit.catalog.ranking import Offer
+from clusterkit.cluster import launch, stackops
+from clusterkit.cluster.common import Runtime, base_tags, facts, find_nodes, key_pair_missing
+from clusterkit.errors import AwsError, ClusterkitError
+from clusterkit.plan.cost import cluster_hourly
+from clusterkit.plan.nodes import Node, node_actions
+from clusterkit.plan.stack import key_pair_name, stack_action, stack_name, stack_parameters
+from clusterkit.remote.address import ssh_address
+from clusterkit.remote.probe import local_public_key, wait_reachable
+from clusterkit.spec.model import Spec
+
+
+def do_up(spec_file: str, *, rt: Runtime | None = None, profile: str | None = None,
+          timeout: float = 1800.0, wait_ssh: bool = True) -> dict[str, Any]:
+    from clusterkit.spec import load
+
+    spec = load(spec_file)
+    rt = rt or Runtime.make(region=spec.region, profile=profile)
+    return up(rt, spec, timeout=timeout, wait_ssh=wait_ssh)
+
+
+def prepare_region(rt: Runtime, spec: Spec, region: str, timeout: float) -> dict[str, Any]:
+    """Key pair and stack in ``region``, created or updated only if they differ."""
+    current = cfn.describe_stack(rt.session, region, stack_name(spec.name))
+    found = facts(rt, spec, region, current=current["parameters"] if current else None)
+    if key_pair_missing(rt, spec, region):
+        rt.say(f"importing your SSH public key as key pair {key_pair_name(spec.name)}")
+        keypairs.import_key_pair(rt.session, region, key_pair_name(spec.name),
+                                 local_public_key(spec.ssh.identity_file), base_tags(spec))
+    params = stack_parameters(spec, found)
+    action = stack_action(current["status"] if current else None,
+                          current["parameters"] if current else None, params)
+    stack = stackops.deploy(rt, region, stack_name(spec.name), action, params,
+                            base_tags(spec), timeout=timeout)
+    stack["vpc_id"] = found.vpc_id
+    return stack
+
+
+def _mount_target(rt: Runtime, spec: Spec, region: str, stack: dict[str, Any],
+                  nodes: Sequence[Node], deadline: float) -> None:
+    """The EFS mount target in the nodes' AZ (created here, not by the stack: the AZ is
+    known only after the launch, and moving it would need a stack update per fallback)."""
+    outputs = stack.get("outputs", {})
+    fs_id = outputs.get("DeletedFileSystemId") or outputs.get("RetainedFileSystemId")
+    subnet = next((n.subnet_id for n in nodes if n.subnet_id), None)
+    if not fs_id or not subnet:
+        return
+    if efs.ensure_mount_target(rt.session, region, fs_id, subnet,
+                               outputs["SecurityGroupId"]):
+        rt.say(f"created EFS mount target for {fs_id} in {nodes[0].az}")
+    while not efs.mount_target_ready(rt.session, region, fs_id, subnet):
+        if rt.clock() >= deadline:
+            raise AwsError(f"EFS mount target of {fs_id} not available in time",
+                           "run `clusterkit up` again to resume")
+        rt.sleep(rt.poll)
+
+
+def _retag(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node]) -> None:
+    for iid, tags in node_actions(spec.name, spec.nodes.count, nodes).retag:
+        instances.create_tags(rt.session, region, [iid], tags)
+
+
+def _launch(rt: Runtime, spec: Spec, offers: Sequence[Offer], slots: Sequence[int],
+            stacks: dict[str, dict[str, Any]], timeout: float) -> tuple[str, list[Node]]:
+    def try_launch(offer: Offer) -> list[Node]:
+        if offer.region not in stacks:
+            stacks[offer.region] = prepare_region(rt, spec, offer.region, timeout)
+        stack = stacks[offer.region]
+        subnet = lookup.default_subnet(rt.session, offer.region, stack["vpc_id"], offer.az or "")
+        return launch.gang_launch(rt, spec, offer, slots,
+                                  launch_template_id=stack["outputs"]["LaunchTemplateId"],
+                                  subnet_id=subnet, stack_id=stack["id"],
+                                  placement_group=stack["outputs"].get("PlacementGroupName", ""))
+
+    offer, new = launch.walk(rt, offers, try_launch)
+    rt.say(f"[green]launched {len(new)} node(s)[/green]: {', '.join(n.instance_id for n in new)}")
+    return offer.region, new
+
+
+def _wait_new(rt: Runtime, region: str, new: Sequence[Node], deadline: float) -> None:
+    ids = [n.instance_id for n in new]
+    try:
+        launch.wait_running(rt, region, ids, deadline=deadline)
+    except ClusterkitError:
+        rt.say(f"[red]terminating the {len(ids)} node(s) of this launch[/red]")
+        instances.terminate_instances(rt.session, region, ids)
+        raise
+
+
+def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0,
+       wait_ssh: bool = True) -> dict[str, Any]:
+    deadline = rt.clock() + timeout
+    region, nodes = find_nodes(rt, spec.name, spec.regions)
+    actions = node_actions(spec.name, spec.nodes.count, nodes)
+    stacks: dict[str, dict[str, Any]] = {}
+    if region:
+        rt.say(f"cluster {spec.name}: {len([n for n in nodes if n.live])} node(s) in {region}")
+        stacks[region] = prepare_region(rt, spec, region, timeout)
+    if actions.terminate:
+        rt.say(f"terminating surplus node(s): {', '.join(actions.terminate)}")
+        instances.terminate_instances(rt.session, region or spec.region, actions.terminate)
+    new: list[Node] = []
+    if actions.launch:
+        offers = [launch.offer_of(nodes)] if region else launch.candidates(rt, spec)
+        region, new = _launch(rt, spec, offers, actions.launch, stacks, timeout)
+        _wait_new(rt, region, new, deadline)
+    assert region is not None
+    kept = [n for n in nodes if n.live and n.instance_id not in actions.terminate]
+    _retag(rt, spec, region, kept + new)
+    ids = [n.instance_id for n in kept + new]
+    running = launch.wait_running(rt, region, ids, deadline=deadline)
+    _mount_target(rt, spec, region, stacks[region], running, deadline)
+    host_keys: dict[str, str] = {}
+    if wait_ssh:
+        rt.say(f"waiting for SSH on {len(running)} node(s)")
+        host_keys = wait_reachable(
+            [n.raw for n in running], port=spec.ssh.port, deadline=deadline,
+            on_ready=lambda iid, addr: rt.say(f"  {iid} reachable at {addr}"),
+            interval=rt.poll)
+    return _report(rt, spec, region, running, host_keys)
+
+
+def safe_address(node: Node) -> str | None:
+    """The SSH address, or None where the address hook refuses it (sandbox mode without
+    a sandbox address for this instance)."""
+    try:
+        return ssh_address(node.raw)
+    except ClusterkitError:
+        return None
+
+
+def _report(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node],
+            host_keys: dict[str, str]) -> dict[str, Any]:
+    ordered = sorted(nodes, key=lambda n: (n.index is None, n.index or 0))
+    total = cluster_hourly(ordered)
+    cost = f"${total:.4f}/h" if total is not None else "$/h unknown"
+    rt.say(f"[bold green]cluster {spec.name} is up[/bold green]: {len(ordered)} node(s) in "
+           f"{region}, {cost}")
+    out = []
+    for n in ordered:
+        address = safe_address(n)
+        rt.say(f"  {n.index!s:>3} {n.role:<6} {n.instance_id} {n.instance_type} {n.market} "
+               f"{n.az} {address or '-'}")
+        out.append({"index": n.index, "role": n.role, "instance_id": n.instance_id,
+                    "type": n.instance_type, "az": n.az, "market": n.market,
+                    "ssh_address": address, "private_ip": n.private_ip,
+                    "host_key": host_keys.get(n.instance_id)})
+    if ordered:
+        master = safe_address(ordered[0]) or "<master address>"
+        rt.say(f"reach it: [bold]clusterkit ssh {spec.name}[/bold]   (or: ssh -A "
+               f"{spec.ssh.user}@{master}; from there `ssh <node>`)")
+    return {"cluster": spec.name, "region": region, "hourly_usd": total, "nodes": out}

@@ -1,0 +1,39 @@
+"""Cost arithmetic. PURE: the caller passes the clock."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from clusterkit.plan.nodes import Node
+
+
+def hours_between(start_iso: str, now: datetime) -> float:
+    """Hours from an ISO 8601 timestamp (with offset) to ``now`` (aware); 0 if unknown."""
+    if not start_iso:
+        return 0.0
+    try:
+        start = datetime.fromisoformat(start_iso.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return max(0.0, (now - start).total_seconds() / 3600.0)
+
+
+def node_cost(node: Node, now: datetime) -> float | None:
+    """USD so far at the recorded $/h (EC2 bills per second; a minimum of 60 s)."""
+    if node.price is None or node.state not in ("pending", "running", "stopping",
+                                                  "shutting-down"):
+        return None
+    hours = max(hours_between(node.launch_time, now), 60 / 3600)
+    return round(node.price * hours, 4)
+
+
+def cluster_hourly(nodes: Sequence[Node]) -> float | None:
+    prices = [n.price for n in nodes if n.live and n.state != "stopped"]
+    if any(p is None for p in prices):
+        return None
+    return round(sum(p for p in prices if p is not None), 4)
+
+
+def hourly(price: float | None, count: int) -> float | None:
+    return None if price is None else round(price * count, 4)

@@ -1,0 +1,143 @@
+"""Node identity from tags, and the node actions `up` needs. PURE.
+
+Every node of a cluster has an index (0 = master, the rest workers). All nodes of one
+launch come from a single RunInstances call, so they are tagged alike at creation with
+``clusterkit:slots`` (the indexes that launch fills, e.g. ``"1,3-5"``); EC2 numbers the
+instances of one call 0..k-1 (``AmiLaunchIndex``), and ``slots[AmiLaunchIndex]`` is the
+node's index. The per-node tags (``clusterkit:index``, ``clusterkit:role``, ``Name``)
+are written right after the launch; when a crash comes in between, the index is still
+known from the creation tags and the next `up` writes the missing tags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+CLUSTER_TAG = "clusterkit:cluster"
+ROLE_TAG = "clusterkit:role"
+INDEX_TAG = "clusterkit:index"
+SLOTS_TAG = "clusterkit:slots"
+PRICE_TAG = "clusterkit:price"
+RETAIN_TAG = "clusterkit:retain"
+LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
+
+
+@dataclass(frozen=True)
+class Node:
+    """One instance of a cluster as observed in EC2 (plain data)."""
+
+    instance_id: str
+    index: int | None
+    state: str
+    instance_type: str
+    az: str
+    market: str  # "spot" | "on-demand"
+    region: str
+    launch_time: str = ""  # ISO 8601
+    public_ip: str | None = None
+    private_ip: str | None = None
+    subnet_id: str | None = None
+    price: float | None = None  # USD/h recorded at launch
+    tags: Mapping[str, str] = field(default_factory=dict)
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def role(self) -> str:
+        return "master" if self.index == 0 else "worker"
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+
+def role_of(index: int) -> str:
+    return "master" if index == 0 else "worker"
+
+
+def node_name(cluster: str, index: int) -> str:
+    return f"{cluster}-{role_of(index)}-{index}"
+
+
+def format_slots(indexes: Iterable[int]) -> str:
+    """``[1, 3, 4, 5]`` -> ``"1,3-5"`` (short enough for a 256-character tag value)."""
+    items = sorted(set(indexes))
+    runs: list[str] = []
+    i = 0
+    while i < len(items):
+        j = i
+        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
+            j += 1
+        runs.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
+        i = j + 1
+    return ",".join(runs)
+
+
+def parse_slots(text: str) -> list[int]:
+    out: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def node_index(tags: Mapping[str, str], launch_index: int | None) -> int | None:
+    """The node's index from its own tag, else from its launch's slots."""
+    try:
+        if INDEX_TAG in tags:
+            return int(tags[INDEX_TAG])
+        slots = parse_slots(tags.get(SLOTS_TAG, ""))
+        if launch_index is not None and 0 <= launch_index < len(slots):
+            return slots[launch_index]
+    except ValueError:
+        return None
+    return None
+
+
+def wanted_tags(cluster: str, index: int) -> dict[str, str]:
+    return {INDEX_TAG: str(index), ROLE_TAG: role_of(index), "Name": node_name(cluster, index)}
+
+
+@dataclass(frozen=True)
+class NodeActions:
+    """What `up` must do to the nodes: launch these indexes, terminate these ids,
+    and write these per-node tags."""
+
+    launch: tuple[int, ...] = ()
+    terminate: tuple[str, ...] = ()
+    retag: tuple[tuple[str, Mapping[str, str]], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.launch or self.terminate or self.retag)
+
+
+def node_actions(cluster: str, count: int, nodes: Sequence[Node]) -> NodeActions:
+    """Scale to ``count``: launch missing indexes, terminate the highest surplus ones
+    (and duplicates of an index, keeping the earliest launched), fix missing tags."""
+    live = sorted((n for n in nodes if n.live), key=lambda n: (n.launch_time, n.instance_id))
+    keep: dict[int, Node] = {}
+    terminate: list[str] = []
+    for node in live:
+        if node.index is None or node.index >= count or node.index in keep:
+            terminate.append(node.instance_id)
+        else:
+            keep[node.index] = node
+    retag = []
+    for index, node in sorted(keep.items()):
+        want = wanted_tags(cluster, index)
+        if any(node.tags.get(k) != v for k, v in want.items()):
+            retag.append((node.instance_id, want))
+    missing = tuple(i for i in range(count) if i not in keep)
+    return NodeActions(missing, tuple(terminate), tuple(retag))
+
+
+def placement_of(nodes: Sequence[Node]) -> tuple[str, str, str, str] | None:
+    """(region, az, instance type, market) of the cluster's live nodes (the master's
+    when they differ), so added nodes join the same AZ and type."""
+    live = sorted((n for n in nodes if n.live), key=lambda n: (n.index is None, n.index or 0))
+    if not live:
+        return None
+    first = live[0]
+    return first.region, first.az, first.instance_type, first.market

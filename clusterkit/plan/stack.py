@@ -1,0 +1,74 @@
+"""The CloudFormation parameters of a cluster's stack, and whether the stack needs a
+create, an update or nothing. PURE."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from clusterkit.spec.model import Spec
+
+STACK_PREFIX = "clusterkit-"
+# Stack states from which an update may start; anything *_IN_PROGRESS is waited on.
+STABLE_OK = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE",
+                       "IMPORT_COMPLETE", "IMPORT_ROLLBACK_COMPLETE"})
+# States that can only be deleted: a failed first create.
+DEAD = frozenset({"ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "CREATE_FAILED", "DELETE_FAILED"})
+
+
+def stack_name(cluster: str) -> str:
+    return f"{STACK_PREFIX}{cluster}"
+
+
+def key_pair_name(cluster: str) -> str:
+    """The key pair clusterkit imports when the spec names none."""
+    return f"clusterkit-{cluster}"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the stack parameters depend on besides the spec, looked up from AWS."""
+
+    vpc_id: str
+    image_id: str
+    root_device: str
+    key_name: str
+    ssh_cidr: str
+
+
+def stack_parameters(spec: Spec, facts: Facts) -> dict[str, str]:
+    efs = spec.storage.efs
+    create_efs = efs is not None and efs.create
+    return {
+        "ClusterName": spec.name,
+        "VpcId": facts.vpc_id,
+        "ImageId": facts.image_id,
+        "KeyName": facts.key_name,
+        "RootDeviceName": facts.root_device,
+        "RootVolumeSize": str(spec.nodes.root_volume.size_gb),
+        "RootVolumeType": spec.nodes.root_volume.type,
+        "UsePlacementGroup": "true" if spec.nodes.placement_group else "false",
+        "SshCidr": facts.ssh_cidr,
+        "SshPort": str(spec.ssh.port),
+        "CreateEfs": "true" if create_efs else "false",
+        "EfsDeletionPolicy": efs.deletion_policy if efs is not None else "retain",
+    }
+
+
+def stack_action(status: str | None, current: Mapping[str, str] | None,
+                 wanted: Mapping[str, str]) -> str:
+    """"create" | "recreate" (delete a dead stack first) | "update" | "none"."""
+    if status is None or status == "DELETE_COMPLETE":
+        return "create"
+    if status in DEAD:
+        return "recreate"
+    if dict(current or {}) != dict(wanted):
+        return "update"
+    return "none"
+
+
+def changed_parameters(current: Mapping[str, str] | None,
+                       wanted: Mapping[str, str]) -> list[str]:
+    current = current or {}
+    return [f"{k}: {current.get(k, '')!r} -> {v!r}" for k, v in wanted.items()
+            if current.get(k) != v]

@@ -1,0 +1,111 @@
+"""What `up` would do, as data and as lines for the terminal. PURE."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from clusterkit.plan.cost import hourly
+from clusterkit.plan.nodes import Node, NodeActions, node_actions
+from clusterkit.plan.stack import changed_parameters, stack_action
+from clusterkit.spec.model import Spec
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Where new nodes go: one offer (type x AZ x market) and its $/h per node."""
+
+    instance_type: str
+    region: str
+    az: str | None
+    market: str
+    price: float | None
+
+    def describe(self) -> str:
+        price = f"${self.price:.4f}/h" if self.price is not None else "price unknown"
+        return f"{self.instance_type} {self.market} in {self.az or self.region} ({price} per node)"
+
+
+@dataclass(frozen=True)
+class UpPlan:
+    cluster: str
+    region: str
+    stack: str  # "create" | "recreate" | "update" | "none"
+    stack_changes: tuple[str, ...]
+    key_pair: str  # "import" | "none"
+    nodes: NodeActions
+    choice: Choice | None  # where missing nodes would be launched
+    existing: tuple[Node, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def mutates(self) -> bool:
+        return self.stack != "none" or self.key_pair != "none" or not self.nodes.empty
+
+    def hourly_after(self) -> float | None:
+        """Total $/h once `up` is done: kept nodes at their recorded price, new ones at
+        the choice's."""
+        kept = [n for n in self.existing if n.live and n.instance_id not in self.nodes.terminate]
+        total = 0.0
+        for node in kept:
+            if node.price is None:
+                return None
+            total += node.price
+        if self.nodes.launch:
+            new = hourly(self.choice.price if self.choice else None, len(self.nodes.launch))
+            if new is None:
+                return None
+            total += new
+        return round(total, 4)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "cluster": self.cluster, "region": self.region, "stack": self.stack,
+            "stack_changes": list(self.stack_changes), "key_pair": self.key_pair,
+            "launch_indexes": list(self.nodes.launch),
+            "terminate": list(self.nodes.terminate),
+            "retag": [i for i, _ in self.nodes.retag],
+            "choice": None if self.choice is None else self.choice.__dict__,
+            "hourly_usd": self.hourly_after(),
+            "changes": self.mutates, "notes": list(self.notes),
+        }
+
+
+def plan_up(spec: Spec, *, region: str, stack_status: str | None,
+            stack_params: Mapping[str, str] | None, wanted_params: Mapping[str, str],
+            key_pair_missing: bool, nodes: Sequence[Node], choice: Choice | None,
+            notes: Sequence[str] = ()) -> UpPlan:
+    action = stack_action(stack_status, stack_params, wanted_params)
+    changes = tuple(changed_parameters(stack_params, wanted_params)) if action == "update" \
+        else ()
+    return UpPlan(spec.name, region, action, changes, "import" if key_pair_missing else "none",
+                  node_actions(spec.name, spec.nodes.count, nodes), choice, tuple(nodes),
+                  tuple(notes))
+
+
+def plan_lines(plan: UpPlan) -> list[str]:
+    """Human-readable list of what `up` would do."""
+    lines = [f"cluster {plan.cluster} in {plan.region}"]
+    stack = {"create": "create stack (security group, placement group, launch template, "
+                       "instance role/profile, EFS if asked)",
+             "recreate": "delete the failed stack and create it again",
+             "update": "update stack: " + "; ".join(plan.stack_changes),
+             "none": "stack: up to date"}[plan.stack]
+    lines.append(stack)
+    if plan.key_pair == "import":
+        lines.append("import your SSH public key as an EC2 key pair")
+    if plan.nodes.launch:
+        where = plan.choice.describe() if plan.choice else "no launch candidate"
+        lines.append(f"launch {len(plan.nodes.launch)} node(s) (indexes "
+                     f"{', '.join(map(str, plan.nodes.launch))}) in one call: {where}")
+    if plan.nodes.terminate:
+        lines.append(f"terminate {len(plan.nodes.terminate)} node(s): "
+                     + ", ".join(plan.nodes.terminate))
+    if plan.nodes.retag:
+        lines.append(f"tag {len(plan.nodes.retag)} node(s) with role/index/Name")
+    if not plan.mutates:
+        lines.append("nothing to change")
+    total = plan.hourly_after()
+    lines.append("total: " + (f"${total:.4f}/h" if total is not None else "$/h unknown"))
+    lines.extend(f"note: {n}" for n in plan.notes)
+    return lines

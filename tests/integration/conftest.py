@@ -1,0 +1,184 @@
+"""Provisioning fixtures: a moto server (real HTTP on 127.0.0.1, random free port),
+an AWS call recorder, a fault injector, and a leftover counter.
+
+``moto_env`` points every AWS client at the server with throwaway credentials and
+``CLUSTERKIT_SANDBOX=1`` (net guard on; the SSH rule defaults to 127.0.0.1/32). The
+emulator is shared by the tests of a session: each uses its own cluster name.
+``Calls`` hooks botocore's ``before-call`` event on the session clusterkit uses: it records every operation and can raise at the
+k-th mutating call. That raise is a test double for the *failure* only (a server error,
+throttling after retries, no capacity, or Ctrl-C): every other call is real HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto.server import ThreadedMotoServer
+from rich.console import Console
+
+from clusterkit.cluster.common import Runtime
+
+REGION = "us-east-1"
+AMI = "ami-12c6146b"  # one of moto's built-in images
+CLUSTER_TAG = "clusterkit:cluster"
+READ_PREFIXES = ("Describe", "List", "Get", "Head")
+
+
+def is_mutating(operation: str) -> bool:
+    return not operation.startswith(READ_PREFIXES)
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def moto_env(moto_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    # No reset between tests: reloading moto's EC2 backend costs about a second per
+    # test. Every test uses its own cluster name, and leftovers are counted per name.
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "SSH_AUTH_SOCK",
+                 "CLUSTERKIT_ADDRESS_MAP", "CLUSTERKIT_CALLER_CIDR"):
+        monkeypatch.delenv(name, raising=False)
+    env = {"AWS_ENDPOINT_URL": moto_server, "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+           "AWS_DEFAULT_REGION": REGION, "CLUSTERKIT_SANDBOX": "1", "HOME": str(tmp_path)}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    ssh_dir = tmp_path / ".ssh"
+    ssh_dir.mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
+                    str(ssh_dir / "id_ed25519")], check=True)
+    return moto_server
+
+
+@dataclass
+class Calls:
+    """Records (service, operation) of every AWS call made through one session; can
+    fail the k-th mutating call (1-based) with ``fault``."""
+
+    log: list[tuple[str, str]] = field(default_factory=list)
+    fail_at: int | None = None
+    fault: str = "InternalError"  # an AWS error code, or "SIGINT"
+    only: str | None = None  # count only this operation (e.g. "RunInstances")
+    mutating_seen: int = 0
+
+    def hook(self, model: Any, **kwargs: Any) -> None:
+        service = model.service_model.service_name
+        self.log.append((service, model.name))
+        if not is_mutating(model.name) or (self.only and model.name != self.only):
+            return
+        self.mutating_seen += 1
+        if self.fail_at is not None and self.mutating_seen == self.fail_at:
+            if self.fault == "SIGINT":
+                raise KeyboardInterrupt(f"injected at {model.name}")
+            raise ClientError({"Error": {"Code": self.fault,
+                                         "Message": f"injected fault at {model.name}"},
+                               "ResponseMetadata": {"HTTPStatusCode": 500}}, model.name)
+
+    def mutating(self) -> Counter[str]:
+        return Counter(op for _, op in self.log if is_mutating(op))
+
+    def by_operation(self) -> Counter[str]:
+        return Counter(op for _, op in self.log)
+
+    def reset(self) -> None:
+        self.log.clear()
+        self.mutating_seen = 0
+
+
+def runtime(calls: Calls | None = None) -> Runtime:
+    session = boto3.Session(region_name=REGION)
+    if calls is not None:
+        session.events.register("before-call", calls.hook)
+    return Runtime(session=session, console=Console(stderr=True, width=120), poll=0.05)
+
+
+@pytest.fixture
+def calls(moto_env: str) -> Calls:
+    return Calls()
+
+
+def leftovers(cluster: str, region: str = REGION) -> dict[str, list[str]]:
+    """Every resource type clusterkit creates that still carries (or, for IAM instance
+    profiles, is named or pathed after) the cluster. Independent of clusterkit's own sweep."""
+    ec2 = boto3.client("ec2", region)
+    flt = [{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]}]
+    out: dict[str, list[str]] = {}
+    out["instances"] = [i["InstanceId"] for r in ec2.describe_instances(Filters=flt + [
+        {"Name": "instance-state-name", "Values": ["pending", "running", "stopping",
+                                                   "stopped", "shutting-down"]}])[
+        "Reservations"] for i in r["Instances"]]
+    out["volumes"] = [v["VolumeId"] for v in ec2.describe_volumes(Filters=flt)["Volumes"]]
+    out["security_groups"] = [g["GroupId"] for g in
+                              ec2.describe_security_groups(Filters=flt)["SecurityGroups"]]
+    out["launch_templates"] = [t["LaunchTemplateId"] for t in
+                               ec2.describe_launch_templates(Filters=flt)["LaunchTemplates"]]
+    out["key_pairs"] = [k["KeyName"] for k in ec2.describe_key_pairs(Filters=flt)["KeyPairs"]]
+    out["spot_requests"] = [s["SpotInstanceRequestId"] for s in
+                            ec2.describe_spot_instance_requests(Filters=flt + [
+                                {"Name": "state", "Values": ["open", "active"]}])[
+                                "SpotInstanceRequests"]]
+    # placement groups: moto has no placement-group API and its CloudFormation skips the
+    # resource, so none can exist in the emulator (see README, provision).
+    cf = boto3.client("cloudformation", region)
+    out["stacks"] = [s["StackName"] for s in cf.describe_stacks()["Stacks"]
+                     if s["StackName"] == f"clusterkit-{cluster}"
+                     and s["StackStatus"] != "DELETE_COMPLETE"]
+    efs = boto3.client("efs", region)
+    fss = [f for f in efs.describe_file_systems()["FileSystems"]
+           if {t["Key"]: t["Value"] for t in f.get("Tags", [])}.get(CLUSTER_TAG) == cluster]
+    out["file_systems"] = [f["FileSystemId"] for f in fss]
+    out["mount_targets"] = [m["MountTargetId"] for f in fss for m in
+                            efs.describe_mount_targets(FileSystemId=f["FileSystemId"])[
+                                "MountTargets"]]
+    iam = boto3.client("iam")
+    out["iam_roles"] = [r["RoleName"] for r in iam.list_roles()["Roles"]
+                        if f"clusterkit-{cluster}-" in r["RoleName"]
+                        or r["Path"] == f"/clusterkit/{cluster}/"]
+    out["instance_profiles"] = [p["InstanceProfileName"] for p in
+                                iam.list_instance_profiles()["InstanceProfiles"]
+                                if f"clusterkit-{cluster}-" in p["InstanceProfileName"]
+                                or p["Path"] == f"/clusterkit/{cluster}/"]
+    return {k: v for k, v in out.items() if v}
+
+
+SPEC = """\
+name: {name}
+region: us-east-1
+nodes:
+  count: {count}
+  instance_types: [c5.large]
+  market: {market}
+  image: {{id: {ami}}}
+  placement_group: true
+  root_volume: {{size_gb: 8, type: gp3}}
+ssh:
+  user: ubuntu
+{extra}"""
+
+
+def write_spec(tmp_path: Path, name: str = "pv", count: int = 2, market: str = "on-demand",
+               extra: str = "") -> Path:
+    path = tmp_path / f"{name}-{count}.yaml"
+    path.write_text(SPEC.format(name=name, count=count, market=market, ami=AMI, extra=extra))
+    return path
+
+
+def dump(data: Any) -> str:
+    return json.dumps(data, indent=1, default=str)

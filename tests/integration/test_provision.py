@@ -1,0 +1,275 @@
+"""`up` / `down` against moto in server mode (real HTTP): gang launch, tags, the stack's
+security rules, idempotency (zero mutating calls), scaling, resume, and the sweep.
+SSH waiting is off here (moto's nodes have no sshd); tests/e2e does real SSH."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+
+from clusterkit.cluster.down import do_down
+from clusterkit.cluster.up import do_up
+from clusterkit.errors import QuotaError, UsageError
+from tests.integration.conftest import REGION, Calls, leftovers, runtime, write_spec
+
+
+def _tags(resource: dict) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in resource.get("Tags", [])}
+
+
+def _instances(cluster: str) -> list[dict]:
+    ec2 = boto3.client("ec2", REGION)
+    res = ec2.describe_instances(Filters=[
+        {"Name": "tag:clusterkit:cluster", "Values": [cluster]},
+        {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+    return [i for r in res["Reservations"] for i in r["Instances"]]
+
+
+def test_up_gang_launches_tags_and_is_idempotent(calls: Calls, tmp_path, capsys):
+    spec = write_spec(tmp_path, name="gang", count=3)
+    out = do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    assert calls.by_operation()["RunInstances"] == 1  # one launch call for 3 nodes
+    nodes = _instances("gang")
+    assert len(nodes) == 3 and len({n["Placement"]["AvailabilityZone"] for n in nodes}) == 1
+    by_index = {int(_tags(n)["clusterkit:index"]): n for n in nodes}
+    assert sorted(by_index) == [0, 1, 2]
+    assert _tags(by_index[0])["clusterkit:role"] == "master"
+    assert {_tags(by_index[i])["clusterkit:role"] for i in (1, 2)} == {"worker"}
+    assert _tags(by_index[2])["Name"] == "gang-worker-2"
+    assert [n["role"] for n in out["nodes"]] == ["master", "worker", "worker"]
+    vols = boto3.client("ec2", REGION).describe_volumes(
+        Filters=[{"Name": "tag:clusterkit:cluster", "Values": ["gang"]}])["Volumes"]
+    assert len(vols) == 3 and all(v["Encrypted"] for v in vols)
+    assert "reach it: clusterkit ssh gang" in capsys.readouterr().err.replace("\n", " ")
+
+    calls.reset()
+    do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    assert calls.mutating() == {}, calls.mutating()
+    assert len(_instances("gang")) == 3
+
+
+def test_stack_security_group_and_launch_template(calls: Calls, tmp_path):
+    spec = write_spec(tmp_path, name="sec", count=1)
+    do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    ec2 = boto3.client("ec2", REGION)
+    flt = [{"Name": "tag:clusterkit:cluster", "Values": ["sec"]}]
+    (group,) = ec2.describe_security_groups(Filters=flt)["SecurityGroups"]
+    ssh = [p for p in group["IpPermissions"] if p.get("FromPort") == 22]
+    assert [r["CidrIp"] for p in ssh for r in p["IpRanges"]] == ["127.0.0.1/32"]
+    all_ranges = [r["CidrIp"] for p in group["IpPermissions"] for r in p["IpRanges"]]
+    assert "0.0.0.0/0" not in all_ranges
+    self_rule = [p for p in group["IpPermissions"] if p["IpProtocol"] == "-1"]
+    assert self_rule[0]["UserIdGroupPairs"][0]["GroupId"] == group["GroupId"]
+    (lt,) = ec2.describe_launch_templates(Filters=flt)["LaunchTemplates"]
+    data = ec2.describe_launch_template_versions(
+        LaunchTemplateId=lt["LaunchTemplateId"])["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    assert data["MetadataOptions"]["HttpTokens"] == "required"
+    (root,) = data["BlockDeviceMappings"]
+    assert root["Ebs"]["Encrypted"] is True and root["Ebs"]["VolumeType"] == "gp3"
+    assert data["KeyName"] == "clusterkit-sec" and "UserData" not in data
+    keys = ec2.describe_key_pairs(KeyNames=["clusterkit-sec"])["KeyPairs"]
+    assert _tags(keys[0]).get("clusterkit:cluster") == "sec"
+
+
+def test_scale_up_then_down_keeps_az_and_type(calls: Calls, tmp_path):
+    do_up(str(write_spec(tmp_path, name="sc", count=2)), rt=runtime(calls), wait_ssh=False)
+    az = {n["Placement"]["AvailabilityZone"] for n in _instances("sc")}
+    calls.reset()
+    do_up(str(write_spec(tmp_path, name="sc", count=4)), rt=runtime(calls), wait_ssh=False)
+    assert calls.mutating()["RunInstances"] == 1
+    nodes = _instances("sc")
+    assert sorted(int(_tags(n)["clusterkit:index"]) for n in nodes) == [0, 1, 2, 3]
+    assert {n["Placement"]["AvailabilityZone"] for n in nodes} == az
+    assert {n["InstanceType"] for n in nodes} == {"c5.large"}
+    calls.reset()
+    do_up(str(write_spec(tmp_path, name="sc", count=1)), rt=runtime(calls), wait_ssh=False)
+    assert "RunInstances" not in calls.mutating()
+    (left,) = _instances("sc")
+    assert _tags(left)["clusterkit:index"] == "0"
+
+
+def test_interrupted_between_launch_and_tagging_resumes_without_duplicates(calls, tmp_path):
+    spec = write_spec(tmp_path, name="rs", count=3)
+    calls.only, calls.fault, calls.fail_at = "CreateTags", "SIGINT", 1
+    with pytest.raises(KeyboardInterrupt):
+        do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    assert len(_instances("rs")) == 3
+    resumed = Calls()
+    do_up(str(spec), rt=runtime(resumed), wait_ssh=False)
+    assert "RunInstances" not in resumed.mutating()
+    nodes = _instances("rs")
+    assert sorted(int(_tags(n)["clusterkit:index"]) for n in nodes) == [0, 1, 2]
+    assert sum(_tags(n)["clusterkit:role"] == "master" for n in nodes) == 1
+
+
+def test_capacity_error_moves_to_next_candidate(calls: Calls, tmp_path, capsys):
+    extra = ""
+    spec = write_spec(tmp_path, name="cap", count=2, extra=extra)
+    spec.write_text(spec.read_text().replace("[c5.large]", "[c5.large, m5.large]"))
+    calls.only, calls.fault, calls.fail_at = "RunInstances", "InsufficientInstanceCapacity", 1
+    do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    err = capsys.readouterr().err
+    assert "launch attempt 1/" in err and "InsufficientInstanceCapacity" in err
+    assert "launch attempt 2/" in err
+    assert calls.by_operation()["RunInstances"] == 2
+    assert len(_instances("cap")) == 2
+
+
+def test_quota_error_stops_at_once(calls: Calls, tmp_path):
+    spec = write_spec(tmp_path, name="quota", count=2)
+    spec.write_text(spec.read_text().replace("[c5.large]", "[c5.large, m5.large]"))
+    calls.only, calls.fault, calls.fail_at = "RunInstances", "VcpuLimitExceeded", 1
+    with pytest.raises(QuotaError) as err:
+        do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    assert "quota" in (err.value.hint or "")
+    assert calls.by_operation()["RunInstances"] == 1
+    assert not _instances("quota")
+
+
+def test_throttled_run_instances_is_retried(calls: Calls, tmp_path):
+    """The first RunInstances HTTP response is replaced by a throttling error (test
+    double for AWS throttling); botocore's retry policy must send it again."""
+    from botocore.awsrequest import AWSResponse
+
+    sent: list[str] = []
+
+    def throttle(request, **_):
+        sent.append("RunInstances")
+        if len(sent) > 1:
+            return None
+        body = (b"<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>"
+                b"Request limit exceeded.</Message></Error></Errors></Response>")
+        raw = type("Raw", (), {"stream": lambda self, **k: iter([body])})()
+        return AWSResponse(request.url, 503, {}, raw)
+
+    rt = runtime(calls)
+    rt.session.events.register("before-send.ec2.RunInstances", throttle)
+    do_up(str(write_spec(tmp_path, name="thr", count=2)), rt=rt, wait_ssh=False)
+    assert sent == ["RunInstances", "RunInstances"]
+    assert calls.by_operation()["RunInstances"] == 1
+    assert len(_instances("thr")) == 2
+
+
+def test_efs_delete_policy_mount_target_and_down(calls: Calls, tmp_path):
+    extra = "storage:\n  efs: {mount: /efs, deletion_policy: delete}\n"
+    spec = write_spec(tmp_path, name="fs", count=2, extra=extra)
+    do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    left = leftovers("fs")
+    assert len(left["file_systems"]) == 1 and len(left["mount_targets"]) == 1
+    efs = boto3.client("efs", REGION)
+    (mt,) = efs.describe_mount_targets(FileSystemId=left["file_systems"][0])["MountTargets"]
+    assert mt["AvailabilityZone"if "AvailabilityZoneName" not in mt else
+              "AvailabilityZoneName"] == _instances("fs")[0]["Placement"]["AvailabilityZone"]
+    calls.reset()
+    do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    assert calls.mutating() == {}
+    do_down(str(spec), yes=True, rt=runtime())
+    assert leftovers("fs") == {}
+
+
+def test_efs_retain_policy_keeps_file_system(calls: Calls, tmp_path, capsys):
+    extra = "storage:\n  efs: {mount: /efs, deletion_policy: retain}\n"
+    spec = write_spec(tmp_path, name="keep", count=1, extra=extra)
+    do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    do_down(str(spec), yes=True, rt=runtime())
+    left = leftovers("keep")
+    assert list(left) == ["file_systems"]
+    assert "kept" in capsys.readouterr().err
+    boto3.client("efs", REGION).delete_file_system(FileSystemId=left["file_systems"][0])
+
+
+def test_down_is_safe_twice_and_sweeps_tagged_leftovers(calls: Calls, tmp_path, capsys):
+    """Resources a failed stack delete could leave behind are found by tag and deleted."""
+    ec2 = boto3.client("ec2", REGION)
+    tags = [{"Key": "clusterkit:cluster", "Value": "orph"}]
+    vpc = ec2.describe_vpcs()["Vpcs"][0]["VpcId"]
+    ec2.create_security_group(GroupName="orph", Description="x", VpcId=vpc,
+                              TagSpecifications=[{"ResourceType": "security-group",
+                                                  "Tags": tags}])
+    ec2.create_launch_template(LaunchTemplateName="orph", LaunchTemplateData={},
+                               TagSpecifications=[{"ResourceType": "launch-template",
+                                                   "Tags": tags}])
+    ec2.create_volume(AvailabilityZone="us-east-1a", Size=1,
+                      TagSpecifications=[{"ResourceType": "volume", "Tags": tags}])
+    assert set(leftovers("orph")) == {"security_groups", "launch_templates", "volumes"}
+    do_down("orph", yes=True, region=REGION, rt=runtime(calls))
+    assert leftovers("orph") == {}
+    assert capsys.readouterr().err.count("deleted") >= 3
+    calls.reset()
+    do_down("orph", yes=True, region=REGION, rt=runtime(calls))
+    assert calls.mutating() == {}
+
+
+def test_down_without_confirmation_deletes_nothing(calls: Calls, tmp_path):
+    spec = write_spec(tmp_path, name="ask", count=1)
+    do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    with pytest.raises(UsageError):
+        do_down(str(spec), yes=False, rt=runtime(), confirm=lambda q: False)
+    assert len(_instances("ask")) == 1
+    do_down(str(spec), yes=False, rt=runtime(), confirm=lambda q: True)
+    assert leftovers("ask") == {}
+
+
+def test_ssh_probe_names_the_silent_node_at_the_deadline():
+    """Nothing listens on the port: the probe gives up at the deadline with the node."""
+    import socket
+    import time
+
+    from clusterkit.errors import RemoteError
+    from clusterkit.remote.probe import wait_reachable
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, never listening: connection refused
+        start = time.monotonic()
+        with pytest.raises(RemoteError) as err:
+            wait_reachable([{"InstanceId": "i-quiet", "PrivateIpAddress": "127.0.0.1"}],
+                           port=port, deadline=time.monotonic() + 0.5, interval=0.05)
+    assert "i-quiet" in err.value.message and time.monotonic() - start < 5
+
+
+def test_ssh_probe_refuses_non_loopback_in_sandbox_mode(moto_env):
+    """A fake emulator address is never dialled: the net guard refuses it."""
+    import time
+
+    from clusterkit.errors import RemoteError
+    from clusterkit.remote.probe import wait_reachable
+
+    with pytest.raises(RemoteError) as err:
+        wait_reachable([{"InstanceId": "i-far", "PublicIpAddress": "54.1.2.3"}], port=22,
+                       deadline=time.monotonic() + 0.2, interval=0.05)
+    assert "sandbox mode refused" in err.value.message
+
+
+def test_node_lost_before_running_terminates_the_whole_launch(calls: Calls, tmp_path):
+    """One node is terminated (a real TerminateInstances to moto, standing in for a spot
+    reclaim) right after the launch: `up` must not leave the other nodes running."""
+    from clusterkit.errors import CapacityError
+
+    ec2 = boto3.client("ec2", REGION)
+
+    def reclaim(http_response, parsed, model, **_):
+        ec2.terminate_instances(InstanceIds=[parsed["Instances"][-1]["InstanceId"]])
+
+    rt = runtime(calls)
+    rt.session.events.register("after-call.ec2.RunInstances", reclaim)
+    with pytest.raises(CapacityError):
+        do_up(str(write_spec(tmp_path, name="lost", count=3)), rt=rt, wait_ssh=False)
+    assert _instances("lost") == []
+    assert calls.mutating()["TerminateInstances"] == 1
+    do_down("lost", yes=True, region=REGION, rt=runtime())
+    assert leftovers("lost") == {}
+
+
+def test_caller_cidr_override_and_sandbox(monkeypatch):
+    """No lookup happens in either case (no network outside 127.0.0.0/8 in tests)."""
+    from clusterkit.aws.identity import caller_cidr
+
+    monkeypatch.setenv("CLUSTERKIT_SANDBOX", "1")
+    monkeypatch.delenv("CLUSTERKIT_CALLER_CIDR", raising=False)
+    assert caller_cidr() == "127.0.0.1/32"
+    monkeypatch.setenv("CLUSTERKIT_CALLER_CIDR", "203.0.113.7")
+    assert caller_cidr() == "203.0.113.7/32"
+    monkeypatch.setenv("CLUSTERKIT_CALLER_CIDR", "not-an-ip")
+    with pytest.raises(UsageError):
+        caller_cidr()

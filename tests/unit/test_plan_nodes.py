@@ -1,0 +1,93 @@
+"""plan.nodes: node identity from tags and the scaling actions of `up`."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from clusterkit.plan.nodes import (
+    INDEX_TAG,
+    ROLE_TAG,
+    SLOTS_TAG,
+    Node,
+    format_slots,
+    node_actions,
+    node_index,
+    parse_slots,
+    placement_of,
+    wanted_tags,
+)
+
+
+def node(iid: str, index: int | None, state: str = "running", launched: str = "2026-01-01",
+         tags: dict | None = None, az: str = "us-east-1a") -> Node:
+    base = wanted_tags("c", index) if index is not None and tags is None else (tags or {})
+    return Node(iid, index, state, "p4d.24xlarge", az, "spot", "us-east-1", launched,
+                tags=base)
+
+
+@given(st.sets(st.integers(min_value=0, max_value=2000), max_size=300))
+def test_slots_round_trip(indexes):
+    assert parse_slots(format_slots(indexes)) == sorted(indexes)
+
+
+def test_slots_are_compact():
+    assert format_slots([1, 3, 4, 5, 9]) == "1,3-5,9"
+    assert len(format_slots(range(10_000))) < 20
+
+
+def test_index_from_own_tag_then_from_launch_slots():
+    assert node_index({INDEX_TAG: "7", SLOTS_TAG: "0-3"}, 1) == 7
+    assert node_index({SLOTS_TAG: "2,5-6"}, 0) == 2
+    assert node_index({SLOTS_TAG: "2,5-6"}, 2) == 6
+    assert node_index({SLOTS_TAG: "2"}, 3) is None
+    assert node_index({INDEX_TAG: "x"}, 0) is None
+    assert node_index({}, None) is None
+
+
+def test_roles_and_names():
+    assert wanted_tags("big", 0) == {INDEX_TAG: "0", ROLE_TAG: "master", "Name": "big-master-0"}
+    assert wanted_tags("big", 3)[ROLE_TAG] == "worker"
+
+
+def test_fresh_cluster_launches_every_index():
+    acts = node_actions("c", 4, [])
+    assert acts.launch == (0, 1, 2, 3) and not acts.terminate and not acts.retag
+
+
+def test_nothing_to_do_when_all_nodes_match():
+    assert node_actions("c", 2, [node("i-0", 0), node("i-1", 1)]).empty
+
+
+def test_scale_down_terminates_highest_indexes():
+    nodes = [node(f"i-{i}", i) for i in range(4)]
+    acts = node_actions("c", 2, nodes)
+    assert set(acts.terminate) == {"i-2", "i-3"} and not acts.launch
+
+
+def test_scale_up_fills_gaps_including_a_lost_master():
+    acts = node_actions("c", 4, [node("i-1", 1), node("i-3", 3)])
+    assert acts.launch == (0, 2)
+
+
+def test_terminated_nodes_are_replaced_and_duplicates_removed():
+    nodes = [node("i-old", 0, launched="2026-01-01"), node("i-dup", 0, launched="2026-01-02"),
+             node("i-dead", 1, state="terminated")]
+    acts = node_actions("c", 2, nodes)
+    assert acts.terminate == ("i-dup",) and acts.launch == (1,)
+
+
+def test_untagged_node_of_a_crashed_up_gets_its_tags():
+    crashed = node("i-9", 0, tags={SLOTS_TAG: "0-1", ROLE_TAG: "worker"})
+    acts = node_actions("c", 1, [crashed])
+    assert acts.retag == (("i-9", wanted_tags("c", 0)),)
+
+
+def test_node_without_index_is_terminated():
+    assert node_actions("c", 1, [node("i-0", 0), node("i-x", None, tags={})]).terminate == ("i-x",)
+
+
+def test_placement_follows_the_master():
+    nodes = [node("i-1", 1, az="us-east-1b"), node("i-0", 0, az="us-east-1c")]
+    assert placement_of(nodes) == ("us-east-1", "us-east-1c", "p4d.24xlarge", "spot")
+    assert placement_of([node("i-0", 0, state="terminated")]) is None

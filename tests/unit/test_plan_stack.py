@@ -1,0 +1,50 @@
+"""plan.stack: stack parameters from the spec, and create/update/none decisions."""
+
+from __future__ import annotations
+
+from clusterkit.plan.stack import (
+    Facts,
+    changed_parameters,
+    key_pair_name,
+    stack_action,
+    stack_name,
+    stack_parameters,
+)
+from clusterkit.spec import loads
+
+FACTS = Facts(vpc_id="vpc-1", image_id="ami-1", root_device="/dev/sda1", key_name="k",
+              ssh_cidr="203.0.113.7/32")
+SPEC = """
+name: train
+region: us-east-1
+nodes: {count: 2, instance_types: [p4d.24xlarge], root_volume: {size_gb: 300, type: gp3}}
+"""
+
+
+def test_parameters_follow_the_spec():
+    params = stack_parameters(loads(SPEC), FACTS)
+    assert params["ClusterName"] == "train" and params["SshCidr"] == "203.0.113.7/32"
+    assert params["RootVolumeSize"] == "300" and params["UsePlacementGroup"] == "true"
+    assert params["CreateEfs"] == "false"
+    assert all(isinstance(v, str) for v in params.values())
+
+
+def test_efs_parameters():
+    spec = loads(SPEC + "storage:\n  efs: {deletion_policy: delete}\n")
+    params = stack_parameters(spec, FACTS)
+    assert params["CreateEfs"] == "true" and params["EfsDeletionPolicy"] == "delete"
+    existing = loads(SPEC + "storage:\n  efs: {file_system_id: fs-12345678}\n")
+    assert stack_parameters(existing, FACTS)["CreateEfs"] == "false"
+
+
+def test_stack_action():
+    want = {"A": "1"}
+    assert stack_action(None, None, want) == "create"
+    assert stack_action("ROLLBACK_COMPLETE", want, want) == "recreate"
+    assert stack_action("CREATE_COMPLETE", {"A": "2"}, want) == "update"
+    assert stack_action("UPDATE_COMPLETE", {"A": "1"}, want) == "none"
+    assert changed_parameters({"A": "2"}, want) == ["A: '2' -> '1'"]
+
+
+def test_names():
+    assert stack_name("x") == "clusterkit-x" and key_pair_name("x") == "clusterkit-x"
