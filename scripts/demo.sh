@@ -18,10 +18,26 @@ run_or_note() {
     fi
     echo "$out"
 }
+cleanup() {
+    "$CK" sandbox stop >/dev/null 2>&1 || true
+    [ -n "${DEMO_AGENT_PID:-}" ] && kill "$DEMO_AGENT_PID" 2>/dev/null || true
+    [ -n "${DEMO_KEY_DIR:-}" ] && rm -rf "$DEMO_KEY_DIR" || true
+}
+trap cleanup EXIT
+# clusterkit authorizes the key held by your ssh-agent (it never copies a private key).
+# With no agent or an empty one, the demo makes a throwaway key in a throwaway agent.
+if ! ssh-add -l >/dev/null 2>&1; then
+    eval "$(ssh-agent -s)" >/dev/null
+    DEMO_AGENT_PID=$SSH_AGENT_PID
+    DEMO_KEY_DIR=$(mktemp -d)
+    ssh-keygen -q -t ed25519 -N '' -C clusterkit-demo -f "$DEMO_KEY_DIR/id_ed25519"
+    ssh-add -q "$DEMO_KEY_DIR/id_ed25519"
+fi
+
 step validate "$SPEC";        run_or_note validate "$SPEC"
 step sandbox start;           run_or_note sandbox start
-trap '"$CK" sandbox stop >/dev/null 2>&1 || true' EXIT
-step up "$SPEC";              run_or_note up "$SPEC" --yes
+step up "$SPEC";              run_or_note up "$SPEC"
+step status sandbox;          run_or_note status sandbox
 step deploy-dataset "$SPEC";  run_or_note deploy-dataset "$SPEC"
 step train "$SPEC";           run_or_note train "$SPEC"
 step down "$SPEC";            run_or_note down "$SPEC" --yes

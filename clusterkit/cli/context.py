@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 
 import click
 from rich.console import Console
+
+WIDE_OUTPUT = 200
 
 
 @dataclass
@@ -21,11 +24,19 @@ class CliContext:
     @property
     def console(self) -> Console:
         """Human output (progress, tables) goes to stderr when --json owns stdout."""
-        return Console(stderr=self.json, highlight=False)
+        return _console(stderr=self.json)
 
     @property
     def err_console(self) -> Console:
-        return Console(stderr=True, highlight=False, soft_wrap=True)
+        return _console(stderr=True, soft_wrap=True)
+
+
+def _console(*, stderr: bool, soft_wrap: bool = False) -> Console:
+    """A terminal keeps its own width; a pipe or file gets wide lines instead of rich's
+    80-column default, so tables are not cut to ellipses in logs and CI output."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else WIDE_OUTPUT
+    return Console(stderr=stderr, highlight=False, soft_wrap=soft_wrap, width=width)
 
 
 def sandbox_requested(flag: bool) -> bool:
