@@ -26,10 +26,15 @@ import pytest
 from clusterkit.sandbox import client as sandbox_client
 from clusterkit.sandbox.control import do_start, do_stop
 from clusterkit.sandbox.state import NODES_FILE, read_json
+from tests import netsafety
 
 REGION = "us-east-1"
 AMI = "ami-12c6146b"  # one of moto's built-in images
 CLUSTER_TAG = "clusterkit:cluster"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    netsafety.install()
 
 
 @dataclass

@@ -28,6 +28,7 @@ def sandbox_env(directory: str | None = None) -> dict[str, str]:
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_SESSION_TOKEN": "testing",
+        "AWS_EC2_METADATA_DISABLED": "true",  # never probe 169.254.169.254 for credentials
         SANDBOX_ENV: "1",
         ADDRESS_MAP_ENV: str(where / ADDRESSES_FILE),
         DIR_ENV: str(where),

@@ -81,3 +81,18 @@ def test_boto3_client_refuses_real_aws_hostname(sandbox_on, no_sockets, monkeypa
     with pytest.raises(NetworkSafetyError, match="amazonaws.com"):
         ec2.describe_instances()
     assert no_sockets == []
+
+
+def test_the_test_session_itself_refuses_off_loopback_connections():
+    """tests/netsafety.py is installed for every test: a connection or a name lookup
+    outside 127.0.0.0/8 fails before any packet, even from code that catches OSError."""
+    import socket
+
+    from tests.netsafety import OffLoopbackConnection
+
+    with pytest.raises(OffLoopbackConnection):
+        socket.create_connection(("192.0.2.1", 443), timeout=0.1)
+    with pytest.raises(OffLoopbackConnection):
+        socket.getaddrinfo("checkip.amazonaws.com", 443)
+    with socket.socket() as sock, pytest.raises(OffLoopbackConnection):
+        sock.connect_ex(("169.254.169.254", 80))
