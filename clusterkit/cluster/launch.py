@@ -9,7 +9,12 @@ from dataclasses import replace
 
 from clusterkit.aws import instances, lookup
 from clusterkit.catalog.prices import on_demand_price
-from clusterkit.catalog.ranking import Offer, describe_offer, launch_candidates
+from clusterkit.catalog.ranking import (
+    Offer,
+    describe_offer,
+    launch_candidates,
+    walk_candidates,
+)
 from clusterkit.cluster.common import Runtime, base_tags
 from clusterkit.errors import AwsError, CapacityError, ClusterkitError
 from clusterkit.plan.nodes import PRICE_TAG, SLOTS_TAG, Node, format_slots, node_index
@@ -88,26 +93,23 @@ def gang_launch(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
 
 def walk(rt: Runtime, offers: Sequence[Offer],
          try_launch: Callable[[Offer], list[Node]]) -> tuple[Offer, list[Node]]:
-    """Try offers in order; print each attempt and why it failed. Capacity errors move on;
-    quota, credential and other errors stop at once."""
-    if not offers:
-        raise CapacityError("no launch candidates: no offer meets the spec",
-                            "run `clusterkit spot SPEC` to see the offers; widen "
-                            "nodes.instance_types or regions, or raise nodes.max_price")
-    failures: list[str] = []
-    for n, offer in enumerate(offers, start=1):
-        rt.say(f"launch attempt {n}/{len(offers)}: {describe_offer(offer)}")
+    """``walk_candidates`` with every attempt and its outcome printed: capacity errors
+    move on; quota, credential and other errors stop at once."""
+    numbers = iter(range(1, len(offers) + 1))
+
+    def attempt(offer: Offer) -> list[Node]:
+        rt.say(f"launch attempt {next(numbers)}/{len(offers)}: {describe_offer(offer)}")
         try:
-            return offer, try_launch(offer)
+            return try_launch(offer)
         except CapacityError as exc:
             rt.say(f"  [yellow]no capacity: {exc.code}: {exc.message}[/yellow]")
-            failures.append(f"  {n}. {describe_offer(offer)}: {exc.code}")
+            raise
         except AwsError as exc:
             rt.say(f"  [red]failed: {exc.message}[/red]")
             raise
-    raise CapacityError("every launch candidate failed:\n" + "\n".join(failures),
-                        "try later, add instance types, AZs or regions, or allow on-demand "
-                        "(nodes.market: spot-then-on-demand)")
+
+    offer, attempts = walk_candidates(offers, attempt)
+    return offer, attempts[-1].result
 
 
 def wait_running(rt: Runtime, region: str, ids: Sequence[str], *, deadline: float) -> list[Node]:
