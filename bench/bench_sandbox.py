@@ -18,6 +18,8 @@ import boto3
 from clusterkit.sandbox.control import do_start, do_stop
 from clusterkit.sandbox.state import NODES_FILE, read_json
 
+GIVE_UP = 30.0  # seconds; a node that never answers ends the bench instead of hanging it
+
 
 def _listening(address: str) -> bool:
     with socket.socket() as sock:
@@ -45,6 +47,8 @@ def one_round(nodes: int) -> tuple[float, float, float]:
                 recs = read_json(where / NODES_FILE, {}) or {}
                 if all(i in recs and _listening(recs[i]["address"]) for i in ids):
                     break
+                if time.monotonic() - t1 > GIVE_UP:
+                    raise SystemExit(f"nodes not reachable after {GIVE_UP} s: {recs}")
                 time.sleep(0.01)
             ready = time.monotonic() - t1
         finally:

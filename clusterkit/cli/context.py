@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 
 WIDE_OUTPUT = 200
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass
@@ -53,7 +56,7 @@ def get_ctx() -> CliContext:
     return obj
 
 
-def json_option(func):
+def json_option(func: F) -> F:
     """`--json` on a read command; may also be given before the command name."""
 
     def _set(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:

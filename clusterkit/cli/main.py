@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -19,7 +20,7 @@ OFFLINE_COMMANDS = frozenset({None, "sandbox", "validate", "schema", "pack"})
 class ClusterkitGroup(click.Group):
     """Turns ClusterkitError into message + hint and exit 1/2; click usage errors exit 2."""
 
-    def invoke(self, ctx: click.Context):  # noqa: D401
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ClusterkitError as err:
@@ -31,6 +32,16 @@ class ClusterkitGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(130)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # a bug or an untranslated library error: still no traceback
+            obj = ctx.find_object(CliContext) or CliContext()
+            if obj.debug:
+                raise
+            render_error(ClusterkitError(f"unexpected error: {type(exc).__name__}: {exc}",
+                                         "run again with --debug for the traceback, and "
+                                         "please report it"), obj.err_console)
+            ctx.exit(1)
 
 
 @click.group(cls=ClusterkitGroup, context_settings={"help_option_names": ["-h", "--help"]})

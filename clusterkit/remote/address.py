@@ -3,7 +3,9 @@
 ``ssh_address(instance)`` takes a DescribeInstances instance dict and returns
 its ``PublicIpAddress``, else its ``PrivateIpAddress``. If ``CLUSTERKIT_ADDRESS_MAP``
 names a JSON file ``{instance_id: address}`` (the sandbox writes one and
-``--sandbox`` sets the variable) the address there wins. Every answer passes
+``--sandbox`` sets the variable) the address there wins; an entry
+``{"address": ..., "not_emulated": why}`` (a node the sandbox cannot run on this
+machine) raises ``NotEmulated``. Every answer passes
 the net guard, so in sandbox mode a fake public IP is refused, never dialled.
 """
 
@@ -14,7 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from clusterkit.errors import RemoteError, SandboxError
+from clusterkit.errors import NotEmulated, RemoteError, SandboxError
 from clusterkit.netguard import check_address
 
 ADDRESS_MAP_ENV = "CLUSTERKIT_ADDRESS_MAP"
@@ -32,7 +34,12 @@ def _mapped(instance_id: str) -> str | None:
     except (OSError, json.JSONDecodeError) as exc:
         raise SandboxError(f"cannot read the address map {path}: {exc}",
                            f"unset {ADDRESS_MAP_ENV} or restart the sandbox") from exc
-    return table.get(instance_id)
+    entry = table.get(instance_id)
+    if isinstance(entry, dict):  # {"address": ..., "not_emulated": why}
+        raise NotEmulated(f"instance {instance_id}: {entry.get('not_emulated')}",
+                          "run the sandbox as root (`sudo clusterkit sandbox start`); "
+                          "`clusterkit sandbox status` lists what this machine cannot emulate")
+    return entry
 
 
 def ssh_address(instance: Mapping[str, Any]) -> str:

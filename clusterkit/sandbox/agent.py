@@ -19,6 +19,8 @@ from clusterkit.sandbox.state import ADDRESSES_FILE, NODES_FILE, read_json, writ
 log = logging.getLogger("clusterkit.sandbox.agent")
 CLUSTER_TAG = "clusterkit:cluster"
 TICK = 0.1
+SSH_NOT_EMULATED = ("SSH node not emulated on this machine (the sandbox needs root and "
+                    "/usr/sbin/sshd to run sshd on 127.0.0.N:22)")
 
 
 @dataclass
@@ -108,7 +110,10 @@ class Agent:
         self.block = block
         self.run_dir = state_dir / "run"
         self.caps = caps
-        self.addresses: dict[str, str] = read_json(state_dir / ADDRESSES_FILE, {}) or {}
+        self.addresses: dict[str, str] = {
+            iid: entry["address"] if isinstance(entry, dict) else entry
+            for iid, entry in (read_json(state_dir / ADDRESSES_FILE, {}) or {}).items()}
+        self.unemulated: dict[str, str] = {}  # instance id -> why it has no SSH node
         self.nodes: dict[str, Node] = {}
         self.disks = Disks(self.run_dir, bool(caps.get("loop_devices")))
         self.efs_dir = self.run_dir / "efs"
@@ -138,8 +143,16 @@ class Agent:
     def _address(self, iid: str) -> str:
         if iid not in self.addresses:
             self.addresses[iid] = address_for(len(self.addresses) + 2, self.block)
-            write_json(self.dir / ADDRESSES_FILE, self.addresses)
+            self._write_addresses()
         return self.addresses[iid]
+
+    def _write_addresses(self) -> None:
+        """The address hook's map; a node that cannot be emulated here is marked, so
+        the hook says "not emulated" instead of SSH timing out on a dead address."""
+        table: dict[str, Any] = dict(self.addresses)
+        for iid, why in self.unemulated.items():
+            table[iid] = {"address": self.addresses[iid], "not_emulated": why}
+        write_json(self.dir / ADDRESSES_FILE, table)
 
     def _reconcile(self, view: InstanceView) -> None:
         node = self.nodes.get(view.instance_id)
@@ -169,6 +182,8 @@ class Agent:
     def _boot(self, node: Node) -> None:
         if not self.caps.get("ssh_nodes"):
             node.state = "not emulated"
+            self.unemulated[node.view.instance_id] = SSH_NOT_EMULATED
+            self._write_addresses()
             return
         spec = self._spec(node)
         node.host_key = nodes.prepare(spec)

@@ -2,7 +2,8 @@
 
 Only environment variables change, the standard ones botocore reads
 (``AWS_ENDPOINT_URL``, credentials, region), plus ``CLUSTERKIT_SANDBOX=1`` (the
-net guard) and ``CLUSTERKIT_ADDRESS_MAP`` (the address hook's map)."""
+net guard), ``CLUSTERKIT_ADDRESS_MAP`` (the address hook's map) and
+``CLUSTERKIT_CALLER_CIDR`` (the SSH source rule, instead of asking the internet)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def sandbox_env(directory: str | None = None) -> dict[str, str]:
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_SESSION_TOKEN": "testing",
         "AWS_EC2_METADATA_DISABLED": "true",  # never probe 169.254.169.254 for credentials
+        "CLUSTERKIT_CALLER_CIDR": "127.0.0.1/32",  # the nodes' SSH rule: no public-IP lookup
         SANDBOX_ENV: "1",
         ADDRESS_MAP_ENV: str(where / ADDRESSES_FILE),
         DIR_ENV: str(where),

@@ -18,12 +18,15 @@ from clusterkit.sandbox import disks, node
 from clusterkit.sandbox.server import cleanup_files
 from clusterkit.sandbox.state import (
     CAPS_FILE,
+    DAEMON_MODULE,
     LOG_FILE,
     NODES_FILE,
     RUN_DIR,
+    RUN_MARKER,
     STATE_FILE,
+    is_daemon,
     pid_alive,
-    read_json,
+    read_json_dict,
     running_state,
     state_dir,
 )
@@ -34,18 +37,18 @@ START_TIMEOUT = 15.0
 def do_start(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Start the daemon (or return the one already running). Returns status."""
     where = state_dir(directory)
-    where.mkdir(parents=True, exist_ok=True)
     if running_state(where):
         return {**do_status(where), "already_running": True}
+    _check_usable(where)
     sweep(where)
     with open(where / LOG_FILE, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "clusterkit.sandbox.server", str(where)],
+        proc = subprocess.Popen([sys.executable, "-m", DAEMON_MODULE, str(where)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
                                 start_new_session=True, close_fds=True)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
-        state = read_json(where / STATE_FILE)
-        if state and state.get("pid") == proc.pid and _answers(state["endpoint"]):
+        state = read_json_dict(where / STATE_FILE)
+        if state.get("pid") == proc.pid and _answers(state["endpoint"]):
             return {**do_status(where), "already_running": False}
         if proc.poll() is not None:
             break
@@ -54,6 +57,23 @@ def do_start(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         proc.kill()
     raise SandboxError(f"the sandbox did not start (state dir {where})",
                        f"see {where / LOG_FILE}")
+
+
+def _check_usable(where: Path) -> None:
+    """A writable state dir whose run/ (deleted by stop) is the sandbox's own."""
+    hint = "pass --dir (or CLUSTERKIT_SANDBOX_DIR) naming a new or empty directory"
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        (where / LOG_FILE).touch()
+    except OSError as exc:
+        raise SandboxError(f"cannot use {where} as the sandbox state dir: "
+                           f"{exc.strerror or exc}", hint) from exc
+    run = where / RUN_DIR
+    foreign = run.exists() and not (run / RUN_MARKER).exists() and (
+        not run.is_dir() or any(run.iterdir()))
+    if foreign:
+        raise SandboxError(f"{run} exists and is not the sandbox's; `sandbox stop` would "
+                           "delete it", hint)
 
 
 def _answers(endpoint: str) -> bool:
@@ -68,9 +88,8 @@ def _answers(endpoint: str) -> bool:
 def do_stop(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Stop the daemon, then sweep: no process, mount, loop device or temp file left."""
     where = state_dir(directory)
-    state = read_json(where / STATE_FILE) or {}
-    pid = state.get("pid")
-    was_running = pid_alive(pid)
+    pid = read_json_dict(where / STATE_FILE).get("pid")
+    was_running = is_daemon(pid, where)
     if was_running:
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 20
@@ -85,11 +104,14 @@ def do_stop(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
 def sweep(where: Path) -> dict[str, int]:
     """Remove leftovers of a sandbox that died without cleaning up."""
     run = where / RUN_DIR
+    if run.exists() and not (run / RUN_MARKER).exists():
+        return {"killed": 0, "unmounted": 0, "loops_detached": 0}  # not ours: hands off
     killed = 0
-    records = list((read_json(where / NODES_FILE, {}) or {}).values())
-    records += [read_json(p, {}) or {} for p in run.glob("nodes/*/node.json")]
-    for ns in {rec.get("mntns") for rec in records} - {None, node.mount_ns(os.getpid())}:
-        victims = node.pids_in_ns(ns)
+    records = list(read_json_dict(where / NODES_FILE).values())
+    records += [read_json_dict(p) for p in run.glob("nodes/*/node.json")]
+    namespaces = {rec.get("mntns") for rec in records if isinstance(rec, dict)}
+    for ns in namespaces - {None, node.mount_ns(os.getpid())}:
+        victims = node.pids_in_ns(str(ns))
         killed += len(victims)
         node.kill_all(victims)
     strays = _pids_mentioning(str(run))
@@ -106,6 +128,7 @@ def sweep(where: Path) -> dict[str, int]:
 def _pids_mentioning(text: str) -> list[int]:
     """Processes naming ``text`` on their command line or carrying the node marker."""
     marker = f"{node.MARKER_ENV}={text}".encode()
+    below = (text + "/").encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -115,7 +138,7 @@ def _pids_mentioning(text: str) -> list[int]:
             environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if text.encode() in cmdline or marker in environ:
+        if below in cmdline or marker in environ:
             found.append(int(entry))
     return found
 
@@ -141,14 +164,14 @@ def _unmount_under(root: Path) -> int:
 def do_status(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     where = state_dir(directory)
     state = running_state(where)
-    nodes = read_json(where / NODES_FILE, {}) or {}
+    nodes = read_json_dict(where / NODES_FILE)
     return {
         "dir": str(where),
         "running": state is not None,
         "endpoint": state["endpoint"] if state else None,
         "pid": state["pid"] if state else None,
         "nodes": list(nodes.values()) if state else [],
-        "capabilities": read_json(where / CAPS_FILE, {}) or {},
+        "capabilities": read_json_dict(where / CAPS_FILE),
     }
 
 

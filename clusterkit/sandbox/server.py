@@ -5,6 +5,7 @@ stops nodes, releases loop devices and removes ``run/`` and ``state.json``."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -22,6 +23,7 @@ from clusterkit.sandbox.state import (
     LOG_FILE,
     NODES_FILE,
     RUN_DIR,
+    RUN_MARKER,
     STATE_FILE,
     write_json,
 )
@@ -72,6 +74,8 @@ def _serve(state_dir: Path) -> None:
 
     from clusterkit.sandbox.agent import Agent
 
+    (state_dir / RUN_DIR).mkdir(exist_ok=True)
+    (state_dir / RUN_DIR / RUN_MARKER).touch()  # first: stop may delete run/ only if ours
     caps = capabilities()
     write_json(state_dir / CAPS_FILE, caps)
     server = ThreadedMotoServer("127.0.0.1", 0, verbose=False)
@@ -110,9 +114,11 @@ def _install_extras() -> None:
 
 
 def cleanup_files(state_dir: Path) -> None:
-    shutil.rmtree(state_dir / RUN_DIR, ignore_errors=True)
+    if (state_dir / RUN_DIR / RUN_MARKER).exists():
+        shutil.rmtree(state_dir / RUN_DIR, ignore_errors=True)
     for name in (STATE_FILE, ADDRESSES_FILE, NODES_FILE):
-        (state_dir / name).unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            (state_dir / name).unlink()
 
 
 def main(argv: list[str]) -> int:

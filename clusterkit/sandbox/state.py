@@ -26,6 +26,8 @@ NODES_FILE = "nodes.json"
 CAPS_FILE = "capabilities.json"
 LOG_FILE = "sandbox.log"
 RUN_DIR = "run"
+RUN_MARKER = ".clusterkit-sandbox"  # in run/: this directory is the sandbox's to delete
+DAEMON_MODULE = "clusterkit.sandbox.server"
 
 
 def state_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -42,14 +44,21 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path, default: Any = None) -> Any:
+    """The file's JSON, or ``default`` if it is missing, unreadable or not JSON."""
     try:
         return json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (OSError, ValueError):  # ValueError: bad JSON or bad UTF-8
         return default
 
 
+def read_json_dict(path: Path) -> dict[str, Any]:
+    """Like read_json, but anything that is not a JSON object reads as {}."""
+    data = read_json(path)
+    return data if isinstance(data, dict) else {}
+
+
 def pid_alive(pid: int | None) -> bool:
-    if not pid:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     try:
         os.kill(pid, 0)
@@ -64,9 +73,21 @@ def pid_alive(pid: int | None) -> bool:
         return False
 
 
+def is_daemon(pid: Any, directory: Path) -> bool:
+    """``pid`` is alive and is the sandbox daemon of ``directory``: a pid recorded before
+    a reboot (or a hand-edited state.json) may now belong to anything, never signal it."""
+    if not pid_alive(pid):
+        return False
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return DAEMON_MODULE.encode() in argv and str(directory).encode() in argv
+
+
 def running_state(directory: Path) -> dict[str, Any] | None:
     """state.json if its daemon is alive, else None."""
-    state = read_json(directory / STATE_FILE)
-    if state and pid_alive(state.get("pid")):
+    state = read_json_dict(directory / STATE_FILE)
+    if isinstance(state.get("endpoint"), str) and is_daemon(state.get("pid"), directory):
         return state
     return None

@@ -7,7 +7,7 @@ table cannot express (cross-key rules, instance facts) live in ``checks.py``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,7 +182,7 @@ SPEC = _obj("A clusterkit cluster.", {
 })
 
 
-def walk_keys(key: Key = SPEC, path: str = ""):
+def walk_keys(key: Key = SPEC, path: str = "") -> Iterator[tuple[str, Key]]:
     """Every (path, Key) in the table, depth first; array items as ``path[]``, map values
     as ``path.*``."""
     yield path, key

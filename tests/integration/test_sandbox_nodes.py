@@ -139,3 +139,17 @@ def test_cli_refuses_when_not_running(tmp_path):
     assert out.returncode == 1
     assert "not running" in out.stderr and "clusterkit sandbox start" in out.stderr
     time.sleep(0)
+
+
+def test_client_env_is_the_standard_aws_mechanism(sandbox):
+    """AWS_ENDPOINT_URL + throwaway credentials; a real profile is dropped, a region kept,
+    and no public-IP lookup is needed for the SSH rule."""
+    from clusterkit.sandbox.client import apply
+
+    env = {"AWS_PROFILE": "real-account", "AWS_REGION": "eu-west-1"}
+    values = apply(env, str(sandbox.dir))
+    assert env["AWS_ENDPOINT_URL"] == values["AWS_ENDPOINT_URL"] == sandbox.endpoint
+    assert env["AWS_ACCESS_KEY_ID"] == env["AWS_SECRET_ACCESS_KEY"] == "testing"
+    assert "AWS_PROFILE" not in env and env["AWS_REGION"] == "eu-west-1"
+    assert env["CLUSTERKIT_SANDBOX"] == "1" and env["CLUSTERKIT_CALLER_CIDR"] == "127.0.0.1/32"
+    assert env["CLUSTERKIT_ADDRESS_MAP"].startswith(str(sandbox.dir))

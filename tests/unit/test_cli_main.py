@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from clusterkit import __version__
@@ -35,3 +36,52 @@ def test_unknown_command_is_usage_error_exit_2():
     assert proc.returncode == 2
     assert "No such command" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+BAD_SPEC = "name: ok\nregion: us-east-1\nnodes: {count: 0, instance_types: [c5.large]}\n"
+SPEC_COMMANDS = [["plan"], ["plan", "--offline"], ["up"], ["spot"], ["status"], ["down", "--yes"],
+                 ["deploy-dataset", "--snapshot", "snap-0123456789abcdef0"], ["train"]]
+
+
+@pytest.mark.parametrize("argv", SPEC_COMMANDS, ids=lambda a: " ".join(a))
+def test_no_aws_call_before_the_spec_validates(argv, tmp_path, monkeypatch):
+    """Credentials and an endpoint are set (a closed loopback port), so a command that
+    skipped validation would reach botocore; every API call is recorded there."""
+    import botocore.client
+
+    calls = []
+
+    def record(self, operation, params):
+        calls.append(operation)
+        raise AssertionError(f"AWS call {operation} before the spec validated")
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", record)
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_REGION": "us-east-1",
+                        }.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_PROFILE", "CLUSTERKIT_SANDBOX"):
+        monkeypatch.delenv(name, raising=False)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD_SPEC)
+    result = CliRunner().invoke(cli, [*argv, str(bad)])
+    assert calls == []
+    assert "Traceback" not in result.output
+    if "not yet available" not in result.output:
+        assert result.exit_code == 2, result.output
+        assert f"{bad}:3:" in result.output and "nodes.count" in result.output
+
+
+def test_unexpected_exception_is_one_line_not_a_traceback(monkeypatch, tmp_path):
+    def boom(*_args, **_kwargs):
+        raise ValueError("something the code did not expect")
+
+    monkeypatch.setattr("clusterkit.cli.validate.do_validate", boom)
+    spec = tmp_path / "c.yaml"
+    spec.write_text("name: x\n")
+    result = CliRunner().invoke(cli, ["validate", str(spec)])
+    assert result.exit_code == 1
+    assert "unexpected error: ValueError: something the code did not expect" in result.output
+    assert "--debug" in result.output and "Traceback" not in result.output
+    debug = CliRunner().invoke(cli, ["--debug", "validate", str(spec)])
+    assert isinstance(debug.exception, ValueError)

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from clusterkit.errors import ClusterkitError, NetworkSafetyError
+from clusterkit.errors import ClusterkitError, NetworkSafetyError, NotEmulated
 from clusterkit.remote.address import ssh_address
+from clusterkit.remote.probe import wait_reachable
 
 INSTANCE = {"InstanceId": "i-0abc", "PublicIpAddress": "54.1.2.3",
             "PrivateIpAddress": "10.0.0.12"}
@@ -53,3 +54,28 @@ def test_corrupt_map_is_reported(tmp_path, monkeypatch):
     monkeypatch.setenv("CLUSTERKIT_ADDRESS_MAP", str(table))
     with pytest.raises(ClusterkitError, match="address map"):
         ssh_address(INSTANCE)
+
+
+def _unemulated_map(tmp_path, monkeypatch):
+    table = tmp_path / "addresses.json"
+    table.write_text(json.dumps({"i-0abc": {"address": "127.0.0.5",
+                                            "not_emulated": "SSH node not emulated here"}}))
+    monkeypatch.setenv("CLUSTERKIT_ADDRESS_MAP", str(table))
+    monkeypatch.setenv("CLUSTERKIT_SANDBOX", "1")
+
+
+def test_node_the_sandbox_cannot_run_is_not_emulated(tmp_path, monkeypatch):
+    _unemulated_map(tmp_path, monkeypatch)
+    with pytest.raises(NotEmulated, match="i-0abc: SSH node not emulated") as info:
+        ssh_address(INSTANCE)
+    assert info.value.exit_code == 1 and "sandbox status" in (info.value.hint or "")
+
+
+def test_waiting_for_ssh_stops_at_once_on_not_emulated(tmp_path, monkeypatch):
+    """No timeout to sit out: wait_reachable passes NotEmulated straight up."""
+    _unemulated_map(tmp_path, monkeypatch)
+    ticks = iter(range(1000))
+    with pytest.raises(NotEmulated):
+        wait_reachable([INSTANCE], port=22, deadline=500, interval=0,
+                       clock=lambda: next(ticks))
+    assert next(ticks) < 5
