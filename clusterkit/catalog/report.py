@@ -86,13 +86,15 @@ def report_table(report: SpotReport) -> Table:
             "-" if o.discount is None else f"{100 * o.discount:.0f}%",
             _money(o.per_gpu_hour), "?" if o.placement_score is None else str(o.placement_score),
             r.note, style="dim" if r.rank is None else ("bold green" if r.rank == 1 else None))
+    for region, why in sorted(report.region_errors.items()):
+        table.add_row("-", "(all)", region, "-", "-", "-", "-", "-", "-",
+                      f"region failed: {why}", style="red")
     return table
 
 
 def report_footer(report: SpotReport) -> list[str]:
-    """Lines printed under the table: region errors first, then notes."""
-    lines = [f"region {region}: {why}" for region, why in sorted(report.region_errors.items())]
-    lines += report.notes
+    """Lines printed under the table (region errors are rows of the table itself)."""
+    lines = list(report.notes)
     if not report.ranked and not report.region_errors:
         lines.append("no offers: the instance types are not offered in these regions")
     return lines

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import click
+from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -18,7 +19,7 @@ def _split(value: str | None) -> list[str]:
 
 
 @contextmanager
-def _progress(console) -> Iterator[Callable[[int, int, str], None]]:
+def _progress(console: Console) -> Iterator[Callable[[int, int, str], None]]:
     with Progress(TextColumn("[dim]searching offers[/dim]"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.description}"), console=console, transient=True) as bar:
         task = bar.add_task("", total=None)

@@ -9,6 +9,7 @@ symlink loop is walked once instead of forever; names that are not valid UTF-8 r
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from collections.abc import Iterator, Sequence
@@ -89,9 +90,14 @@ def format_item(item: Item) -> str:
 def write_list(path: str, items: Sequence[Item]) -> None:
     """Write a `.lst` (via a temporary name, so a crash leaves no half list)."""
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as fh:
-        fh.writelines(format_item(item) for item in items)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as fh:
+            fh.writelines(format_item(item) for item in items)
+        os.replace(tmp, path)
+    except BaseException:  # Ctrl-C, SIGTERM, disk full: leave no temporary file behind
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def split_lists(prefix: str, items: list[Item], opts: ListOptions) -> list[tuple[str, list[Item]]]:

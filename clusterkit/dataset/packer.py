@@ -12,10 +12,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import signal
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import cv2
@@ -26,6 +29,7 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     ProgressColumn,
+    Task,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -87,7 +91,7 @@ class PackSummary:
 class RateColumn(ProgressColumn):
     """images/s over the whole run so far (steadier than rich's sliding speed)."""
 
-    def render(self, task) -> Text:
+    def render(self, task: Task) -> Text:
         elapsed = task.elapsed or 0.0
         rate = task.completed / elapsed if elapsed > 0 else 0.0
         return Text(f"{rate:,.0f} images/s", style="progress.data.speed")
@@ -199,6 +203,26 @@ def _pack_all(opts: PackOptions, console: Console, summary: PackSummary) -> None
                       f"({rate:,.0f} images/s), {len(result.bad)} skipped", soft_wrap=True)
 
 
+@contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """Turn SIGTERM into SystemExit(143) while packing, so it unwinds like Ctrl-C does: the
+    temporary `.rec`/`.idx`/`.lst` files are deleted instead of left behind. (Python's
+    default for SIGTERM is to die on the spot.) Only the main thread can set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        os.write(2, b"\nterminated\n")
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def do_pack(opts: PackOptions, console: Console | None = None) -> PackSummary:
     """im2rec.py `--list` (write `.lst` files) or pack mode (every matching `.lst` -> .rec/.idx)."""
     console = console or Console(stderr=True, highlight=False)
@@ -206,12 +230,15 @@ def do_pack(opts: PackOptions, console: Console | None = None) -> PackSummary:
     if not os.path.isdir(opts.root):
         raise UsageError(f"image root {opts.root} is not a directory")
     summary = PackSummary()
+    with sigterm_unwinds():
+        if opts.make_list:
+            summary.lists, summary.classes = make_lists(opts.prefix, opts.root, opts.lists)
+        else:
+            _pack_all(opts, console, summary)
     if opts.make_list:
-        summary.lists, summary.classes = make_lists(opts.prefix, opts.root, opts.lists)
         for path in summary.lists:
             console.print(f"wrote {escape(path)} ({_count_lines(path)} images)", soft_wrap=True)
         return summary
-    _pack_all(opts, console, summary)
     bad = summary.bad_count
     console.print(f"[bold]{bad or 'no'} bad file{'s' if bad != 1 else ''} "
                   f"skipped[/bold] in total")

@@ -194,8 +194,12 @@ class IndexedRecordWriter:
         self.flush()
         self._rec.close()
         self._idx.close()
-        os.replace(self._tmp_idx, self.idx_path)
+        # An .idx on disk must always describe the .rec beside it: drop the old index,
+        # put the new records in place, and only then their index.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.idx_path)
         os.replace(self._tmp_rec, self.rec_path)
+        os.replace(self._tmp_idx, self.idx_path)
 
     def abort(self) -> None:
         for fh, path in ((self._rec, self._tmp_rec), (self._idx, self._tmp_idx)):

@@ -286,3 +286,21 @@ def test_quota_error_stops_the_walk_at_once(spec: Path, monkeypatch) -> None:
     assert all(_cluster_instances(name, r) == [] for r in REGIONS)
 
     _down_leaves_nothing(monkeypatch, spec, name)
+
+
+def test_spot_market_never_launches_on_demand(spec: Path, monkeypatch) -> None:
+    """`nodes.market: spot`: when every spot offer fails, up fails; no on-demand attempt."""
+    spec.write_text(spec.read_text().replace("market: spot-then-on-demand", "market: spot"))
+    spot_only = [key for key in expected_order() if key[3] == "spot"]
+    name = _name(spec)
+    inject = FailRunInstances(len(spot_only))
+    up = _cli(monkeypatch, inject, "up", str(spec), "--no-wait-ssh", "--timeout", "120")
+    assert up.exit_code == 1, up.output
+    assert inject.seen == spot_only  # all 16 spot offers, in order, and nothing else
+    printed, totals = _printed_attempts(up.output)
+    assert printed == spot_only and totals == {len(spot_only)}
+    assert "every launch candidate failed (16 tried)" in up.output
+    assert "Traceback" not in up.output
+    assert all(_cluster_instances(name, r) == [] for r in REGIONS)
+
+    _down_leaves_nothing(monkeypatch, spec, name)

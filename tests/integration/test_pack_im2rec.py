@@ -110,6 +110,18 @@ def test_single_thread_is_byte_identical_too(tree, tmp_path) -> None:
     pack_both(tree, tmp_path, ["--resize", "16"], ck_threads="1")
 
 
+def test_pack_every_chunk_and_split_like_im2rec(tree, tmp_path) -> None:
+    """Pack mode packs every `PREFIX*.lst` (here 2 chunks x train/val/test = 6 lists)."""
+    flags = ["--recursive", "--chunks", "2", "--train-ratio", "0.5", "--test-ratio", "0.25"]
+    for tool in ("ref", "ck"):
+        os.makedirs(tmp_path / tool)
+        ck([*flags, "--list", "out", tree], str(tmp_path / tool))
+    im2rec(["--resize", "20", "--num-thread", "2", "out", tree], str(tmp_path / "ref"))
+    ck(["--resize", "20", "--num-thread", "2", "out", tree], str(tmp_path / "ck"))
+    ours = outputs(str(tmp_path / "ck"))
+    assert len(ours) == 18 and ours == outputs(str(tmp_path / "ref"))
+
+
 def test_pack_label_with_multi_label_lst(tree, tmp_path) -> None:
     lines = [f"{i}\t{i % 3}.000000\t{i * 0.5:f}\t-1.250000\tclass_{i % 4}/im0{i % 6}"
              f"{'.png' if i % 6 % 3 == 2 else '.jpg'}\n" for i in range(12)]

@@ -2,7 +2,9 @@
 recorded real prices served by clusterkit.sandbox.spot_prices (moto's own spot price
 history is a constant placeholder). moto implements neither the Pricing API nor
 GetSpotPlacementScores, so these tests also cover the fallbacks: on-demand prices
-from the shipped snapshot, placement scores unknown. Capacity and quota errors are
+from the shipped snapshot, placement scores unknown; where a test needs those two APIs to
+answer, a botocore ``before-send`` hook returns a response in AWS's own wire shape (the
+only doubles here, besides the injected errors). Capacity and quota errors are
 injected in try_launch (moto never runs out of capacity); launches are real moto
 RunInstances calls."""
 
@@ -14,10 +16,13 @@ import logging
 import os
 import re
 import socket
+import urllib.parse
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import ClientError
 from click.testing import CliRunner
 from moto.server import ThreadedMotoServer
@@ -28,7 +33,7 @@ from clusterkit.aws.session import client, make_session
 from clusterkit.catalog import instances
 from clusterkit.catalog.ranking import Offer, launch_candidates, walk_candidates
 from clusterkit.cli.main import cli
-from clusterkit.errors import QuotaError
+from clusterkit.errors import CapacityError, QuotaError
 from clusterkit.sandbox import spot_prices
 
 PRICES = Path(instances.__file__).parent / "data" / "aws-prices.csv"
@@ -122,6 +127,76 @@ def test_region_error_does_not_hide_others(endpoint: str) -> None:
     data = _spot_json("--instance-types", "p4d.24xlarge", "--regions", "us-east-1,mars-north-9")
     assert list(data["region_errors"]) == ["mars-north-9"]
     assert {o["region"] for o in data["offers"]} == {"us-east-1"}
+    assert len(data["offers"]) == 4  # every recorded us-east-1 zone of p4d
+    result = CliRunner().invoke(cli, ["spot", "--instance-types", "p4d.24xlarge", "--regions",
+                                      "mars-north-9,us-east-1"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    rows = [ln for ln in result.stdout.splitlines() if "│" in ln]
+    offer_rows = [i for i, r in enumerate(rows) if "p4d.24xlarge" in r]
+    failed = [i for i, r in enumerate(rows) if "mars-north-9" in r]
+    assert len(offer_rows) == 4 and len(failed) == 1 and failed[0] > max(offer_rows)
+    assert "region failed" in rows[failed[0]]
+
+
+def test_price_request_is_now_linux_all_types_one_call(endpoint: str) -> None:
+    """What goes over the wire: StartTime now (the price in effect), Linux/UNIX only,
+    every candidate type in the one call of the region."""
+    session = make_session("us-east-1")
+    sent: list[dict] = []
+    session.events.register("before-call.ec2.DescribeSpotPriceHistory",
+                            lambda params, **_: sent.append(dict(params["body"])))
+    before = datetime.now(timezone.utc)
+    search_offers(session, instance_types=["p4d.24xlarge", "p5.48xlarge", "g5.xlarge"],
+                  regions=["us-east-1"], count=1)
+    after = datetime.now(timezone.utc)
+    assert len(sent) == 1
+    body = sent[0]
+    start = datetime.fromisoformat(body["StartTime"].replace("Z", "+00:00"))
+    assert before - timedelta(seconds=1) <= start <= after
+    assert body["ProductDescription.1"] == "Linux/UNIX" and "ProductDescription.2" not in body
+    assert sorted(v for k, v in body.items() if k.startswith("InstanceType.")) == [
+        "g5.xlarge", "p4d.24xlarge", "p5.48xlarge"]
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, **_: object) -> Iterator[bytes]:
+        yield self.body
+
+
+API_PRICES = {("p4d.24xlarge", "us-east-1"): 32.7726, ("p4d.24xlarge", "us-west-2"): 30.5}
+
+
+def _pricing_answer(request: AWSPreparedRequest, **_: object) -> AWSResponse:
+    """GetProducts as the real Pricing API answers it (JSON 1.1, PriceList of JSON strings);
+    moto has no Pricing API, so this before-send hook stands in for the endpoint."""
+    filters = {f["Field"]: f["Value"] for f in json.loads(request.body)["Filters"]}
+    usd = API_PRICES[(filters["instanceType"], filters["regionCode"])]
+    product = {"product": {"attributes": {"instanceType": filters["instanceType"]}},
+               "terms": {"OnDemand": {"T.JRTCKXETXF": {"priceDimensions": {
+                   "T.JRTCKXETXF.6YS6EN2CT7": {"unit": "Hrs",
+                                               "pricePerUnit": {"USD": f"{usd:.10f}"}}}}}}}
+    body = json.dumps({"FormatVersion": "aws_v1", "PriceList": [json.dumps(product)]})
+    return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.1"},
+                       _Raw(body.encode()))
+
+
+def test_on_demand_from_pricing_api_when_it_answers(endpoint: str) -> None:
+    session = make_session("us-east-1")
+    session.events.register("before-send.pricing.GetProducts", _pricing_answer)
+    result = search_offers(session, instance_types=["p4d.24xlarge"],
+                           regions=["us-east-1", "us-west-2"], count=4)
+    assert result.on_demand_source == "pricing-api"
+    assert result.api_calls["GetProducts"] == 2  # one per (type, region)
+    assert not any("snapshot" in n for n in result.notes)
+    spot = [o for o in result.offers if o.market == "spot"]
+    assert len(spot) == 8
+    for offer in spot:
+        assert offer.on_demand_price == API_PRICES[(offer.instance_type, offer.region)]
+    best = min(spot, key=lambda o: o.price)
+    assert best.discount == pytest.approx(1 - 2.4655 / 32.7726)
 
 
 def test_one_price_call_per_region(endpoint: str) -> None:
@@ -139,6 +214,53 @@ def test_one_price_call_per_region(endpoint: str) -> None:
     assert 1 <= calls["GetProducts"] <= 3
     assert seen[0] == (0, 6) and seen[-1] == (6, 6)
     assert {o.market for o in result.offers} == {"spot", "on-demand"}
+
+
+# (region, zone id) -> score; the other zones are left out of the answer (unknown)
+SCORES = {("us-east-1", "use1-az1"): 1, ("us-east-1", "use1-az6"): 9,
+          ("us-west-2", "usw2-az1"): 7}
+SCORE_REQUESTS: list[dict[str, str]] = []
+
+
+def _scores_answer(request: AWSPreparedRequest, **_: object) -> AWSResponse:
+    """GetSpotPlacementScores in EC2's XML shape (moto lacks it); it also records the
+    request, so the test can check what was asked."""
+    body = request.body.decode() if isinstance(request.body, bytes) else request.body
+    SCORE_REQUESTS.append(dict(urllib.parse.parse_qsl(body)))
+    items = "".join(f"<item><region>{r}</region><availabilityZoneId>{z}</availabilityZoneId>"
+                    f"<score>{s}</score></item>" for (r, z), s in SCORES.items())
+    xml = ('<GetSpotPlacementScoresResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+           f"<requestId>r-1</requestId><spotPlacementScoreSet>{items}"
+           "</spotPlacementScoreSet></GetSpotPlacementScoresResponse>")
+    return AWSResponse(request.url, 200, {"Content-Type": "text/xml"}, _Raw(xml.encode()))
+
+
+def test_placement_scores_for_the_gang_demote_the_cheapest(endpoint: str) -> None:
+    from clusterkit.catalog.report import build_report
+
+    session = make_session("us-east-1")
+    session.events.register("before-send.ec2.GetSpotPlacementScores", _scores_answer)
+    SCORE_REQUESTS.clear()
+    result = search_offers(session, instance_types=["p4d.24xlarge"],
+                           regions=["us-east-1", "us-west-2"], count=4)
+    assert len(SCORE_REQUESTS) == 1
+    asked = SCORE_REQUESTS[0]
+    assert asked["TargetCapacity"] == "4" and asked["SingleAvailabilityZone"] == "true"
+    assert asked["InstanceType.1"] == "p4d.24xlarge"
+    assert {asked["RegionName.1"], asked["RegionName.2"]} == {"us-east-1", "us-west-2"}
+    assert not any("placement scores unknown" in n for n in result.notes)
+    spot = {o.az_id: o.placement_score for o in result.offers if o.market == "spot"}
+    assert spot["use1-az1"] == 1 and spot["use1-az6"] == 9 and spot["usw2-az3"] is None
+    report = build_report(result.offers, count=4, instance_types=["p4d.24xlarge"],
+                          regions=["us-east-1", "us-west-2"], region_errors={},
+                          on_demand_source=result.on_demand_source)
+    # use1-az1 is by far the cheapest (2.4655) but score 1 < 3: ranked last of the eight
+    order = [r.offer.az_id for r in report.ranked]
+    assert order[0] == "use1-az6" and order[-1] == "use1-az1"
+    assert report.ranked[-1].rank == 8 and report.ranked[-1].demoted
+    walk = launch_candidates(result.offers, count=4, market_policy="spot", max_price=None,
+                             instance_types=["p4d.24xlarge"], regions=["us-east-1", "us-west-2"])
+    assert walk[0].az_id == "use1-az6" and walk[-1].az_id == "use1-az1"
 
 
 def test_usage_errors_exit_2(endpoint: str) -> None:
@@ -192,6 +314,16 @@ def test_walk_falls_through_injected_capacity_errors(endpoint: str) -> None:
     found = ec2.describe_instances(InstanceIds=ids)["Reservations"][0]["Instances"]
     assert {i["Placement"]["AvailabilityZone"] for i in found} == {"us-east-1c"}
     ec2.terminate_instances(InstanceIds=ids)
+
+
+def test_spot_market_never_falls_back_to_on_demand(endpoint: str) -> None:
+    order = _candidates("spot")
+    assert order and {o.market for o in order} == {"spot"}
+    try_launch, tried, _ = _launcher({o.az: "InsufficientInstanceCapacity" for o in order})
+    with pytest.raises(CapacityError) as info:
+        walk_candidates(order, try_launch)
+    assert tried == [f"spot:{o.az}" for o in order] and len(tried) == 8
+    assert "8 tried" in info.value.message
 
 
 def test_walk_stops_at_quota_error(endpoint: str) -> None:

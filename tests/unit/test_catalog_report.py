@@ -37,4 +37,19 @@ def test_table_and_footer() -> None:
     text = console.export_text()
     assert "us-east-1b (use1-az1)" in text and "89%" in text and "0.3082" in text
     assert "shipped snapshot" in text
-    assert report_footer(_report()) == ["region eu-west-1: denied", "placement scores unknown"]
+    # the failed region is a row of the table, after the offers, so it cannot be missed
+    rows = [line for line in text.splitlines() if "│" in line]
+    assert len(rows) == 3 and "eu-west-1" in rows[-1] and "region failed: denied" in rows[-1]
+    assert "(all)" in rows[-1] and "us-east-1b" in rows[0]
+    assert report_footer(_report()) == ["placement scores unknown"]
+
+
+def test_pricing_api_source_named_in_title() -> None:
+    report = build_report(OFFERS, count=4, instance_types=["p4d.24xlarge"],
+                          regions=["us-east-1"], region_errors={},
+                          on_demand_source="pricing-api")
+    console = Console(width=200, record=True)
+    console.print(report_table(report))
+    text = console.export_text()
+    assert "on-demand prices: Pricing API" in text and "snapshot" not in text
+    assert report_json(report)["on_demand_source"] == "pricing-api"
