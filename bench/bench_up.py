@@ -88,9 +88,19 @@ def bench(count: int, tmp: Path, ssh: bool) -> dict[str, object]:
     wall2 = time.perf_counter() - start
     do_down(str(spec), yes=True, rt=_runtime(Counter()))
     mutating = {k: v for k, v in first.items() if not k.startswith(READ)}
-    return {"nodes": count, "wall": wall, "calls": sum(first.values()),
+    return {"nodes": count, "wall": wall, "calls": sum(first.values()), "by_op": first,
             "mutating": mutating, "run": first["RunInstances"], "wall2": wall2,
             "mutating2": sum(v for k, v in second.items() if not k.startswith(READ))}
+
+
+def _by_operation(rows: list[dict[str, object]]) -> None:
+    """Every AWS call of the first `up`, by operation, one column per size."""
+    ops = sorted({op for r in rows for op in r["by_op"]})  # type: ignore[attr-defined]
+    width = max(len(op) for op in ops) if ops else 10
+    print(f"\nAWS calls of the first up by operation\n{'operation':<{width}} "
+          + " ".join(f"{str(r['nodes']) + ' node(s)':>11}" for r in rows))
+    for op in ops:
+        print(f"{op:<{width}} " + " ".join(f"{r['by_op'][op]:>11}" for r in rows))  # type: ignore[index]
 
 
 def main() -> None:
@@ -113,6 +123,7 @@ def main() -> None:
         muts = ", ".join(f"{k} {v}" for k, v in sorted(r["mutating"].items()))
         print(f"{r['nodes']:>5} {r['wall']:>7.2f} {r['calls']:>6} {r['run']:>12} "
               f"{r['wall2']:>8.2f} {r['mutating2']:>15}  {muts}")
+    _by_operation(rows)
     runs = {r["run"] for r in rows}
     print(f"launch calls constant across sizes: {'yes' if len(runs) == 1 else 'NO'} ({runs})")
 

@@ -5,17 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
 
 from clusterkit.aws.clients import cached_client as client
-from clusterkit.aws.errors import error_code, translate
+from clusterkit.aws.errors import AWS_EXCEPTIONS, error_code, translate
 
 
 def _targets(session: boto3.Session, region: str, fs_id: str) -> list[dict[str, Any]]:
     try:
         return client(session, "efs", region).describe_mount_targets(
             FileSystemId=fs_id)["MountTargets"]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DescribeMountTargets", fs_id) from exc
 
 
@@ -27,7 +26,7 @@ def ensure_mount_target(session: boto3.Session, region: str, fs_id: str, subnet_
     try:
         client(session, "efs", region).create_mount_target(
             FileSystemId=fs_id, SubnetId=subnet_id, SecurityGroups=[security_group])
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         if error_code(exc) == "MountTargetConflict":
             return False
         raise translate(exc, "CreateMountTarget", fs_id) from exc

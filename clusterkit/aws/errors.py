@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+)
+from botocore.parsers import ResponseParserError
 
 from clusterkit.errors import AwsError, CapacityError, CredentialsError, QuotaError
+
+# What a botocore call can raise besides ClientError: no credentials, endpoint unreachable,
+# timeouts, unparsable responses. Every aws/ verb catches all of them and translates, so
+# the CLI never shows a traceback for them.
+AWS_EXCEPTIONS = (ClientError, BotoCoreError, ResponseParserError)
 
 # Launch errors where another offer (AZ, type, region, market) may succeed.
 CAPACITY_CODES = frozenset({

@@ -7,10 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
 
 from clusterkit.aws.clients import cached_client as client
-from clusterkit.aws.errors import error_code, translate
+from clusterkit.aws.errors import AWS_EXCEPTIONS, error_code, translate
 from clusterkit.aws.tags import cluster_filter, tag_specs, to_dict, to_list
 from clusterkit.plan.nodes import LIVE_STATES, PRICE_TAG, Node, node_index
 
@@ -63,7 +62,7 @@ def run_instances(session: boto3.Session, region: str, *, launch_template_id: st
         kwargs["TagSpecifications"] += tag_specs(["spot-instances-request"], volume_tags)
     try:
         raw = _ec2(session, region).run_instances(**kwargs)["Instances"]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "RunInstances",
                         f"{count} x {instance_type} {market} in {az}") from exc
     return [to_node(r, region) for r in raw]
@@ -77,7 +76,7 @@ def cluster_instances(session: boto3.Session, region: str, cluster: str,
         pages = _ec2(session, region).get_paginator("describe_instances").paginate(
             Filters=filters)
         raw = [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DescribeInstances", cluster) from exc
     return [to_node(r, region) for r in raw]
 
@@ -91,7 +90,7 @@ def tagged_instances(session: boto3.Session, region: str, tag_key: str,
         pages = _ec2(session, region).get_paginator("describe_instances").paginate(
             Filters=filters)
         raw = [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DescribeInstances", tag_key) from exc
     return [to_node(r, region) for r in raw]
 
@@ -103,7 +102,7 @@ def describe_nodes(session: boto3.Session, region: str, ids: Sequence[str]) -> l
         pages = _ec2(session, region).get_paginator("describe_instances").paginate(
             InstanceIds=list(ids))
         raw = [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         if error_code(exc) == "InvalidInstanceID.NotFound":  # eventual consistency
             return []
         raise translate(exc, "DescribeInstances", ",".join(ids)) from exc
@@ -114,7 +113,7 @@ def create_tags(session: boto3.Session, region: str, resource_ids: Sequence[str]
                 tags: Mapping[str, str]) -> None:
     try:
         _ec2(session, region).create_tags(Resources=list(resource_ids), Tags=to_list(tags))
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "CreateTags", ",".join(resource_ids)) from exc
 
 
@@ -123,7 +122,7 @@ def terminate_instances(session: boto3.Session, region: str, ids: Sequence[str])
         return
     try:
         _ec2(session, region).terminate_instances(InstanceIds=list(ids))
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "TerminateInstances", ",".join(ids)) from exc
 
 
@@ -139,7 +138,7 @@ def cluster_spot_requests(session: boto3.Session, region: str, cluster: str,
             found += ec2.describe_spot_instance_requests(
                 Filters=state + [{"Name": "instance-id", "Values": list(instance_ids)}]
             )["SpotInstanceRequests"]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DescribeSpotInstanceRequests", cluster) from exc
     return sorted({r["SpotInstanceRequestId"] for r in found})
 
@@ -147,7 +146,7 @@ def cluster_spot_requests(session: boto3.Session, region: str, cluster: str,
 def cancel_spot_requests(session: boto3.Session, region: str, ids: Sequence[str]) -> None:
     try:
         _ec2(session, region).cancel_spot_instance_requests(SpotInstanceRequestIds=list(ids))
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "CancelSpotInstanceRequests", ",".join(ids)) from exc
 
 
@@ -156,7 +155,7 @@ def cluster_fleets(session: boto3.Session, region: str, cluster: str) -> list[st
     try:
         fleets = _ec2(session, region).describe_fleets(Filters=[
             {"Name": "fleet-state", "Values": ["submitted", "active", "modifying"]}])["Fleets"]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DescribeFleets", cluster) from exc
     return sorted(f["FleetId"] for f in fleets
                   if to_dict(f.get("Tags")).get("clusterkit:cluster") == cluster)
@@ -165,5 +164,5 @@ def cluster_fleets(session: boto3.Session, region: str, cluster: str) -> list[st
 def delete_fleets(session: boto3.Session, region: str, ids: Sequence[str]) -> None:
     try:
         _ec2(session, region).delete_fleets(FleetIds=list(ids), TerminateInstances=True)
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DeleteFleets", ",".join(ids)) from exc

@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
 
 from clusterkit.aws.clients import cached_client as client
-from clusterkit.aws.errors import error_code, translate
+from clusterkit.aws.errors import AWS_EXCEPTIONS, error_code, translate
 from clusterkit.aws.tags import cluster_filter, tag_specs
 
 
@@ -21,7 +20,7 @@ def _ec2(session: boto3.Session, region: str) -> Any:
 def key_pair_exists(session: boto3.Session, region: str, name: str) -> bool:
     try:
         _ec2(session, region).describe_key_pairs(KeyNames=[name])
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         if error_code(exc) == "InvalidKeyPair.NotFound":
             return False
         raise translate(exc, "DescribeKeyPairs", name) from exc
@@ -34,7 +33,7 @@ def import_key_pair(session: boto3.Session, region: str, name: str, public_key: 
         return _ec2(session, region).import_key_pair(
             KeyName=name, PublicKeyMaterial=public_key.encode(),
             TagSpecifications=tag_specs(["key-pair"], tags))["KeyPairId"]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         if error_code(exc) == "InvalidKeyPair.Duplicate":
             return name
         raise translate(exc, "ImportKeyPair", name) from exc
@@ -44,7 +43,7 @@ def cluster_key_pairs(session: boto3.Session, region: str, cluster: str) -> list
     try:
         pairs = _ec2(session, region).describe_key_pairs(
             Filters=cluster_filter(cluster))["KeyPairs"]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DescribeKeyPairs", cluster) from exc
     return sorted(p["KeyName"] for p in pairs)
 
@@ -52,5 +51,5 @@ def cluster_key_pairs(session: boto3.Session, region: str, cluster: str) -> list
 def delete_key_pair(session: boto3.Session, region: str, name: str) -> None:
     try:
         _ec2(session, region).delete_key_pair(KeyName=name)
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DeleteKeyPair", name) from exc

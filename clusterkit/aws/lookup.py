@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
 
 from clusterkit.aws.clients import cached_client as client
-from clusterkit.aws.errors import translate
+from clusterkit.aws.errors import AWS_EXCEPTIONS, translate
 from clusterkit.errors import AwsError, UsageError
 from clusterkit.spec.model import Image
 
@@ -21,7 +20,7 @@ def default_vpc(session: boto3.Session, region: str) -> str:
     try:
         vpcs = _ec2(session, region).describe_vpcs(
             Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DescribeVpcs", region) from exc
     if not vpcs:
         raise AwsError(f"region {region} has no default VPC",
@@ -35,7 +34,7 @@ def default_subnet(session: boto3.Session, region: str, vpc_id: str, az: str) ->
                {"Name": "availability-zone", "Values": [az]}]
     try:
         subnets = _ec2(session, region).describe_subnets(Filters=filters)["Subnets"]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DescribeSubnets", az) from exc
     subnets.sort(key=lambda s: (not s.get("DefaultForAz", False), s["SubnetId"]))
     if not subnets:
@@ -49,7 +48,7 @@ def availability_zones(session: boto3.Session, region: str) -> list[dict[str, st
     try:
         zones = _ec2(session, region).describe_availability_zones(
             Filters=[{"Name": "state", "Values": ["available"]}])["AvailabilityZones"]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DescribeAvailabilityZones", region) from exc
     return sorted(({"name": z["ZoneName"], "id": z.get("ZoneId", "")} for z in zones),
                   key=lambda z: z["name"])
@@ -66,7 +65,7 @@ def resolve_image(session: boto3.Session, region: str, image: Image) -> tuple[st
                 Owners=[image.owner],
                 Filters=[{"Name": "name", "Values": [image.name or "*"]},
                          {"Name": "state", "Values": ["available"]}])["Images"]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DescribeImages", image.id or image.name) from exc
     if not found:
         raise UsageError(f"no AMI {image.id or repr(image.name)} in {region}",

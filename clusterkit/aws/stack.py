@@ -7,10 +7,9 @@ from importlib import resources
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
 
 from clusterkit.aws.clients import cached_client as client
-from clusterkit.aws.errors import error_code, translate
+from clusterkit.aws.errors import AWS_EXCEPTIONS, error_code, translate
 from clusterkit.aws.tags import to_list
 
 # templates/cluster.yaml, shipped in the package through the symlink clusterkit/resources/.
@@ -35,7 +34,7 @@ def describe_stack(session: boto3.Session, region: str, name: str) -> dict[str, 
     """The stack as plain data, or None when it does not exist (or is deleted)."""
     try:
         stacks = _cf(session, region).describe_stacks(StackName=name)["Stacks"]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         if error_code(exc) == "ValidationError" and "does not exist" in str(exc):
             return None
         raise translate(exc, "DescribeStacks", name) from exc
@@ -58,7 +57,7 @@ def create_stack(session: boto3.Session, region: str, name: str, params: Mapping
             StackName=name, TemplateBody=template_body(), Parameters=_params(params),
             Capabilities=CAPABILITIES, Tags=to_list(tags),
             OnFailure="ROLLBACK")["StackId"]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "CreateStack", name) from exc
 
 
@@ -69,7 +68,7 @@ def update_stack(session: boto3.Session, region: str, name: str, params: Mapping
         _cf(session, region).update_stack(
             StackName=name, TemplateBody=template_body(), Parameters=_params(params),
             Capabilities=CAPABILITIES, Tags=to_list(tags))
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         if "No updates are to be performed" in str(exc):
             return False
         raise translate(exc, "UpdateStack", name) from exc
@@ -79,7 +78,7 @@ def update_stack(session: boto3.Session, region: str, name: str, params: Mapping
 def delete_stack(session: boto3.Session, region: str, name: str) -> None:
     try:
         _cf(session, region).delete_stack(StackName=name)
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DeleteStack", name) from exc
 
 
@@ -87,7 +86,7 @@ def stack_events(session: boto3.Session, region: str, stack_id: str) -> list[dic
     """Events of the stack, oldest first, as plain data (first page: the newest 100)."""
     try:
         events = _cf(session, region).describe_stack_events(StackName=stack_id)["StackEvents"]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DescribeStackEvents", stack_id) from exc
     return [{"id": e["EventId"], "time": str(e.get("Timestamp", "")),
              "resource": e.get("LogicalResourceId", ""), "type": e.get("ResourceType", ""),
@@ -99,7 +98,7 @@ def stack_status(session: boto3.Session, region: str, stack_id: str) -> tuple[st
     """(status, reason) by stack id, which still answers after deletion."""
     try:
         st = _cf(session, region).describe_stacks(StackName=stack_id)["Stacks"][0]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         if error_code(exc) == "ValidationError" and "does not exist" in str(exc):
             return "DELETE_COMPLETE", ""
         raise translate(exc, "DescribeStacks", stack_id) from exc

@@ -8,10 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
 
 from clusterkit.aws.clients import cached_client as client
-from clusterkit.aws.errors import error_code, translate
+from clusterkit.aws.errors import AWS_EXCEPTIONS, error_code, translate
 from clusterkit.aws.tags import cluster_filter, to_dict
 from clusterkit.netguard import sandbox_mode
 from clusterkit.plan.nodes import CLUSTER_TAG, RETAIN_TAG
@@ -26,7 +25,7 @@ def _call(session: boto3.Session, service: str, region: str | None, op: str, wha
     """One call; a resource that is already gone counts as done (returns None)."""
     try:
         return getattr(client(session, service, region), op)(**kwargs)
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         if error_code(exc) in GONE:
             return None
         raise translate(exc, op, what) from exc
@@ -73,7 +72,7 @@ def file_systems(session: boto3.Session, region: str, cluster: str) -> list[dict
         pages = client(session, "efs", region).get_paginator(
             "describe_file_systems").paginate()
         found = [f for page in pages for f in page["FileSystems"]]
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, "DescribeFileSystems", cluster) from exc
     out = []
     for fs in found:
@@ -107,7 +106,7 @@ def _iam_list(session: boto3.Session, op: str, key: str, cluster: str) -> list[s
         pages = client(session, "iam").get_paginator(op).paginate(PathPrefix=path)
         return sorted(r[key[:-1] + "Name"] for page in pages for r in page[key]
                       if r.get("Path") == path)
-    except ClientError as exc:
+    except AWS_EXCEPTIONS as exc:
         raise translate(exc, op, path) from exc
 
 

@@ -17,7 +17,7 @@ from clusterkit.catalog.ranking import (
 )
 from clusterkit.cluster.common import Runtime, base_tags
 from clusterkit.errors import AwsError, CapacityError, ClusterkitError
-from clusterkit.plan.nodes import PRICE_TAG, SLOTS_TAG, Node, format_slots, node_index
+from clusterkit.plan.nodes import PRICE_TAG, Node, format_slots, launch_tags, node_index
 from clusterkit.spec.model import Spec
 
 DEAD_STATES = ("shutting-down", "terminated", "stopping", "stopped")
@@ -74,11 +74,10 @@ def client_token(stack_id: str, slots: Sequence[int], offer: Offer) -> str:
 def gang_launch(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
                 launch_template_id: str, subnet_id: str, stack_id: str,
                 placement_group: str = "") -> list[Node]:
-    tags = {**base_tags(spec), SLOTS_TAG: format_slots(slots),
-            "clusterkit:role": "worker", "Name": f"{spec.name}-node"}
+    volume_tags = {**base_tags(spec), **launch_tags(spec.name, slots)}
+    tags = dict(volume_tags)
     if offer.price is not None:
         tags[PRICE_TAG] = f"{offer.price:.4f}"
-    volume_tags = {**base_tags(spec), "Name": f"{spec.name}-root"}
     launched = instances.run_instances(
         rt.session, offer.region, launch_template_id=launch_template_id,
         instance_type=offer.instance_type, az=offer.az or "", subnet_id=subnet_id,
@@ -112,18 +111,27 @@ def walk(rt: Runtime, offers: Sequence[Offer],
     return offer, attempts[-1].result
 
 
+def _dead(nodes: Sequence[Node], when: str) -> None:
+    dead = [n for n in nodes if n.state in DEAD_STATES]
+    if dead:
+        raise CapacityError(
+            f"{len(dead)} node(s) stopped {when}: "
+            + ", ".join(f"{n.instance_id} {n.state}" for n in dead),
+            "spot capacity was reclaimed (or a node was stopped); clusterkit terminated the "
+            "nodes of this launch, run `clusterkit up` again")
+
+
+def check_alive(rt: Runtime, region: str, ids: Sequence[str]) -> None:
+    """CapacityError when any of the nodes is stopping or terminated."""
+    _dead(instances.describe_nodes(rt.session, region, ids), "while waiting for SSH")
+
+
 def wait_running(rt: Runtime, region: str, ids: Sequence[str], *, deadline: float) -> list[Node]:
     """Poll until every instance is running. A node that dies meanwhile aborts the
     launch: the caller terminates the whole batch (never half a cluster)."""
     while True:
         nodes = instances.describe_nodes(rt.session, region, ids)
-        dead = [n for n in nodes if n.state in DEAD_STATES]
-        if dead:
-            raise CapacityError(
-                f"{len(dead)} node(s) stopped before running: "
-                + ", ".join(f"{n.instance_id} {n.state}" for n in dead),
-                "spot capacity was reclaimed; clusterkit terminated the partial set, run "
-                "`clusterkit up` again")
+        _dead(nodes, "before running")
         if len(nodes) == len(ids) and all(n.state == "running" for n in nodes):
             return nodes
         if rt.clock() >= deadline:

@@ -11,7 +11,7 @@ from clusterkit.aws import stack as cfn
 from clusterkit.catalog.ranking import Offer
 from clusterkit.cluster import launch, stackops
 from clusterkit.cluster.common import Runtime, base_tags, facts, find_nodes, key_pair_missing
-from clusterkit.errors import AwsError, ClusterkitError
+from clusterkit.errors import AwsError, CapacityError, ClusterkitError
 from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.nodes import Node, node_actions
 from clusterkit.plan.stack import key_pair_name, stack_action, stack_name, stack_parameters
@@ -66,8 +66,10 @@ def _mount_target(rt: Runtime, spec: Spec, region: str, stack: dict[str, Any],
 
 
 def _retag(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node]) -> None:
+    """Per-node tags on each instance and its root volume, in one call per node."""
+    by_id = {n.instance_id: n for n in nodes}
     for iid, tags in node_actions(spec.name, spec.nodes.count, nodes).retag:
-        instances.create_tags(rt.session, region, [iid], tags)
+        instances.create_tags(rt.session, region, [iid, *by_id[iid].volume_ids], tags)
 
 
 def _launch(rt: Runtime, spec: Spec, offers: Sequence[Offer], slots: Sequence[int],
@@ -116,18 +118,30 @@ def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0,
         _wait_new(rt, region, new, deadline)
     assert region is not None
     kept = [n for n in nodes if n.live and n.instance_id not in actions.terminate]
-    _retag(rt, spec, region, kept + new)
     ids = [n.instance_id for n in kept + new]
     running = launch.wait_running(rt, region, ids, deadline=deadline)
+    _retag(rt, spec, region, running)  # described running: root volume ids are known
     _mount_target(rt, spec, region, stacks[region], running, deadline)
-    host_keys: dict[str, str] = {}
-    if wait_ssh:
-        rt.say(f"waiting for SSH on {len(running)} node(s)")
-        host_keys = wait_reachable(
+    host_keys = _wait_ssh(rt, spec, region, running, new, deadline) if wait_ssh else {}
+    return _report(rt, spec, region, running, host_keys)
+
+
+def _wait_ssh(rt: Runtime, spec: Spec, region: str, running: Sequence[Node],
+              new: Sequence[Node], deadline: float) -> dict[str, str]:
+    """SSH on every node until the deadline; a node terminated meanwhile (spot reclaim)
+    aborts at once, and the nodes of this launch are terminated (never half a cluster)."""
+    rt.say(f"waiting for SSH on {len(running)} node(s)")
+    ids = [n.instance_id for n in running]
+    try:
+        return wait_reachable(
             [n.raw for n in running], port=spec.ssh.port, deadline=deadline,
             on_ready=lambda iid, addr: rt.say(f"  {iid} reachable at {addr}"),
-            interval=rt.poll)
-    return _report(rt, spec, region, running, host_keys)
+            interval=rt.poll, check=lambda: launch.check_alive(rt, region, ids))
+    except CapacityError:
+        if new:
+            rt.say(f"[red]terminating the {len(new)} node(s) of this launch[/red]")
+            instances.terminate_instances(rt.session, region, [n.instance_id for n in new])
+        raise
 
 
 def safe_address(node: Node) -> str | None:

@@ -51,6 +51,12 @@ class Node:
     def live(self) -> bool:
         return self.state in LIVE_STATES
 
+    @property
+    def volume_ids(self) -> list[str]:
+        """EBS volumes attached at launch (the root volume), from the EC2 description."""
+        return [m["Ebs"]["VolumeId"] for m in self.raw.get("BlockDeviceMappings", ())
+                if m.get("Ebs", {}).get("VolumeId")]
+
 
 def role_of(index: int) -> str:
     return "master" if index == 0 else "worker"
@@ -97,6 +103,19 @@ def node_index(tags: Mapping[str, str], launch_index: int | None) -> int | None:
 
 def wanted_tags(cluster: str, index: int) -> dict[str, str]:
     return {INDEX_TAG: str(index), ROLE_TAG: role_of(index), "Name": node_name(cluster, index)}
+
+
+def launch_tags(cluster: str, slots: Sequence[int]) -> dict[str, str]:
+    """Creation tags of one launch, the same on its instances and their volumes (one
+    RunInstances call tags every instance alike). ``clusterkit:index`` and a per-node
+    ``Name`` only when the launch fills one slot; ``clusterkit:role`` is the launch's
+    role when all its slots share one, else ``pending`` until the per-node tags follow."""
+    tags = {CLUSTER_TAG: cluster, SLOTS_TAG: format_slots(slots)}
+    if len(slots) == 1:
+        return {**tags, **wanted_tags(cluster, slots[0])}
+    roles = {role_of(i) for i in slots}
+    return {**tags, ROLE_TAG: roles.pop() if len(roles) == 1 else "pending",
+            "Name": f"{cluster}-node"}
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 import paramiko
 
-from clusterkit.errors import ClusterkitError, RemoteError, UsageError
+from clusterkit.errors import ClusterkitError, NotEmulated, RemoteError, UsageError
 from clusterkit.remote.address import ssh_address
 
 DEFAULT_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
@@ -39,10 +39,13 @@ def ssh_handshake(address: str, port: int, timeout: float = 5.0) -> str:
 def wait_reachable(instances: Sequence[Mapping[str, Any]], *, port: int, deadline: float,
                    on_ready: Callable[[str, str], None] | None = None,
                    interval: float = 1.0,
-                   clock: Callable[[], float] = time.monotonic) -> dict[str, str]:
+                   clock: Callable[[], float] = time.monotonic,
+                   check: Callable[[], None] | None = None) -> dict[str, str]:
     """Wait until every instance answers SSH; {instance_id: host key line}.
 
-    ``deadline`` is a ``clock()`` value; RemoteError names the nodes still silent."""
+    ``deadline`` is a ``clock()`` value; RemoteError names the nodes still silent.
+    ``check`` runs before every wait between rounds and aborts the wait by raising
+    (the caller's "is every node still alive?")."""
     pending = {i["InstanceId"]: i for i in instances}
     found: dict[str, str] = {}
     last_error: dict[str, str] = {}
@@ -50,6 +53,8 @@ def wait_reachable(instances: Sequence[Mapping[str, Any]], *, port: int, deadlin
         for iid, inst in list(pending.items()):
             try:  # the sandbox maps an address only once its node has booted
                 address = ssh_address(inst)
+            except NotEmulated:  # the sandbox cannot run this node: waiting won't help
+                raise
             except ClusterkitError as exc:
                 last_error[iid] = exc.message
                 continue
@@ -71,6 +76,8 @@ def wait_reachable(instances: Sequence[Mapping[str, Any]], *, port: int, deadlin
                               "--timeout to wait longer",
                               results=last_error)
         if pending:
+            if check:
+                check()
             time.sleep(interval)
     return found
 

@@ -12,6 +12,7 @@ throttling after retries, no capacity, or Ctrl-C): every other call is real HTTP
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -134,6 +135,10 @@ def leftovers(cluster: str, region: str = REGION) -> dict[str, list[str]]:
                             ec2.describe_spot_instance_requests(Filters=flt + [
                                 {"Name": "state", "Values": ["open", "active"]}])[
                                 "SpotInstanceRequests"]]
+    out["fleets"] = [f["FleetId"] for f in ec2.describe_fleets()["Fleets"]
+                     if not f["FleetState"].startswith("deleted")
+                     and {t["Key"]: t["Value"] for t in f.get("Tags", [])}.get(CLUSTER_TAG)
+                     == cluster]
     # placement groups: moto has no placement-group API and its CloudFormation skips the
     # resource, so none can exist in the emulator (see README, provision).
     cf = boto3.client("cloudformation", region)
@@ -156,6 +161,20 @@ def leftovers(cluster: str, region: str = REGION) -> dict[str, list[str]]:
                                 if f"clusterkit-{cluster}-" in p["InstanceProfileName"]
                                 or p["Path"] == f"/clusterkit/{cluster}/"]
     return {k: v for k, v in out.items() if v}
+
+
+@pytest.fixture
+def cli_env(sandbox_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The CLI in sandbox mode (CLUSTERKIT_SANDBOX=1 wants a running sandbox), with a
+    fresh HOME holding the user's SSH key and no agent."""
+    if os.geteuid() != 0:
+        pytest.skip("the sandbox's SSH nodes need root")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    (tmp_path / ".ssh").mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
+                    str(tmp_path / ".ssh" / "id_ed25519")], check=True)
+    return sandbox_env
 
 
 SPEC = """\

@@ -4,6 +4,8 @@ SSH waiting is off here (moto's nodes have no sshd); tests/e2e does real SSH."""
 
 from __future__ import annotations
 
+import ast
+
 import boto3
 import pytest
 
@@ -40,6 +42,10 @@ def test_up_gang_launches_tags_and_is_idempotent(calls: Calls, tmp_path, capsys)
     vols = boto3.client("ec2", REGION).describe_volumes(
         Filters=[{"Name": "tag:clusterkit:cluster", "Values": ["gang"]}])["Volumes"]
     assert len(vols) == 3 and all(v["Encrypted"] for v in vols)
+    for vol in vols:  # each root volume carries its node's identity tags
+        (owner,) = [n for n in nodes if n["InstanceId"] == vol["Attachments"][0]["InstanceId"]]
+        for key in ("clusterkit:cluster", "clusterkit:role", "clusterkit:index", "Name"):
+            assert _tags(vol)[key] == _tags(owner)[key], key
     assert "reach it: clusterkit ssh gang" in capsys.readouterr().err.replace("\n", " ")
 
     calls.reset()
@@ -94,6 +100,13 @@ def test_interrupted_between_launch_and_tagging_resumes_without_duplicates(calls
     with pytest.raises(KeyboardInterrupt):
         do_up(str(spec), rt=runtime(calls), wait_ssh=False)
     assert len(_instances("rs")) == 3
+    vols = boto3.client("ec2", REGION).describe_volumes(
+        Filters=[{"Name": "tag:clusterkit:cluster", "Values": ["rs"]}])["Volumes"]
+    # the creation tags alone (no per-node tags yet): instances and volumes alike
+    for res in _instances("rs") + vols:
+        tags = _tags(res)
+        assert tags["clusterkit:slots"] == "0-2" and tags["Name"] == "rs-node", tags
+        assert tags["clusterkit:role"] == "pending" and "clusterkit:index" not in tags
     resumed = Calls()
     do_up(str(spec), rt=runtime(resumed), wait_ssh=False)
     assert "RunInstances" not in resumed.mutating()
@@ -160,6 +173,23 @@ def test_efs_delete_policy_mount_target_and_down(calls: Calls, tmp_path):
     (mt,) = efs.describe_mount_targets(FileSystemId=left["file_systems"][0])["MountTargets"]
     assert mt["AvailabilityZone"if "AvailabilityZoneName" not in mt else
               "AvailabilityZoneName"] == _instances("fs")[0]["Placement"]["AvailabilityZone"]
+    # NFS from the group: the mount target sits in the nodes' own security group, whose
+    # only non-SSH rule lets members of the group reach each other on every port
+    node_groups = {g["GroupId"] for g in _instances("fs")[0]["SecurityGroups"]}
+    mt_groups = efs.describe_mount_target_security_groups(
+        MountTargetId=mt["MountTargetId"])["SecurityGroups"]
+    assert set(mt_groups) == node_groups
+    # least privilege: mount + write of this one file system, through a mount target
+    iam = boto3.client("iam")
+    (role,) = left["iam_roles"]
+    (policy,) = iam.list_role_policies(RoleName=role)["PolicyNames"]
+    doc = iam.get_role_policy(RoleName=role, PolicyName=policy)["PolicyDocument"]
+    # moto's CloudFormation stores an inline policy as the Python repr of the document
+    (stmt,) = (ast.literal_eval(doc) if isinstance(doc, str) else doc)["Statement"]
+    assert sorted(stmt["Action"]) == ["elasticfilesystem:ClientMount",
+                                      "elasticfilesystem:ClientWrite"]
+    assert stmt["Resource"].endswith(f":file-system/{left['file_systems'][0]}")
+    assert stmt["Condition"] == {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}}
     calls.reset()
     do_up(str(spec), rt=runtime(calls), wait_ssh=False)
     assert calls.mutating() == {}
@@ -273,3 +303,93 @@ def test_caller_cidr_override_and_sandbox(monkeypatch):
     monkeypatch.setenv("CLUSTERKIT_CALLER_CIDR", "not-an-ip")
     with pytest.raises(UsageError):
         caller_cidr()
+
+
+def test_node_terminated_while_waiting_for_ssh_aborts_at_once(calls: Calls, tmp_path):
+    """A node terminated (a real TerminateInstances to moto, standing in for a spot
+    reclaim) once `up` waits for SSH: `up` stops long before its deadline, names the node,
+    and terminates the nodes it launched. moto's nodes never answer SSH (their fake
+    addresses are refused by the sandbox net guard), so only the abort can end the wait."""
+    import time
+
+    from clusterkit.errors import CapacityError
+
+    ec2 = boto3.client("ec2", REGION)
+    rt = runtime(calls)
+    say = rt.say
+
+    def reclaim_when_waiting(text: str) -> None:
+        say(text)
+        if text.startswith("waiting for SSH"):
+            ec2.terminate_instances(InstanceIds=[_instances("reap")[-1]["InstanceId"]])
+
+    rt.say = reclaim_when_waiting
+    start = time.monotonic()
+    with pytest.raises(CapacityError) as err:
+        do_up(str(write_spec(tmp_path, name="reap", count=2)), rt=rt, timeout=60)
+    assert time.monotonic() - start < 30
+    assert "while waiting for SSH" in err.value.message
+    assert _instances("reap") == []
+    do_down("reap", yes=True, region=REGION, rt=runtime())
+    assert leftovers("reap") == {}
+
+
+def test_plan_is_read_only(calls: Calls, tmp_path):
+    """`plan` of a new cluster and of an existing one makes no mutating AWS call."""
+    from clusterkit.cluster.planning import do_plan
+
+    spec = str(write_spec(tmp_path, name="ro", count=2))
+    plan, _, data = do_plan(spec, rt=runtime(calls))
+    assert data["stack"] == "create" and data["launch_indexes"] == [0, 1]
+    assert calls.log and calls.mutating() == {}
+    assert leftovers("ro") == {}
+    do_up(spec, rt=runtime(), wait_ssh=False)
+    calls.reset()
+    _, _, data = do_plan(str(write_spec(tmp_path, name="ro", count=3)), rt=runtime(calls))
+    assert data["launch_indexes"] == [2] and calls.mutating() == {}
+    do_down(spec, yes=True, rt=runtime())
+
+
+def test_status_searches_every_region_of_the_spec(calls: Calls, tmp_path):
+    """The cluster is found from its tags alone, in whichever allowed region it is."""
+    from clusterkit.cluster.status import do_status
+
+    spec = write_spec(tmp_path, name="where", count=1)
+    do_up(str(spec), rt=runtime(), wait_ssh=False)
+    spec.write_text(spec.read_text().replace("region: us-east-1",
+                                             "region: us-west-2\nregions: [us-east-1]"))
+    result = do_status(str(spec), rt=runtime(calls))
+    assert result["regions"] == ["us-west-2", "us-east-1"]
+    (row,) = result["nodes"]
+    assert row["region"] == REGION and row["role"] == "master" and row["launch_time"]
+    assert calls.mutating() == {}
+    do_down("where", yes=True, region=REGION, rt=runtime())
+
+
+def test_spot_cluster_down_cancels_spot_requests_and_fleets(calls: Calls, tmp_path, capsys):
+    """A spot cluster, plus a tagged open spot request and a tagged EC2 fleet standing
+    in for what a crashed run could leave: `down` cancels and deletes them all."""
+    spec = str(write_spec(tmp_path, name="spt", count=2, market="spot"))
+    do_up(spec, rt=runtime(calls), wait_ssh=False)
+    nodes = _instances("spt")
+    assert len(nodes) == 2 and {n.get("InstanceLifecycle") for n in nodes} == {"spot"}
+    ec2 = boto3.client("ec2", REGION)
+    tags = [{"Key": "clusterkit:cluster", "Value": "spt"}]
+    ec2.request_spot_instances(
+        InstanceCount=1, LaunchSpecification={"ImageId": "ami-12c6146b",
+                                              "InstanceType": "c5.large"},
+        TagSpecifications=[{"ResourceType": "spot-instances-request", "Tags": tags}])
+    (lt,) = ec2.describe_launch_templates(Filters=[
+        {"Name": "tag:clusterkit:cluster", "Values": ["spt"]}])["LaunchTemplates"]
+    fleet = ec2.create_fleet(
+        Type="request", TargetCapacitySpecification={
+            "TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"},
+        LaunchTemplateConfigs=[{"LaunchTemplateSpecification": {
+            "LaunchTemplateId": lt["LaunchTemplateId"], "Version": "$Latest"},
+            "Overrides": [{"InstanceType": "c5.large"}]}],
+        TagSpecifications=[{"ResourceType": "fleet", "Tags": tags}])["FleetId"]
+    assert {"spot_requests", "fleets"} <= set(leftovers("spt"))
+    do_down(spec, yes=True, rt=runtime())
+    err = capsys.readouterr().err
+    assert f"deleted fleet {fleet}" in err and "deleted spot request" in err
+    assert leftovers("spt") == {}

@@ -4,7 +4,6 @@ moto in server mode; and the CloudFormation template through cfn-lint."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -43,20 +42,6 @@ def test_template_documents_every_parameter_and_output():
             assert body.get("Description"), f"{section}.{name} has no Description"
     ssh_cidr = doc["Parameters"]["SshCidr"]
     assert "Default" not in ssh_cidr  # the CIDR always comes from the spec or the caller
-
-
-@pytest.fixture
-def cli_env(sandbox_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """The CLI in sandbox mode (CLUSTERKIT_SANDBOX=1 wants a running sandbox), with a
-    fresh HOME holding the user's SSH key and no agent."""
-    if os.geteuid() != 0:
-        pytest.skip("the sandbox's SSH nodes need root")
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    (tmp_path / ".ssh").mkdir()
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
-                    str(tmp_path / ".ssh" / "id_ed25519")], check=True)
-    return sandbox_env
 
 
 def test_plan_up_status_down_cli(cli_env, tmp_path):
@@ -103,9 +88,54 @@ def test_plan_up_status_down_cli(cli_env, tmp_path):
     assert "nothing to delete" in _run("down", spec, "--yes").output
 
 
-def test_bad_spec_exits_2_without_traceback(tmp_path):
+@pytest.fixture
+def api_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """Every AWS API operation this process starts (botocore's one entry point), in an
+    environment with no credentials, no sandbox and an endpoint where nothing listens."""
+    import botocore.client
+
+    seen: list[str] = []
+    real = botocore.client.BaseClient._make_api_call
+
+    def record(self, operation_name, api_params):
+        seen.append(operation_name)
+        return real(self, operation_name, api_params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", record)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                 "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "CLUSTERKIT_SANDBOX",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    return seen
+
+
+def test_bad_spec_exits_2_with_location_and_no_aws_call(tmp_path, api_calls):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: 1x\nregion: us-east-1\nnodes: {count: 0}\n")
+    bad.write_text("name: ok\nregion: us-east-1\nnodes:\n  count: 0\n")
     result = CliRunner().invoke(cli, ["up", str(bad)])
-    assert result.exit_code == 2
+    assert result.exit_code == 2, result.output
+    assert f"{bad}:4:" in result.output and "nodes.count" in result.output
     assert "Traceback" not in result.output
+    assert api_calls == []
+
+
+def test_plan_offline_makes_no_aws_call(tmp_path, api_calls):
+    spec = write_spec(tmp_path, name="offl", count=2)
+    result = CliRunner().invoke(cli, ["plan", str(spec), "--offline", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["choice"]["instance_type"] == "c5.large"
+    assert api_calls == []
+
+
+def test_runtime_failure_exits_1_with_hint_no_traceback(tmp_path, api_calls):
+    """No credentials anywhere: `up` stops at its first AWS call with a hint."""
+    result = CliRunner().invoke(cli, ["up", str(write_spec(tmp_path, name="nocred"))])
+    assert result.exit_code == 1, result.output
+    assert "no AWS credentials" in result.output and "hint:" in result.output
+    assert "Traceback" not in result.output
+    assert len(api_calls) == 1

@@ -91,3 +91,26 @@ def test_placement_follows_the_master():
     nodes = [node("i-1", 1, az="us-east-1b"), node("i-0", 0, az="us-east-1c")]
     assert placement_of(nodes) == ("us-east-1", "us-east-1c", "p4d.24xlarge", "spot")
     assert placement_of([node("i-0", 0, state="terminated")]) is None
+
+
+def test_launch_tags_are_true_for_every_instance_of_the_launch():
+    from clusterkit.plan.nodes import launch_tags
+
+    assert launch_tags("c", [0]) == {"clusterkit:cluster": "c", "clusterkit:slots": "0",
+                                     "clusterkit:index": "0", "clusterkit:role": "master",
+                                     "Name": "c-master-0"}
+    workers = launch_tags("c", [2, 3, 5])
+    assert workers["clusterkit:role"] == "worker" and workers["clusterkit:slots"] == "2-3,5"
+    assert "clusterkit:index" not in workers and workers["Name"] == "c-node"
+    assert launch_tags("c", [0, 1])["clusterkit:role"] == "pending"
+
+
+def test_volume_ids_come_from_the_block_device_mappings():
+    from clusterkit.plan.nodes import Node
+
+    raw = {"BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {"VolumeId": "vol-1"}},
+                                   {"DeviceName": "/dev/sdb", "VirtualName": "ephemeral0"}]}
+    node = Node("i-1", 0, "running", "c5.large", "us-east-1a", "on-demand", "us-east-1",
+                raw=raw)
+    assert node.volume_ids == ["vol-1"]
+    assert Node("i-2", 1, "pending", "c5.large", "a", "spot", "r").volume_ids == []
