@@ -1,7 +1,7 @@
 """The caller's public address, for the default SSH ingress rule (``<ip>/32``).
 
-Order: ``CLUSTERKIT_CALLER_CIDR`` (override, e.g. behind NAT or in CI); in sandbox mode
-``127.0.0.1/32`` (no lookup at all); otherwise one HTTPS GET to AWS's own
+Order: ``CLUSTERKIT_CALLER_CIDR`` (override, e.g. behind NAT or in CI; the sandbox
+environment sets ``127.0.0.1/32``); otherwise one HTTPS GET to AWS's own
 ``https://checkip.amazonaws.com`` (the service behind "My IP" in the console). If that
 fails, clusterkit refuses to guess (and never falls back to 0.0.0.0/0): the spec must
 set ``ssh.allowed_cidr``.
@@ -14,7 +14,7 @@ import os
 import urllib.request
 
 from clusterkit.errors import UsageError
-from clusterkit.netguard import check_url, sandbox_mode
+from clusterkit.netguard import check_url
 
 OVERRIDE_ENV = "CLUSTERKIT_CALLER_CIDR"
 CHECKIP_URL = "https://checkip.amazonaws.com"
@@ -35,8 +35,6 @@ def caller_cidr(timeout: float = 5.0) -> str:
         except ValueError as exc:
             raise UsageError(f"{OVERRIDE_ENV}={override!r} is not an IPv4 address or CIDR",
                              "e.g. 203.0.113.7/32") from exc
-    if sandbox_mode():
-        return "127.0.0.1/32"
     check_url(CHECKIP_URL, purpose="caller address lookup")
     try:
         with urllib.request.urlopen(CHECKIP_URL, timeout=timeout) as resp:  # noqa: S310

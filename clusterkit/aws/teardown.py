@@ -12,7 +12,6 @@ import boto3
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import AWS_EXCEPTIONS, error_code, translate
 from clusterkit.aws.tags import cluster_filter, to_dict
-from clusterkit.netguard import sandbox_mode
 from clusterkit.plan.nodes import CLUSTER_TAG, RETAIN_TAG
 
 GONE = frozenset({"InvalidGroup.NotFound", "InvalidLaunchTemplateId.NotFound",
@@ -53,10 +52,6 @@ def delete_launch_template(session: boto3.Session, region: str, template_id: str
 
 
 def placement_groups(session: boto3.Session, region: str, cluster: str) -> list[str]:
-    # The emulator (moto) implements no placement-group API at all, and its
-    # CloudFormation skips the resource: nothing can be left there to find.
-    if sandbox_mode():
-        return []
     out = _call(session, "ec2", region, "describe_placement_groups", cluster,
                 Filters=cluster_filter(cluster))
     return sorted(g["GroupName"] for g in (out or {}).get("PlacementGroups", []))

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from clusterkit.sandbox import ec2_gaps, spot_prices
 from clusterkit.sandbox.state import (
     ADDRESSES_FILE,
     CAPS_FILE,
@@ -103,10 +104,8 @@ def _serve(state_dir: Path) -> None:
 
 
 def _install_extras() -> None:
-    try:
-        from clusterkit.sandbox import spot_prices  # written by the spot work
-    except ImportError:
-        return
+    """Teach the in-process emulator what clusterkit's real-AWS paths expect."""
+    ec2_gaps.install()
     try:
         spot_prices.install()
     except Exception:  # the endpoint must come up even if price seeding breaks

@@ -27,6 +27,7 @@ from moto.server import ThreadedMotoServer
 from rich.console import Console
 
 from clusterkit.cluster.common import Runtime
+from clusterkit.sandbox import ec2_gaps
 
 REGION = "us-east-1"
 AMI = "ami-12c6146b"  # one of moto's built-in images
@@ -40,6 +41,7 @@ def is_mutating(operation: str) -> bool:
 
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
+    ec2_gaps.install()  # the same emulator gap-fills the sandbox server makes
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -54,11 +56,12 @@ def moto_env(moto_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     # No reset between tests: reloading moto's EC2 backend costs about a second per
     # test. Every test uses its own cluster name, and leftovers are counted per name.
     for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "SSH_AUTH_SOCK",
-                 "CLUSTERKIT_ADDRESS_MAP", "CLUSTERKIT_CALLER_CIDR"):
+                 "CLUSTERKIT_ADDRESS_MAP"):
         monkeypatch.delenv(name, raising=False)
     env = {"AWS_ENDPOINT_URL": moto_server, "AWS_ACCESS_KEY_ID": "testing",
            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
-           "AWS_DEFAULT_REGION": REGION, "CLUSTERKIT_SANDBOX": "1", "HOME": str(tmp_path)}
+           "AWS_DEFAULT_REGION": REGION, "CLUSTERKIT_SANDBOX": "1", "HOME": str(tmp_path),
+           "CLUSTERKIT_CALLER_CIDR": "127.0.0.1/32"}
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     ssh_dir = tmp_path / ".ssh"

@@ -292,12 +292,15 @@ def test_node_lost_before_running_terminates_the_whole_launch(calls: Calls, tmp_
 
 
 def test_caller_cidr_override_and_sandbox(monkeypatch):
-    """No lookup happens in either case (no network outside 127.0.0.0/8 in tests)."""
+    """No lookup happens in either case (no network outside 127.0.0.0/8 in tests): the
+    override wins, and in sandbox mode without it the net guard refuses the lookup."""
     from clusterkit.aws.identity import caller_cidr
+    from clusterkit.errors import NetworkSafetyError
 
     monkeypatch.setenv("CLUSTERKIT_SANDBOX", "1")
     monkeypatch.delenv("CLUSTERKIT_CALLER_CIDR", raising=False)
-    assert caller_cidr() == "127.0.0.1/32"
+    with pytest.raises(NetworkSafetyError):
+        caller_cidr()
     monkeypatch.setenv("CLUSTERKIT_CALLER_CIDR", "203.0.113.7")
     assert caller_cidr() == "203.0.113.7/32"
     monkeypatch.setenv("CLUSTERKIT_CALLER_CIDR", "not-an-ip")
