@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from clusterkit.aws.errors import translate
+from clusterkit.aws.errors import AWS_EXCEPTIONS, translate
 from clusterkit.aws.pricing import (
-    AWS_EXCEPTIONS,
     OnDemandPrices,
     lookup_client,
     pages,

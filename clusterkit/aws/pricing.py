@@ -11,18 +11,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
-from botocore.parsers import ResponseParserError
 
-from clusterkit.aws.errors import translate
+from clusterkit.aws.errors import AWS_EXCEPTIONS, translate
 from clusterkit.aws.session import client
 from clusterkit.catalog import prices as snapshot
 from clusterkit.errors import AwsError
 
 PRICING_REGION = "us-east-1"  # the Pricing API's main endpoint
-# What a botocore call can raise besides our own errors (an endpoint that answers
-# with a non-AWS error page gives ResponseParserError, which is no BotoCoreError).
-AWS_EXCEPTIONS = (BotoCoreError, ClientError, ResponseParserError)
 LOOKUP_CONFIG = Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=5,
                        read_timeout=20)
 
