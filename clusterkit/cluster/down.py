@@ -13,6 +13,7 @@ from clusterkit.cluster import stackops
 from clusterkit.cluster.common import Runtime
 from clusterkit.errors import AwsError, UsageError
 from clusterkit.plan.stack import stack_name
+from clusterkit.remote import known_hosts
 
 SG_BUSY = ("DependencyViolation", "InvalidGroup.InUse")
 
@@ -182,6 +183,7 @@ def down(rt: Runtime, cluster: str, regions: Sequence[str], *, yes: bool,
          confirm: Callable[[str], bool] | None = None, timeout: float = 1800.0) -> dict:
     found = {r: inventory(rt, cluster, r) for r in regions}
     if not any(found.values()):
+        known_hosts.forget(cluster)
         rt.say(f"cluster {cluster}: nothing to delete in {', '.join(regions)}")
         return {"cluster": cluster, "deleted": {}}
     for region, inv in found.items():
@@ -194,6 +196,7 @@ def down(rt: Runtime, cluster: str, regions: Sequence[str], *, yes: bool,
             rt.say(f"deleting cluster {cluster} in {region}")
             down_region(rt, cluster, region, timeout=timeout)
     _iam(rt, cluster)
+    known_hosts.forget(cluster)
     rt.say(f"[green]cluster {cluster} is gone[/green]")
     return {"cluster": cluster, "deleted": found}
 

@@ -15,6 +15,7 @@ from clusterkit.errors import AwsError, CapacityError, ClusterkitError
 from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.nodes import Node, node_actions
 from clusterkit.plan.stack import key_pair_name, stack_action, stack_name, stack_parameters
+from clusterkit.remote import known_hosts
 from clusterkit.remote.address import ssh_address
 from clusterkit.remote.probe import local_public_key, wait_reachable
 from clusterkit.spec.model import Spec
@@ -153,6 +154,21 @@ def safe_address(node: Node) -> str | None:
         return None
 
 
+def _say_how_to_reach(rt: Runtime, spec: Spec, ordered: Sequence[Node],
+                      host_keys: dict[str, str]) -> None:
+    """Record the probed host keys and print an ssh command that checks them."""
+    keys = {addr: host_keys[n.instance_id] for n in ordered
+            if (addr := safe_address(n)) and host_keys.get(n.instance_id)}
+    master = safe_address(ordered[0]) or "<master address>"
+    port = "" if spec.ssh.port == 22 else f" -p {spec.ssh.port}"
+    if keys:
+        known = known_hosts.record(spec.name, keys, spec.ssh.port)
+        rt.say(f"reach it: [bold]ssh -A{port} -o UserKnownHostsFile={known} "
+               f"{spec.ssh.user}@{master}[/bold]  (host keys recorded on first contact)")
+    else:
+        rt.say(f"reach it: [bold]ssh -A{port} {spec.ssh.user}@{master}[/bold]")
+
+
 def _report(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node],
             host_keys: dict[str, str]) -> dict[str, Any]:
     ordered = sorted(nodes, key=lambda n: (n.index is None, n.index or 0))
@@ -170,7 +186,5 @@ def _report(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node],
                     "ssh_address": address, "private_ip": n.private_ip,
                     "host_key": host_keys.get(n.instance_id)})
     if ordered:
-        master = safe_address(ordered[0]) or "<master address>"
-        rt.say(f"reach it: [bold]clusterkit ssh {spec.name}[/bold]   (or: ssh -A "
-               f"{spec.ssh.user}@{master}; from there `ssh <node>`)")
+        _say_how_to_reach(rt, spec, ordered, host_keys)
     return {"cluster": spec.name, "region": region, "hourly_usd": total, "nodes": out}

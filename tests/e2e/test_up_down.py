@@ -12,6 +12,7 @@ import pytest
 
 from clusterkit.cluster.down import do_down
 from clusterkit.cluster.up import do_up
+from clusterkit.remote import known_hosts
 from tests.integration.conftest import Calls, leftovers, runtime
 
 SPEC = """\
@@ -37,6 +38,7 @@ def e2e_spec(sandbox_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
     if os.geteuid() != 0:
         pytest.skip("the sandbox's SSH nodes need root")
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    monkeypatch.setenv("CLUSTERKIT_HOME", str(tmp_path / "ckhome"))
     key = tmp_path / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     spec = tmp_path / "e2e.yaml"
@@ -58,8 +60,8 @@ def test_up_three_nodes_ssh_then_idempotent_then_down(e2e_spec: Path, tmp_path: 
     result = do_up(str(e2e_spec), rt=runtime(), timeout=120)
     nodes = result["nodes"]
     assert [n["role"] for n in nodes] == ["master", "worker", "worker"]
-    known = tmp_path / "known_hosts"
-    known.write_text("".join(f"{n['ssh_address']} {n['host_key']}\n" for n in nodes))
+    known = known_hosts.known_hosts_path(name)  # recorded by `up` on first contact
+    assert len(known.read_text().splitlines()) == 3
     for node in nodes:
         assert node["ssh_address"].startswith("127.")
         assert _ssh(key, known, node["ssh_address"], "echo ok").strip() == "ok"
@@ -71,6 +73,7 @@ def test_up_three_nodes_ssh_then_idempotent_then_down(e2e_spec: Path, tmp_path: 
 
     do_down(str(e2e_spec), yes=True, rt=runtime())
     assert leftovers(name) == {}
+    assert not known.exists()
     ec2 = boto3.client("ec2", "us-east-1")
     states = {i["State"]["Name"] for r in ec2.describe_instances(
         InstanceIds=[n["instance_id"] for n in nodes])["Reservations"] for i in r["Instances"]}

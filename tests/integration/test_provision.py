@@ -46,7 +46,7 @@ def test_up_gang_launches_tags_and_is_idempotent(calls: Calls, tmp_path, capsys)
         (owner,) = [n for n in nodes if n["InstanceId"] == vol["Attachments"][0]["InstanceId"]]
         for key in ("clusterkit:cluster", "clusterkit:role", "clusterkit:index", "Name"):
             assert _tags(vol)[key] == _tags(owner)[key], key
-    assert "reach it: clusterkit ssh gang" in capsys.readouterr().err.replace("\n", " ")
+    assert "reach it: ssh -A ubuntu@" in capsys.readouterr().err.replace("\n", " ")
 
     calls.reset()
     do_up(str(spec), rt=runtime(calls), wait_ssh=False)
