@@ -68,17 +68,22 @@ def run_instances(session: boto3.Session, region: str, *, launch_template_id: st
     return [to_node(r, region) for r in raw]
 
 
-def cluster_instances(session: boto3.Session, region: str, cluster: str,
-                      states: Sequence[str] = LIVE_STATES) -> list[Node]:
-    filters = cluster_filter(cluster) + [{"Name": "instance-state-name",
-                                          "Values": list(states)}]
+def _find(session: boto3.Session, region: str, filters: list[dict[str, Any]],
+          what: str) -> list[Node]:
     try:
         pages = _ec2(session, region).get_paginator("describe_instances").paginate(
             Filters=filters)
         raw = [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
     except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "DescribeInstances", cluster) from exc
+        raise translate(exc, "DescribeInstances", what) from exc
     return [to_node(r, region) for r in raw]
+
+
+def cluster_instances(session: boto3.Session, region: str, cluster: str,
+                      states: Sequence[str] = LIVE_STATES) -> list[Node]:
+    filters = cluster_filter(cluster) + [{"Name": "instance-state-name",
+                                          "Values": list(states)}]
+    return _find(session, region, filters, cluster)
 
 
 def tagged_instances(session: boto3.Session, region: str, tag_key: str,
@@ -86,13 +91,7 @@ def tagged_instances(session: boto3.Session, region: str, tag_key: str,
     """Live instances carrying ``tag_key`` with any value (every cluster)."""
     filters = [{"Name": "tag-key", "Values": [tag_key]},
                {"Name": "instance-state-name", "Values": list(states)}]
-    try:
-        pages = _ec2(session, region).get_paginator("describe_instances").paginate(
-            Filters=filters)
-        raw = [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "DescribeInstances", tag_key) from exc
-    return [to_node(r, region) for r in raw]
+    return _find(session, region, filters, tag_key)
 
 
 def describe_nodes(session: boto3.Session, region: str, ids: Sequence[str]) -> list[Node]:
