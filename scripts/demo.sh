@@ -38,6 +38,7 @@ step validate "$SPEC";        run_or_note validate "$SPEC"
 step sandbox start;           run_or_note sandbox start
 step up "$SPEC";              run_or_note up "$SPEC"
 step status sandbox;          run_or_note status sandbox
+step exec "$SPEC" -- hostname; run_or_note exec "$SPEC" -- hostname
 step deploy-dataset "$SPEC";  run_or_note deploy-dataset "$SPEC"
 step train "$SPEC";           run_or_note train "$SPEC"
 step down "$SPEC";            run_or_note down "$SPEC" --yes

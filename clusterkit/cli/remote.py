@@ -1,24 +1,109 @@
-"""`clusterkit exec`, `clusterkit ssh`."""
+"""`clusterkit exec`, `clusterkit ssh`: option wiring only."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
-from clusterkit.errors import NotYetAvailable
+from clusterkit.cli.context import get_ctx, json_option
+from clusterkit.cli.render import print_json
+from clusterkit.errors import RemoteError
+
+
+def _login_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed((
+        click.option("--user", "-l", help="Login user (default: the spec's ssh.user, "
+                     "else ubuntu)."),
+        click.option("--identity-file", "-i", type=click.Path(dir_okay=False),
+                     help="Private key file (default: the spec's ssh.identity_file, "
+                     "else your ssh-agent)."),
+        click.option("--port", "-p", type=click.IntRange(1, 65535),
+                     help="SSH port (default: the spec's ssh.port, else 22)."),
+    )):
+        func = option(func)
+    return func
 
 
 @click.command("exec")
 @click.argument("name")
 @click.argument("command", nargs=-1, required=True)
-def exec_(name: str, command: tuple[str, ...]) -> None:
-    """Run a command on every node (agent forwarded); per-node results."""
-    raise NotYetAvailable("exec")
+@click.option("--node", "-n", "nodes", multiple=True, metavar="NODE",
+              help="Only this node: index, role (master, worker), instance id or Name tag. "
+              "Repeatable. Default: every node.")
+@click.option("--timeout", type=float, default=None,
+              help="Give up on a node's command after this many seconds.")
+@click.option("--connect-timeout", type=float, default=15.0, show_default=True,
+              help="Seconds to wait for each SSH connection.")
+@_login_options
+@json_option
+def exec_(name: str, command: tuple[str, ...], nodes: tuple[str, ...],
+          timeout: float | None, connect_timeout: float, user: str | None,
+          identity_file: str | None, port: int | None) -> None:
+    """Run CMD on every node at once (agent forwarded); output prefixed per node.
+
+    \b
+      clusterkit exec NAME -- CMD ...
+
+    Workers are reached through the master. Exit 1 if the command fails on any node
+    (--json still prints every node's result). NAME is a cluster name (looked up in
+    --region) or a spec file (its regions)."""
+    from clusterkit.cluster.remote_ops import do_exec
+
+    ctx = get_ctx()
+    try:
+        results = do_exec(name, command, nodes=nodes, region=ctx.region, profile=ctx.profile,
+                          user=user, port=port, identity_file=identity_file, timeout=timeout,
+                          connect_timeout=connect_timeout,
+                          out=sys.stderr if ctx.json else sys.stdout)
+    except RemoteError as err:
+        if ctx.json and err.results:
+            print_json(err.results)
+        raise
+    if ctx.json:
+        print_json(results)
+    else:
+        ctx.err_console.print(f"[green]ok[/green] on {len(results)} node(s)")
 
 
-@click.command()
+class _SplitAtDashDash(click.Command):
+    """Everything after ``--`` is the remote command (so ``ssh NAME -- CMD`` is not read
+    as NODE = CMD)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            cut = args.index("--")
+            ctx.meta["remote_command"] = tuple(args[cut + 1:])
+            args = args[:cut]
+        return super().parse_args(ctx, args)
+
+
+@click.command(cls=_SplitAtDashDash)
 @click.argument("name")
 @click.argument("node", required=False)
-def ssh(name: str, node: str | None) -> None:
-    """Interactive shell on a node (default: the master), agent forwarded."""
-    raise NotYetAvailable("ssh")
+@click.option("--print", "print_only", is_flag=True,
+              help="Print the ssh command instead of running it.")
+@_login_options
+def ssh(name: str, node: str | None, print_only: bool, user: str | None,
+        identity_file: str | None, port: int | None) -> None:
+    """Shell on a node (default: the master) with the system ssh, agent forwarded.
+
+    \b
+      clusterkit ssh NAME [NODE] [-- CMD ...]
+
+    NODE: index, role, instance id or Name tag. Workers are reached through the master
+    (-J); host keys are checked against the ones `up` recorded. NAME is a cluster name
+    (looked up in --region) or a spec file (its regions)."""
+    from clusterkit.cluster.remote_ops import do_ssh
+
+    ctx = get_ctx()
+    command = click.get_current_context().meta.get("remote_command", ())
+    argv = do_ssh(name, node, command, region=ctx.region, profile=ctx.profile, user=user,
+                  port=port, identity_file=identity_file, print_only=print_only)
+    click.echo(shlex.join(argv))
 
 
 COMMANDS = [exec_, ssh]

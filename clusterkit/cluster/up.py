@@ -145,20 +145,21 @@ def _wait_ssh(rt: Runtime, spec: Spec, region: str, running: Sequence[Node],
         raise
 
 
-def safe_address(node: Node) -> str | None:
-    """The SSH address, or None where the address hook refuses it (sandbox mode without
-    a sandbox address for this instance)."""
+def safe_address(node: Node, *, via_gateway: bool = False) -> str | None:
+    """The SSH address (or the one the master dials, ``via_gateway``), or None where the
+    address hook refuses it (sandbox mode without a sandbox address for this instance)."""
     try:
-        return ssh_address(node.raw)
+        return ssh_address(node.raw, via_gateway=via_gateway)
     except ClusterkitError:
         return None
 
 
 def _say_how_to_reach(rt: Runtime, spec: Spec, ordered: Sequence[Node],
                       host_keys: dict[str, str]) -> None:
-    """Record the probed host keys and print an ssh command that checks them."""
-    keys = {addr: host_keys[n.instance_id] for n in ordered
-            if (addr := safe_address(n)) and host_keys.get(n.instance_id)}
+    """Record the probed host keys, under the address you dial and the one the master
+    dials (`clusterkit ssh`/`exec` reach workers through it), and print an ssh command."""
+    keys = {addr: host_keys[n.instance_id] for n in ordered for via in (False, True)
+            if (addr := safe_address(n, via_gateway=via)) and host_keys.get(n.instance_id)}
     master = safe_address(ordered[0]) or "<master address>"
     port = "" if spec.ssh.port == 22 else f" -p {spec.ssh.port}"
     if keys:

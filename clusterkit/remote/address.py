@@ -7,6 +7,12 @@ names a JSON file ``{instance_id: address}`` (the sandbox writes one and
 ``{"address": ..., "not_emulated": why}`` (a node the sandbox cannot run on this
 machine) raises ``NotEmulated``. Every answer passes
 the net guard, so in sandbox mode a fake public IP is refused, never dialled.
+
+``ssh_address(instance, via_gateway=True)`` is the address the *gateway* (the master,
+index 0) dials to reach the node: the map entry if the map has one (in the sandbox
+every node is on loopback), else the ``PrivateIpAddress`` (nodes talk inside the VPC;
+workers have no route from your machine). The cluster's known_hosts records each
+node's key under both addresses, so either hop is checked.
 """
 
 from __future__ import annotations
@@ -42,11 +48,15 @@ def _mapped(instance_id: str) -> str | None:
     return entry
 
 
-def ssh_address(instance: Mapping[str, Any]) -> str:
-    """The address to SSH to for ``instance`` (a DescribeInstances dict)."""
+def ssh_address(instance: Mapping[str, Any], *, via_gateway: bool = False) -> str:
+    """The address to SSH to for ``instance`` (a DescribeInstances dict); with
+    ``via_gateway`` the one the master dials (map entry, else private IP)."""
     instance_id = instance.get("InstanceId", "")
-    address = _mapped(instance_id) or instance.get("PublicIpAddress") or \
-        instance.get("PrivateIpAddress")
+    mapped = _mapped(instance_id)
+    if via_gateway:
+        address = mapped or instance.get("PrivateIpAddress")
+    else:
+        address = mapped or instance.get("PublicIpAddress") or instance.get("PrivateIpAddress")
     if not address:
         raise RemoteError(f"instance {instance_id or '?'} has no address to SSH to",
                            "is it running? (public IP, private IP or sandbox address)")

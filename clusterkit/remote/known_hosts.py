@@ -33,6 +33,16 @@ def _read(path: Path) -> dict[str, str]:
     return entries
 
 
+def host_entry(address: str, port: int = 22) -> str:
+    """How known_hosts names ``address:port`` (OpenSSH's ``[address]:port`` off port 22)."""
+    return address if port == 22 else f"[{address}]:{port}"
+
+
+def recorded_key(cluster: str, address: str, port: int = 22) -> str | None:
+    """The host key recorded for ``address:port`` in the cluster's file, if any."""
+    return _read(known_hosts_path(cluster)).get(host_entry(address, port))
+
+
 def record(cluster: str, keys_by_address: Mapping[str, str], port: int = 22) -> Path:
     """Merge ``address -> "type base64"`` into the cluster's known_hosts; return its path.
     A node that comes back at the same address with a new key replaces the old line."""
@@ -40,7 +50,7 @@ def record(cluster: str, keys_by_address: Mapping[str, str], port: int = 22) -> 
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     entries = _read(path)
     for address, key in keys_by_address.items():
-        entries[address if port == 22 else f"[{address}]:{port}"] = key
+        entries[host_entry(address, port)] = key
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(f"{host} {key}\n" for host, key in sorted(entries.items())))
     os.replace(tmp, path)

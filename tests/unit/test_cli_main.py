@@ -40,7 +40,8 @@ def test_unknown_command_is_usage_error_exit_2():
 
 BAD_SPEC = "name: ok\nregion: us-east-1\nnodes: {count: 0, instance_types: [c5.large]}\n"
 SPEC_COMMANDS = [["plan"], ["plan", "--offline"], ["up"], ["spot"], ["status"], ["down", "--yes"],
-                 ["deploy-dataset", "--snapshot", "snap-0123456789abcdef0"], ["train"]]
+                 ["deploy-dataset", "--snapshot", "snap-0123456789abcdef0"], ["train"],
+                 ["ssh", "--print"]]
 
 
 @pytest.mark.parametrize("argv", SPEC_COMMANDS, ids=lambda a: " ".join(a))

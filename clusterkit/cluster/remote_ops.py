@@ -1,0 +1,127 @@
+"""`clusterkit exec` and `clusterkit ssh`: the cluster's nodes from tags alone, the
+master as the gateway to the workers, then Fabric fan-out or the system ``ssh``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from clusterkit.cluster.common import Runtime, find_nodes
+from clusterkit.cluster.status import resolve
+from clusterkit.errors import ClusterkitError, RemoteError
+from clusterkit.plan import selection
+from clusterkit.plan.nodes import Node
+from clusterkit.remote import fanout, sshcmd
+from clusterkit.remote.address import ssh_address
+from clusterkit.remote.connect import Hop, Login
+from clusterkit.spec.model import Ssh
+
+
+def _ssh_settings(target: str, region: str | None) -> tuple[str, list[str], Ssh]:
+    """NAME or spec file -> (cluster, regions, ssh settings: the spec's or the defaults)."""
+    if os.path.isfile(target) or target.endswith((".yaml", ".yml")):  # as `status` does
+        from clusterkit.spec import load
+
+        spec = load(target)  # its ssh section says how to log in
+        return spec.name, list(dict.fromkeys(spec.regions or (spec.region,))), spec.ssh
+    _, regions = resolve(target, region)
+    return target, regions, Ssh()
+
+
+def login_for(target: str, region: str | None, *, user: str | None = None,
+              port: int | None = None, identity_file: str | None = None,
+              connect_timeout: float = 15.0) -> tuple[Login, list[str]]:
+    cluster, regions, ssh = _ssh_settings(target, region)
+    return Login(cluster, user=user or ssh.user, port=port or ssh.port,
+                 identity_file=identity_file or ssh.identity_file,
+                 connect_timeout=connect_timeout), regions
+
+
+def cluster_nodes(rt: Runtime, cluster: str, regions: Sequence[str]) -> list[Node]:
+    region, nodes = find_nodes(rt, cluster, regions)
+    running = [n for n in nodes if n.state == "running"]
+    if not running:
+        what = f"no running node of cluster {cluster}" if nodes else f"no cluster {cluster}"
+        raise ClusterkitError(f"{what} in {', '.join(regions)}",
+                              "check the name and --region (or give the spec file); "
+                              "`clusterkit status` lists clusters")
+    return running
+
+
+def hops(nodes: Sequence[Node], chosen: Sequence[Node]) -> list[fanout.Target]:
+    """Where to dial each chosen node: the master directly, workers through it."""
+    labels = selection.labels(nodes)
+    master = selection.gateway(nodes)
+    via = Hop(labels[master.instance_id], ssh_address(master.raw)) if master else None
+    out = []
+    for node in chosen:
+        label = labels[node.instance_id]
+        if node is master:
+            out.append(fanout.Target(via))  # type: ignore[arg-type]
+        elif via is None:
+            raise ClusterkitError(f"{label}: cluster has no running master (index 0) to "
+                                  "reach it through", "`clusterkit up <spec>` replaces it")
+        else:
+            out.append(fanout.Target(Hop(label, ssh_address(node.raw, via_gateway=True)),
+                                     via))
+    return out
+
+
+def _meta(nodes: Sequence[Node]) -> dict[str, dict[str, Any]]:
+    labels = selection.labels(nodes)
+    return {labels[n.instance_id]: {"index": n.index, "role": n.role,
+                                    "instance_id": n.instance_id} for n in nodes}
+
+
+def _summary(results: dict[str, dict[str, Any]]) -> RemoteError | None:
+    bad = {k: r for k, r in results.items() if not r["ok"]}
+    if not bad:
+        return None
+    why = "; ".join(f"{k} ({r['error'] or 'exit ' + str(r['exit_code'])})"
+                    for k, r in bad.items())
+    hints = list(dict.fromkeys(r["hint"] for r in bad.values() if r["hint"]))
+    return RemoteError(f"command failed on {len(bad)} of {len(results)} node(s): {why}",
+                       " / ".join(hints) or "each node's output is above; --json prints "
+                       "every node's result", results=results)
+
+
+def do_exec(target: str, command: Sequence[str], *, nodes: Sequence[str] = (),
+            region: str | None = None, profile: str | None = None, user: str | None = None,
+            port: int | None = None, identity_file: str | None = None,
+            timeout: float | None = None, connect_timeout: float = 15.0,
+            out: TextIO | None = None, rt: Runtime | None = None) -> dict[str, dict[str, Any]]:
+    """Run ``command`` (words joined by spaces, as ssh does) on the selected nodes at once;
+    {node: result}. Any failure raises one RemoteError whose ``results`` has every node."""
+    rt = rt or Runtime.make(region=region, profile=profile)
+    login, regions = login_for(target, region or rt.session.region_name, user=user, port=port,
+                               identity_file=identity_file, connect_timeout=connect_timeout)
+    found = cluster_nodes(rt, login.cluster, regions)
+    chosen = selection.select(found, nodes)
+    results = fanout.run_all(login, hops(found, chosen), " ".join(command),
+                             timeout=timeout, out=out)
+    meta = _meta(found)
+    results = {k: {**meta[k], **r} for k, r in results.items()}
+    failure = _summary(results)
+    if failure:
+        raise failure
+    return results
+
+
+def do_ssh(target: str, node: str | None = None, command: Sequence[str] = (), *,
+           region: str | None = None, profile: str | None = None, user: str | None = None,
+           port: int | None = None, identity_file: str | None = None,
+           print_only: bool = False, rt: Runtime | None = None) -> list[str]:
+    """The ``ssh`` argv for one node (default: the master); unless ``print_only``, exec it
+    (this process becomes ``ssh``)."""
+    rt = rt or Runtime.make(region=region, profile=profile)
+    login, regions = login_for(target, region or rt.session.region_name, user=user, port=port,
+                               identity_file=identity_file)
+    found = cluster_nodes(rt, login.cluster, regions)
+    (hop,) = hops(found, [selection.select_one(found, node)])
+    argv = sshcmd.prepare(login, hop.hop, hop.via, command)
+    if not print_only:
+        sys.stdout.flush()
+        sshcmd.exec_ssh(argv)
+    return argv

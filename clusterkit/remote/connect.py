@@ -1,0 +1,111 @@
+"""Fabric connections to cluster nodes: host keys checked strictly against the cluster's
+known_hosts (never added on the fly), the user's ssh-agent (or ``identity_file``) for
+login, the agent forwarded to the node, workers reached through the master's SSH
+connection (a ``direct-tcpip`` channel, what OpenSSH's ProxyJump does)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import paramiko
+from fabric import Config, Connection
+
+from clusterkit.errors import RemoteError
+from clusterkit.netguard import check_address
+from clusterkit.remote import known_hosts
+
+
+@dataclass(frozen=True)
+class Login:
+    """How to log in to a cluster's nodes."""
+
+    cluster: str
+    user: str = "ubuntu"
+    port: int = 22
+    identity_file: str | None = None  # None: the ssh-agent (then ~/.ssh/id_*)
+    connect_timeout: float = 15.0
+
+    @property
+    def known_hosts(self) -> Path:
+        return known_hosts.known_hosts_path(self.cluster)
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One node to reach: its label (for messages) and the address to dial."""
+
+    label: str
+    address: str
+
+
+class _Connection(Connection):
+    """Fabric's Connection with a timeout on the gateway's direct-tcpip channel (Fabric
+    waits for as long as the gateway's own TCP connect takes)."""
+
+    def open_gateway(self) -> paramiko.Channel:
+        self.gateway.open()
+        return self.gateway.transport.open_channel(
+            "direct-tcpip", (self.host, int(self.port)), ("", 0),
+            timeout=self.connect_timeout)
+
+
+def no_key_error(login: Login, hop: Hop) -> RemoteError:
+    return RemoteError(
+        f"no host key recorded for {hop.label} ({hop.address}) in {login.known_hosts}",
+        f"`clusterkit up <spec>` records every node's host key on first contact; run it "
+        f"again for cluster {login.cluster} (it changes nothing else on a running cluster)")
+
+
+def require_recorded(login: Login, hop: Hop) -> None:
+    """Refuse before dialling a node whose host key was never recorded."""
+    if not known_hosts.recorded_key(login.cluster, hop.address, login.port):
+        raise no_key_error(login, hop)
+
+
+def connect(login: Login, hop: Hop, gateway: Connection | None = None) -> Connection:
+    """A not-yet-opened Fabric connection to ``hop`` (through ``gateway`` when given)."""
+    check_address(hop.address, purpose="SSH")
+    require_recorded(login, hop)
+    kwargs: dict[str, object] = {"allow_agent": True, "banner_timeout": login.connect_timeout,
+                                 "auth_timeout": login.connect_timeout}
+    if login.identity_file:
+        kwargs.update(key_filename=[os.path.expanduser(login.identity_file)],
+                      look_for_keys=False)
+    config = Config(ssh_config=paramiko.SSHConfig(), lazy=True)  # no ~/.ssh/config surprises
+    conn = _Connection(hop.address, user=login.user, port=login.port, config=config,
+                       gateway=gateway, forward_agent=True, connect_kwargs=kwargs,
+                       connect_timeout=int(max(1, login.connect_timeout)))
+    conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())  # Fabric: AutoAdd
+    conn.client.load_host_keys(str(login.known_hosts))
+    return conn
+
+
+def describe(exc: BaseException, login: Login, hop: Hop) -> RemoteError:
+    """A library exception on connecting to ``hop`` as a RemoteError with a hint."""
+    where = f"{login.user}@{hop.address}:{login.port}"
+    if isinstance(exc, RemoteError):
+        return exc
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return RemoteError(
+            f"{where}: host key does not match the one recorded in {login.known_hosts}: "
+            "refusing to connect",
+            "if the node was replaced, `clusterkit up <spec>` records its new key; otherwise "
+            "something is intercepting the connection")
+    if isinstance(exc, paramiko.AuthenticationException) or \
+            "No authentication methods" in str(exc):
+        return RemoteError(f"{where}: authentication failed ({exc})",
+                           "add your key to the ssh-agent (`ssh-add`), or set "
+                           "ssh.identity_file / --identity-file")
+    if isinstance(exc, paramiko.ChannelException):
+        return RemoteError(f"{where}: the gateway could not open a connection to it ({exc})",
+                           "is the node running and its sshd up? `clusterkit status`")
+    if isinstance(exc, paramiko.SSHException) and "known_hosts" in str(exc):
+        return no_key_error(login, hop)
+    if isinstance(exc, (OSError, socket.timeout, paramiko.SSHException, EOFError)):
+        return RemoteError(f"{where}: cannot connect: {exc or type(exc).__name__}",
+                           "is the node running, and does ssh.allowed_cidr admit you? "
+                           "`clusterkit status`")
+    return RemoteError(f"{where}: {type(exc).__name__}: {exc}")

@@ -1,0 +1,151 @@
+"""Run one command on many nodes at once over Fabric; every node's result is kept.
+
+Output is streamed live, each line prefixed with its node's label. Workers are reached
+through one shared connection to the gateway (the master), opened first; a node that
+cannot be reached, or whose host key does not match, fails on its own and the others
+still run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from fabric import Connection
+from invoke.exceptions import CommandTimedOut
+
+from clusterkit.errors import RemoteError
+from clusterkit.remote.connect import Hop, Login, connect, describe
+
+TAIL_CHARS = 64 * 1024  # of stdout / stderr kept per node in the results
+MAX_THREADS = 64
+
+
+@dataclass(frozen=True)
+class Target:
+    """A node to run on; ``via`` is the gateway hop for workers (None: dialled directly)."""
+
+    hop: Hop
+    via: Hop | None = None
+
+
+class PrefixedStream:
+    """A write-only text stream that emits whole lines as ``[label] line`` on ``sink``;
+    one lock shared by every node keeps lines from interleaving mid-line."""
+
+    def __init__(self, label: str, sink: TextIO, lock: threading.Lock) -> None:
+        self.label, self.sink, self.lock, self.partial = label, sink, lock, ""
+
+    def write(self, data: str) -> int:
+        *lines, self.partial = (self.partial + data).split("\n")
+        if lines:
+            with self.lock:
+                self.sink.write("".join(f"[{self.label}] {line}\n" for line in lines))
+                self.sink.flush()
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if self.partial:
+            self.write("\n")
+
+
+def _tail(text: str) -> str:
+    return text[-TAIL_CHARS:]
+
+
+def _result(target: Target, **fields: Any) -> dict[str, Any]:
+    base = {"address": target.hop.address, "via": target.via.address if target.via else None,
+            "ok": False, "exit_code": None, "stdout": "", "stderr": "", "error": None,
+            "hint": None}
+    return {**base, **fields}
+
+
+def _failed(target: Target, err: RemoteError, **fields: Any) -> dict[str, Any]:
+    return _result(target, error=err.message, hint=err.hint, **fields)
+
+
+def _run_one(login: Login, target: Target, conn: Connection, command: str,
+             timeout: float | None, out: TextIO | None, lock: threading.Lock) -> dict[str, Any]:
+    start = time.monotonic()
+    streams = [PrefixedStream(target.hop.label, out, lock) for _ in range(2)] if out else []
+    kwargs: dict[str, Any] = {"warn": True, "pty": False, "in_stream": False,
+                              "hide": not streams, "timeout": timeout}
+    if streams:
+        kwargs.update(out_stream=streams[0], err_stream=streams[1])
+    try:
+        res = conn.run(command, **kwargs)
+    except CommandTimedOut as exc:
+        return _result(target, stdout=_tail(exc.result.stdout), stderr=_tail(exc.result.stderr),
+                       error=f"timed out after {timeout:g} s",
+                       hint="raise --timeout, or check what the command waits for",
+                       seconds=round(time.monotonic() - start, 3))
+    except Exception as exc:  # connection-level failure of this node only
+        return _failed(target, describe(exc, login, target.hop),
+                       seconds=round(time.monotonic() - start, 3))
+    finally:
+        for stream in streams:
+            stream.close()
+    return _result(target, ok=res.exited == 0, exit_code=res.exited,
+                   stdout=_tail(res.stdout), stderr=_tail(res.stderr),
+                   seconds=round(time.monotonic() - start, 3))
+
+
+def _gateway(login: Login, targets: Sequence[Target]) -> tuple[Connection | None,
+                                                               RemoteError | None]:
+    """The one shared connection to the gateway, opened (or why it could not be)."""
+    via = next((t.via for t in targets if t.via), None)
+    if via is None:
+        return None, None
+    try:
+        conn = connect(login, via)
+        conn.open()
+        return conn, None
+    except Exception as exc:
+        return None, describe(exc, login, via)
+
+
+def _connections(login: Login, targets: Sequence[Target], gw: Connection | None,
+                 gw_error: RemoteError | None) -> dict[str, Connection | RemoteError]:
+    out: dict[str, Connection | RemoteError] = {}
+    for t in targets:
+        if gw is not None and t.via is None and t.hop.address == gw.host:
+            out[t.hop.label] = gw  # the master itself: reuse the gateway connection
+        elif t.via is not None and gw_error is not None:
+            out[t.hop.label] = RemoteError(f"through gateway {t.via.label}: "
+                                           f"{gw_error.message}", gw_error.hint)
+        else:
+            try:
+                out[t.hop.label] = connect(login, t.hop, gateway=gw if t.via else None)
+            except RemoteError as err:
+                out[t.hop.label] = err
+    return out
+
+
+def run_all(login: Login, targets: Sequence[Target], command: str, *,
+            timeout: float | None = None, out: TextIO | None = None) -> dict[str, dict[str, Any]]:
+    """``command`` on every target concurrently: {label: result} in target order. A result
+    has ok, exit_code, stdout/stderr (tails), error + hint (could not run), address, via."""
+    lock = threading.Lock()
+    gw, gw_error = _gateway(login, targets)
+    conns = _connections(login, targets, gw, gw_error)
+    pool = ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(targets))))
+    try:
+        futures = {t.hop.label: pool.submit(_run_one, login, t, c, command, timeout, out, lock)
+                   for t in targets if isinstance(c := conns[t.hop.label], Connection)}
+        return {t.hop.label: futures[t.hop.label].result() if t.hop.label in futures
+                else _failed(t, conns[t.hop.label]) for t in targets}  # type: ignore[arg-type]
+    finally:  # also on Ctrl-C: closing the transports first ends the remote reads at once
+        for conn in [c for c in conns.values() if isinstance(c, Connection)] + [gw]:
+            if conn is not None:
+                conn.close()
+        pool.shutdown(wait=True)

@@ -1,0 +1,260 @@
+"""`exec` / `ssh` end to end in the sandbox: a 3-node cluster brought up by `up` (moto
+server + a real OpenSSH sshd per node on loopback), reached with Fabric and with the
+system `ssh` binary, through the master, with a real ssh-agent. Nothing is mocked.
+
+One cluster for the module (about 2 s to bring up); the tests run in file order and
+the last one takes it down."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusterkit.cluster.down import do_down
+from clusterkit.cluster.remote_ops import do_exec, do_ssh
+from clusterkit.cluster.up import do_up
+from clusterkit.errors import RemoteError
+from clusterkit.remote import known_hosts
+from tests.integration.conftest import leftovers, runtime
+
+CLI = str(Path(sys.executable).with_name("clusterkit"))
+SPEC = """\
+name: {name}
+region: us-east-1
+nodes:
+  count: 3
+  instance_types: [c5.large]
+  market: on-demand
+  image: {{id: ami-1e749f67}}
+  placement_group: false
+  root_volume: {{size_gb: 8, type: gp3}}
+ssh:
+  user: ubuntu
+"""
+
+
+@dataclass
+class Cluster:
+    name: str
+    spec: Path
+    key: Path  # in the agent; the spec names no identity file
+    fingerprint: str  # SHA256:... of the key
+    nodes: list[dict[str, Any]]  # from `up`: index order
+    hostnames: list[str]  # of the sandbox nodes, index order
+    agent_sock: str
+    down: bool = False
+
+    @property
+    def known(self) -> Path:
+        return known_hosts.known_hosts_path(self.name)
+
+
+def _start_agent(where: Path, key: Path) -> tuple[subprocess.Popen, str]:
+    sock = str(where / "agent.sock")
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", sock], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 5
+    while not os.path.exists(sock):
+        if time.monotonic() > deadline:
+            agent.kill()
+            raise TimeoutError("ssh-agent did not create its socket")
+        time.sleep(0.02)
+    subprocess.run(["ssh-add", "-q", str(key)], env={**os.environ, "SSH_AUTH_SOCK": sock},
+                   check=True, capture_output=True)
+    return agent, sock
+
+
+@pytest.fixture(scope="module")
+def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    if os.geteuid() != 0:
+        pytest.skip("the sandbox's SSH nodes need root")
+    where = tmp_path_factory.mktemp("execssh")
+    key = where / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    fingerprint = subprocess.run(["ssh-keygen", "-lf", f"{key}.pub"], capture_output=True,
+                                 text=True, check=True).stdout.split()[1]
+    agent, sock = _start_agent(where, key)
+    name = f"ex-{uuid.uuid4().hex[:6]}"
+    spec = where / "cluster.yaml"
+    spec.write_text(SPEC.format(name=name))
+    with pytest.MonkeyPatch.context() as mp:
+        for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION"):
+            mp.delenv(var, raising=False)
+        for var, value in sandbox.env.items():
+            mp.setenv(var, value)
+        mp.setenv("HOME", str(where))  # no ~/.ssh keys: the agent is the only way in
+        mp.setenv("CLUSTERKIT_HOME", str(where / "ckhome"))
+        mp.setenv("SSH_AUTH_SOCK", sock)
+        handle = None
+        try:
+            nodes = do_up(str(spec), rt=runtime(), timeout=120)["nodes"]
+            records = sandbox.nodes()
+            handle = Cluster(name, spec, key, fingerprint, nodes,
+                             [records[n["instance_id"]]["hostname"] for n in nodes], sock)
+            yield handle
+        finally:
+            try:
+                if handle is None or not handle.down:
+                    do_down(str(spec), yes=True, rt=runtime())
+            finally:
+                agent.send_signal(signal.SIGTERM)
+                agent.wait(5)
+
+
+def _cli(*args: str, check: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, check=check)
+
+
+def test_exec_runs_everywhere_workers_through_the_master(cluster: Cluster):
+    live = StringIO()
+    results = do_exec(cluster.name, ["hostname"], rt=runtime(), out=live)
+    assert len(results) == 3
+    assert [r["stdout"].strip() for r in results.values()] == cluster.hostnames
+    assert len(set(cluster.hostnames)) == 3
+    master = cluster.nodes[0]["ssh_address"]
+    assert [r["via"] for r in results.values()] == [None, master, master]
+    assert [r["index"] for r in results.values()] == [0, 1, 2]
+    assert all(r["ok"] and r["exit_code"] == 0 for r in results.values())
+    lines = sorted(live.getvalue().splitlines())
+    assert lines == sorted(f"[{label}] {r['stdout'].strip()}" for label, r in results.items())
+
+
+def test_exec_failure_on_one_node_keeps_every_result(cluster: Cluster):
+    worker2 = cluster.hostnames[2]
+    command = ["test", '"$(hostname)"', "!=", worker2]
+    with pytest.raises(RemoteError) as caught:
+        do_exec(str(cluster.spec), command, rt=runtime())
+    results = caught.value.results
+    assert [r["exit_code"] for r in results.values()] == [0, 0, 1]
+    assert [r["ok"] for r in results.values()] == [True, True, False]
+    failed = list(results)[2]
+    assert failed in caught.value.message and "1 of 3" in caught.value.message
+
+    proc = _cli("--json", "exec", cluster.name, "--", *command)  # the real CLI: exit 1
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [r["exit_code"] for r in data.values()] == [0, 0, 1]
+    assert "command failed on 1 of 3 node(s)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_ssh_to_a_worker_goes_through_the_master(cluster: Cluster):
+    master, worker = cluster.nodes[0]["ssh_address"], cluster.nodes[2]["ssh_address"]
+    printed = _cli("ssh", cluster.name, "2", "--print", check=True).stdout.split()
+    assert printed[printed.index("-J") + 1] == f"ubuntu@{master}"
+    assert printed[-1] == f"ubuntu@{worker}" and "-A" in printed
+    assert f"UserKnownHostsFile={cluster.known}" in printed
+    assert "StrictHostKeyChecking=yes" in printed
+
+    proc = _cli("ssh", cluster.name, "2", "--", "hostname")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == cluster.hostnames[2]
+    assert _cli("ssh", cluster.name, "--", "hostname", check=True).stdout.strip() == \
+        cluster.hostnames[0]
+
+    # proof of the path: with the master's recorded key wrong, the worker is unreachable
+    saved = cluster.known.read_text()
+    try:
+        _replace_key(cluster.known, master, _other_key(cluster.key.parent))
+        proc = _cli("ssh", cluster.name, "2", "--", "hostname")
+        assert proc.returncode == 255
+        assert "REMOTE HOST IDENTIFICATION HAS CHANGED" in proc.stderr
+    finally:
+        cluster.known.write_text(saved)
+
+
+def test_agent_is_forwarded_not_copied(cluster: Cluster):
+    results = do_exec(cluster.name, ["ssh-add", "-l;", "ls", "-A", "~/.ssh", "||", "true"],
+                      nodes=["0", "2"], rt=runtime())
+    assert list(results) == [f"{cluster.name}-master-0", f"{cluster.name}-worker-2"]
+    for result in results.values():
+        assert cluster.fingerprint in result["stdout"]  # the agent on this machine answers
+        assert "id_ed25519" not in result["stdout"]  # and no key file landed on the node
+
+
+def test_identity_file_without_agent(cluster: Cluster, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("SSH_AUTH_SOCK")
+    with pytest.raises(RemoteError) as caught:
+        do_exec(cluster.name, ["true"], nodes=["master"], rt=runtime())
+    assert "authentication failed" in caught.value.message
+    assert "ssh-add" in caught.value.hint
+    results = do_exec(cluster.name, ["echo", "$USER"], identity_file=str(cluster.key),
+                      rt=runtime())
+    assert [r["stdout"].strip() for r in results.values()] == ["ubuntu"] * 3  # login name
+
+
+def test_timeout_fails_that_node_only(cluster: Cluster):
+    start = time.monotonic()
+    with pytest.raises(RemoteError) as caught:
+        do_exec(cluster.name, ["test $(hostname) = " + cluster.hostnames[1], "||",
+                               "sleep 10"], timeout=0.5, rt=runtime())
+    assert time.monotonic() - start < 5
+    results = caught.value.results
+    assert [r["ok"] for r in results.values()] == [False, True, False]
+    assert all("timed out after 0.5 s" in r["error"]
+               for r in results.values() if not r["ok"])
+
+
+def test_host_key_mismatch_or_missing_is_refused(cluster: Cluster):
+    saved = cluster.known.read_text()
+    master, worker1 = (cluster.nodes[i]["ssh_address"] for i in (0, 1))
+    labels = [f"{cluster.name}-{role}" for role in ("master-0", "worker-1", "worker-2")]
+    try:
+        _replace_key(cluster.known, worker1, _other_key(cluster.key.parent))
+        with pytest.raises(RemoteError) as caught:
+            do_exec(cluster.name, ["true"], rt=runtime())
+        res = caught.value.results
+        assert [res[label]["ok"] for label in labels] == [True, False, True]
+        assert "host key does not match" in res[labels[1]]["error"]
+        assert res[labels[1]]["exit_code"] is None
+
+        _replace_key(cluster.known, master, _other_key(cluster.key.parent))
+        with pytest.raises(RemoteError) as caught:
+            do_exec(cluster.name, ["true"], rt=runtime())
+        res = caught.value.results
+        assert not any(r["ok"] for r in res.values())
+        assert "through gateway" in res[labels[2]]["error"]  # refused at the master
+
+        cluster.known.write_text("".join(line + "\n" for line in saved.splitlines()
+                                         if not line.startswith(worker1 + " ")))
+        with pytest.raises(RemoteError) as caught:
+            do_exec(cluster.name, ["true"], nodes=["1"], rt=runtime())
+        assert "no host key recorded" in caught.value.message
+        assert "clusterkit up" in caught.value.hint
+        with pytest.raises(RemoteError, match="no host key recorded"):
+            do_ssh(cluster.name, "1", print_only=True, rt=runtime())
+    finally:
+        cluster.known.write_text(saved)
+
+
+def test_down_leaves_nothing(cluster: Cluster):
+    do_down(str(cluster.spec), yes=True, rt=runtime())
+    cluster.down = True
+    assert leftovers(cluster.name) == {}
+    assert not cluster.known.exists()
+
+
+def _other_key(where: Path) -> str:
+    path = where / f"other-{uuid.uuid4().hex[:6]}"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
+                   check=True)
+    return " ".join(Path(f"{path}.pub").read_text().split()[:2])
+
+
+def _replace_key(known: Path, address: str, key: str) -> None:
+    lines = [f"{address} {key}" if line.split(" ", 1)[0] == address else line
+             for line in known.read_text().splitlines()]
+    known.write_text("\n".join(lines) + "\n")

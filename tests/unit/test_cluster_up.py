@@ -1,0 +1,36 @@
+"""`up` records each node's host key under the address you dial and the one the master
+dials (its private IP), so `exec`/`ssh` check both hops strictly."""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+from rich.console import Console
+
+from clusterkit.cluster.common import Runtime
+from clusterkit.cluster.up import _say_how_to_reach
+from clusterkit.plan.nodes import Node
+from clusterkit.remote import known_hosts
+from clusterkit.spec.model import Ssh
+
+
+def _node(index: int, public: str, private: str) -> Node:
+    raw = {"InstanceId": f"i-{index}", "PublicIpAddress": public, "PrivateIpAddress": private}
+    return Node(instance_id=f"i-{index}", index=index, state="running",
+                instance_type="c5.large", az="a", market="spot", region="r",
+                public_ip=public, private_ip=private, raw=raw)
+
+
+def test_host_keys_recorded_under_public_and_private_address(tmp_path, monkeypatch):
+    for var in ("CLUSTERKIT_SANDBOX", "CLUSTERKIT_ADDRESS_MAP"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv(known_hosts.HOME_ENV, str(tmp_path))
+    spec = SimpleNamespace(name="c1", ssh=Ssh())  # the two fields this step reads
+    rt = Runtime(session=None, console=Console(file=io.StringIO()))
+    nodes = [_node(0, "54.0.0.1", "10.0.0.1"), _node(1, "54.0.0.2", "10.0.0.2")]
+    _say_how_to_reach(rt, spec, nodes,  # type: ignore[arg-type]
+                      {"i-0": "ssh-ed25519 K0", "i-1": "ssh-ed25519 K1"})
+    assert known_hosts.known_hosts_path("c1").read_text().splitlines() == [
+        "10.0.0.1 ssh-ed25519 K0", "10.0.0.2 ssh-ed25519 K1",
+        "54.0.0.1 ssh-ed25519 K0", "54.0.0.2 ssh-ed25519 K1"]

@@ -1,0 +1,63 @@
+"""Pieces of the fan-out that need no SSH server: line-prefixed live output, the
+strict host-key policy on every Fabric connection, and error translation. The runs
+themselves are tested against real sshd in tests/e2e/test_exec_ssh.py."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import paramiko
+import pytest
+
+from clusterkit.errors import RemoteError
+from clusterkit.remote import known_hosts
+from clusterkit.remote.connect import Hop, Login, connect, describe
+from clusterkit.remote.fanout import PrefixedStream, Target, run_all
+
+
+def test_prefixed_stream_emits_whole_lines_only():
+    sink = io.StringIO()
+    stream = PrefixedStream("w-1", sink, threading.Lock())
+    stream.write("par")
+    assert sink.getvalue() == ""
+    stream.write("tial\nnext\nlast")
+    assert sink.getvalue() == "[w-1] partial\n[w-1] next\n"
+    stream.close()
+    assert sink.getvalue().endswith("[w-1] last\n")
+
+
+def test_connection_rejects_unknown_keys_and_loads_only_the_cluster_file(tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setenv(known_hosts.HOME_ENV, str(tmp_path))
+    known_hosts.record("c", {"127.0.0.2": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFLJ"
+                                          "TPC1ySRMEs3lbsOnnxTsHG3sXxQKwBm4b9Qdw8O8"})
+    conn = connect(Login("c", identity_file="/k/id"), Hop("m", "127.0.0.2"))
+    assert isinstance(conn.client._policy, paramiko.RejectPolicy)
+    assert list(conn.client.get_host_keys()) == ["127.0.0.2"]
+    assert conn.forward_agent is True
+    assert conn.connect_kwargs["key_filename"] == ["/k/id"]
+    assert conn.connect_kwargs["look_for_keys"] is False
+
+
+def test_unrecorded_node_fails_alone_before_any_connection(tmp_path, monkeypatch):
+    monkeypatch.setenv(known_hosts.HOME_ENV, str(tmp_path))
+    login = Login("c")
+    results = run_all(login, [Target(Hop("m", "127.0.0.2")),
+                              Target(Hop("w", "127.0.0.3"), Hop("m", "127.0.0.2"))], "true")
+    assert results["m"]["ok"] is False and "no host key recorded for m" in results["m"]["error"]
+    assert results["w"]["error"].startswith("through gateway m: no host key recorded")
+    assert "clusterkit up" in results["w"]["hint"]
+
+
+@pytest.mark.parametrize("exc,text", [
+    (paramiko.BadHostKeyException("h", paramiko.RSAKey.generate(1024),
+                                  paramiko.RSAKey.generate(1024)), "host key does not match"),
+    (paramiko.AuthenticationException("denied"), "authentication failed"),
+    (paramiko.SSHException("No authentication methods available"), "authentication failed"),
+    (ConnectionRefusedError(111, "refused"), "cannot connect"),
+    (paramiko.ChannelException(2, "Connect failed"), "gateway could not open"),
+])
+def test_describe(exc, text):
+    err = describe(exc, Login("c"), Hop("w", "127.0.0.3"))
+    assert isinstance(err, RemoteError) and text in err.message and err.hint
