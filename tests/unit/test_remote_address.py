@@ -1,4 +1,5 @@
-"""ssh_address(..., via_gateway=True): the address the master dials for a node."""
+"""The address hook: ssh_address() for direct and via-gateway connections, the sandbox
+map, the net guard, and NotEmulated nodes."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import json
 
 import pytest
 
-from clusterkit.errors import ClusterkitError, NetworkSafetyError
+from clusterkit.errors import ClusterkitError, NetworkSafetyError, NotEmulated
 from clusterkit.remote.address import ssh_address
+from clusterkit.remote.probe import wait_reachable
 
 INSTANCE = {"InstanceId": "i-0abc", "PublicIpAddress": "54.1.2.3",
             "PrivateIpAddress": "10.0.0.12"}
@@ -35,3 +37,64 @@ def test_via_gateway_map_wins_and_guard_applies(tmp_path, monkeypatch):
     table.write_text("{}")  # not in the map: the fake private IP is refused, not dialled
     with pytest.raises(NetworkSafetyError):
         ssh_address(INSTANCE, via_gateway=True)
+
+
+def test_public_then_private():
+    assert ssh_address(INSTANCE) == "54.1.2.3"
+    assert ssh_address({"InstanceId": "i-1", "PrivateIpAddress": "10.0.0.7"}) == "10.0.0.7"
+
+
+def test_no_address_is_a_clear_error():
+    with pytest.raises(ClusterkitError, match="i-9"):
+        ssh_address({"InstanceId": "i-9"})
+
+
+def test_map_wins(tmp_path, monkeypatch):
+    table = tmp_path / "addresses.json"
+    table.write_text(json.dumps({"i-0abc": "127.0.0.5"}))
+    monkeypatch.setenv("CLUSTERKIT_ADDRESS_MAP", str(table))
+    monkeypatch.setenv("CLUSTERKIT_SANDBOX", "1")
+    assert ssh_address(INSTANCE) == "127.0.0.5"
+
+
+def test_sandbox_mode_refuses_fake_public_ip(tmp_path, monkeypatch):
+    """An instance missing from the map falls back to its (fake) public IP: refused."""
+    table = tmp_path / "addresses.json"
+    table.write_text("{}")
+    monkeypatch.setenv("CLUSTERKIT_ADDRESS_MAP", str(table))
+    monkeypatch.setenv("CLUSTERKIT_SANDBOX", "1")
+    with pytest.raises(NetworkSafetyError, match="54.1.2.3"):
+        ssh_address(INSTANCE)
+
+
+def test_corrupt_map_is_reported(tmp_path, monkeypatch):
+    table = tmp_path / "addresses.json"
+    table.write_text("{not json")
+    monkeypatch.setenv("CLUSTERKIT_ADDRESS_MAP", str(table))
+    with pytest.raises(ClusterkitError, match="address map"):
+        ssh_address(INSTANCE)
+
+
+def _unemulated_map(tmp_path, monkeypatch):
+    table = tmp_path / "addresses.json"
+    table.write_text(json.dumps({"i-0abc": {"address": "127.0.0.5",
+                                            "not_emulated": "SSH node not emulated here"}}))
+    monkeypatch.setenv("CLUSTERKIT_ADDRESS_MAP", str(table))
+    monkeypatch.setenv("CLUSTERKIT_SANDBOX", "1")
+
+
+def test_node_the_sandbox_cannot_run_is_not_emulated(tmp_path, monkeypatch):
+    _unemulated_map(tmp_path, monkeypatch)
+    with pytest.raises(NotEmulated, match="i-0abc: SSH node not emulated") as info:
+        ssh_address(INSTANCE)
+    assert info.value.exit_code == 1 and "sandbox status" in (info.value.hint or "")
+
+
+def test_waiting_for_ssh_stops_at_once_on_not_emulated(tmp_path, monkeypatch):
+    """No timeout to sit out: wait_reachable passes NotEmulated straight up."""
+    _unemulated_map(tmp_path, monkeypatch)
+    ticks = iter(range(1000))
+    with pytest.raises(NotEmulated):
+        wait_reachable([INSTANCE], port=22, deadline=500, interval=0,
+                       clock=lambda: next(ticks))
+    assert next(ticks) < 5
