@@ -85,18 +85,26 @@ def _run_one(login: Login, target: Target, conn: Connection, command: str,
     try:
         res = conn.run(command, **kwargs)
     except CommandTimedOut as exc:
-        return _result(target, stdout=_tail(exc.result.stdout), stderr=_tail(exc.result.stderr),
-                       error=f"timed out after {timeout:g} s",
-                       hint="raise --timeout, or check what the command waits for",
-                       seconds=round(time.monotonic() - start, 3))
+        return _timed_out(target, exc.result, timeout, start)
     except Exception as exc:  # connection-level failure of this node only
         return _failed(target, describe(exc, login, target.hop),
                        seconds=round(time.monotonic() - start, 3))
     finally:
         for stream in streams:
             stream.close()
+    if res.exited != 0 and timeout is not None and time.monotonic() - start >= timeout:
+        # invoke can return the killed command's result (exit -1) instead of raising
+        # CommandTimedOut when its timer thread has not quite finished yet.
+        return _timed_out(target, res, timeout, start)
     return _result(target, ok=res.exited == 0, exit_code=res.exited,
                    stdout=_tail(res.stdout), stderr=_tail(res.stderr),
+                   seconds=round(time.monotonic() - start, 3))
+
+
+def _timed_out(target: Target, res: Any, timeout: float, start: float) -> dict[str, Any]:
+    return _result(target, stdout=_tail(res.stdout), stderr=_tail(res.stderr),
+                   error=f"timed out after {timeout:g} s",
+                   hint="raise --timeout, or check what the command waits for",
                    seconds=round(time.monotonic() - start, 3))
 
 

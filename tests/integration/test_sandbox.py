@@ -121,7 +121,10 @@ def test_done_when(tmp_path: Path) -> None:
         pids = _node_pids(nodes)
         ec2.terminate_instances(InstanceIds=ids)
         deadline = time.monotonic() + 10
-        while any(_ssh_open(a) for a in addresses) and time.monotonic() < deadline:
+        # Termination is asynchronous: the listener closes first, the node's processes
+        # exit a moment later.
+        while time.monotonic() < deadline and (any(_ssh_open(a) for a in addresses)
+                                               or any(pid_alive(p) for p in pids)):
             time.sleep(0.05)
         assert not any(_ssh_open(a) for a in addresses)
         assert not any(pid_alive(p) for p in pids)
