@@ -27,22 +27,10 @@ from clusterkit.cluster.remote_ops import do_exec, do_ssh
 from clusterkit.cluster.up import do_up
 from clusterkit.errors import RemoteError
 from clusterkit.remote import known_hosts
-from tests.integration.conftest import leftovers, runtime
+from tests.e2e.test_up_down import SANDBOX_AMI
+from tests.integration.conftest import leftovers, runtime, write_spec
 
 CLI = str(Path(sys.executable).with_name("clusterkit"))
-SPEC = """\
-name: {name}
-region: us-east-1
-nodes:
-  count: 3
-  instance_types: [c5.large]
-  market: on-demand
-  image: {{id: ami-1e749f67}}
-  placement_group: false
-  root_volume: {{size_gb: 8, type: gp3}}
-ssh:
-  user: ubuntu
-"""
 
 
 @dataclass
@@ -87,8 +75,7 @@ def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clust
                                  text=True, check=True).stdout.split()[1]
     agent, sock = _start_agent(where, key)
     name = f"ex-{uuid.uuid4().hex[:6]}"
-    spec = where / "cluster.yaml"
-    spec.write_text(SPEC.format(name=name))
+    spec = write_spec(where, name=name, count=3, ami=SANDBOX_AMI, placement_group=False)
     with pytest.MonkeyPatch.context() as mp:
         for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION"):
             mp.delenv(var, raising=False)

@@ -13,22 +13,9 @@ import pytest
 from clusterkit.cluster.down import do_down
 from clusterkit.cluster.up import do_up
 from clusterkit.remote import known_hosts
-from tests.integration.conftest import Calls, leftovers, runtime
+from tests.integration.conftest import Calls, leftovers, runtime, write_spec
 
-SPEC = """\
-name: {name}
-region: us-east-1
-nodes:
-  count: 3
-  instance_types: [c5.large]
-  market: on-demand
-  image: {{id: ami-1e749f67}}
-  placement_group: false
-  root_volume: {{size_gb: 8, type: gp3}}
-ssh:
-  user: ubuntu
-  identity_file: {key}
-"""
+SANDBOX_AMI = "ami-1e749f67"  # an Ubuntu image the emulator ships
 
 
 @pytest.fixture
@@ -41,9 +28,9 @@ def e2e_spec(sandbox_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
     monkeypatch.setenv("CLUSTERKIT_HOME", str(tmp_path / "ckhome"))
     key = tmp_path / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    spec = tmp_path / "e2e.yaml"
-    spec.write_text(SPEC.format(name=f"e2e-{uuid.uuid4().hex[:6]}", key=key))
-    return spec
+    return write_spec(tmp_path, name=f"e2e-{uuid.uuid4().hex[:6]}", count=3,
+                      ami=SANDBOX_AMI, placement_group=False,
+                      extra=f"  identity_file: {key}\n")
 
 
 def _ssh(key: Path, known: Path, address: str, command: str) -> str:

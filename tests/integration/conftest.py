@@ -188,7 +188,7 @@ nodes:
   instance_types: [c5.large]
   market: {market}
   image: {{id: {ami}}}
-  placement_group: true
+  placement_group: {placement_group}
   root_volume: {{size_gb: 8, type: gp3}}
 ssh:
   user: ubuntu
@@ -196,9 +196,12 @@ ssh:
 
 
 def write_spec(tmp_path: Path, name: str = "pv", count: int = 2, market: str = "on-demand",
-               extra: str = "") -> Path:
+               extra: str = "", *, ami: str = AMI, placement_group: bool = True) -> Path:
+    """A small c5.large cluster spec; ``extra`` lines are appended inside ``ssh:``
+    (indent them) or, unindented, as new top-level sections."""
     path = tmp_path / f"{name}-{count}.yaml"
-    path.write_text(SPEC.format(name=name, count=count, market=market, ami=AMI, extra=extra))
+    path.write_text(SPEC.format(name=name, count=count, market=market, ami=ami, extra=extra,
+                                placement_group=str(placement_group).lower()))
     return path
 
 
