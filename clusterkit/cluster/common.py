@@ -3,6 +3,7 @@ and the facts the stack parameters need."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,23 @@ class Runtime:
 
     def say(self, text: str) -> None:
         self.console.print(text, highlight=False)
+
+
+def resolve_target(target: str | None, region: str | None,
+                   ) -> tuple[str | None, list[str], Spec | None]:
+    """A cluster NAME (looked up in ``region``) or a spec file (its regions) ->
+    (cluster name, regions to look in, the spec when a file was given)."""
+    if target and (os.path.isfile(target) or target.endswith((".yaml", ".yml"))):
+        from clusterkit.spec import load
+
+        spec = load(target)
+        return spec.name, list(dict.fromkeys(spec.regions or (spec.region,))), spec
+    if not region:
+        what = f"cluster {target!r}" if target else "the clusters"
+        raise UsageError(f"which region is {what} in?",
+                         "pass --region (or set AWS_REGION / a region in ~/.aws/config), "
+                         "or give the spec file, whose regions are searched")
+    return target, [region], None
 
 
 def find_nodes(rt: Runtime, cluster: str, regions: Sequence[str]) -> tuple[str | None, list[Node]]:

@@ -4,31 +4,17 @@ of every tagged resource still there. Safe to run twice and after a crashed `up`
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from clusterkit.aws import instances, keypairs, teardown, volumes
 from clusterkit.cluster import stackops
-from clusterkit.cluster.common import Runtime
+from clusterkit.cluster.common import Runtime, resolve_target
 from clusterkit.errors import AwsError, UsageError
 from clusterkit.plan.stack import stack_name
 from clusterkit.remote import known_hosts
 
 SG_BUSY = ("DependencyViolation", "InvalidGroup.InUse")
-
-
-def resolve_target(target: str, region: str | None) -> tuple[str, list[str]]:
-    """(cluster name, regions to sweep) from a spec file or a NAME (+ --region)."""
-    if os.path.isfile(target) or target.endswith((".yaml", ".yml")):
-        from clusterkit.spec import load
-
-        spec = load(target)
-        return spec.name, list(dict.fromkeys(spec.regions or (spec.region,)))
-    if not region:
-        raise UsageError(f"which region is cluster {target!r} in?",
-                         "pass --region (or set AWS_REGION), or give the spec file")
-    return target, [region]
 
 
 def inventory(rt: Runtime, cluster: str, region: str) -> dict[str, list[str]]:
@@ -205,5 +191,5 @@ def do_down(target: str, *, yes: bool, region: str | None = None, profile: str |
             rt: Runtime | None = None, confirm: Callable[[str], bool] | None = None,
             timeout: float = 1800.0) -> dict:
     rt = rt or Runtime.make(region=region, profile=profile)
-    cluster, regions = resolve_target(target, region or rt.session.region_name)
+    cluster, regions, _ = resolve_target(target, region or rt.session.region_name)
     return down(rt, cluster, regions, yes=yes, confirm=confirm, timeout=timeout)

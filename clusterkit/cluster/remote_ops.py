@@ -3,13 +3,11 @@ master as the gateway to the workers, then Fabric fan-out or the system ``ssh``.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from clusterkit.cluster.common import Runtime, find_nodes
-from clusterkit.cluster.status import resolve
+from clusterkit.cluster.common import Runtime, find_nodes, resolve_target
 from clusterkit.errors import ClusterkitError, RemoteError
 from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node
@@ -21,13 +19,8 @@ from clusterkit.spec.model import Ssh
 
 def _ssh_settings(target: str, region: str | None) -> tuple[str, list[str], Ssh]:
     """NAME or spec file -> (cluster, regions, ssh settings: the spec's or the defaults)."""
-    if os.path.isfile(target) or target.endswith((".yaml", ".yml")):  # as `status` does
-        from clusterkit.spec import load
-
-        spec = load(target)  # its ssh section says how to log in
-        return spec.name, list(dict.fromkeys(spec.regions or (spec.region,))), spec.ssh
-    _, regions = resolve(target, region)
-    return target, regions, Ssh()
+    cluster, regions, spec = resolve_target(target, region)
+    return cluster or target, regions, spec.ssh if spec else Ssh()
 
 
 def login_for(target: str, region: str | None, *, user: str | None = None,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -10,24 +9,10 @@ from typing import Any
 from rich.table import Table
 
 from clusterkit.aws import instances
-from clusterkit.cluster.common import Runtime
+from clusterkit.cluster.common import Runtime, resolve_target
 from clusterkit.cluster.up import safe_address
-from clusterkit.errors import UsageError
 from clusterkit.plan.cost import cluster_hourly, node_cost
 from clusterkit.plan.nodes import CLUSTER_TAG, Node
-
-
-def resolve(name: str | None, region: str | None) -> tuple[str | None, list[str]]:
-    """NAME or a spec file -> (cluster name, regions to look in)."""
-    if name and (os.path.isfile(name) or name.endswith((".yaml", ".yml"))):
-        from clusterkit.spec import load
-
-        spec = load(name)
-        return spec.name, list(dict.fromkeys(spec.regions or (spec.region,)))
-    if not region:
-        raise UsageError("which region?", "pass --region (or set AWS_REGION / a region in "
-                         "~/.aws/config), or give the spec file, whose regions are searched")
-    return name, [region]
 
 
 def node_row(node: Node, now: datetime) -> dict[str, Any]:
@@ -91,5 +76,5 @@ def render(rt: Runtime, result: dict[str, Any]) -> None:
 def do_status(name: str | None, *, region: str | None = None, profile: str | None = None,
               rt: Runtime | None = None) -> dict[str, Any]:
     rt = rt or Runtime.make(region=region, profile=profile)
-    cluster, regions = resolve(name, region or rt.session.region_name)
+    cluster, regions, _ = resolve_target(name, region or rt.session.region_name)
     return status(rt, cluster, regions)
