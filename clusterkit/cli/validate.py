@@ -1,7 +1,6 @@
 """`clusterkit validate`, `clusterkit schema`."""
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
 from clusterkit.cli.context import get_ctx, json_option
@@ -24,7 +23,7 @@ def validate(spec_files: tuple[str, ...], strict: bool) -> None:
     """
     ctx = get_ctx()
     report = do_validate(spec_files, strict=strict)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)  # one issue line = one line
+    err = ctx.err_console  # soft-wrapped: one issue is one line
     if ctx.json:
         print_json(report.to_json())
     else:
