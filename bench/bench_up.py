@@ -80,11 +80,11 @@ def bench(count: int, tmp: Path, ssh: bool) -> dict[str, object]:
     spec.write_text(SPEC.format(name=f"bench{count}-{uuid.uuid4().hex[:4]}", count=count))
     first: Counter[str] = Counter()
     start = time.perf_counter()
-    do_up(str(spec), rt=_runtime(first), wait_ssh=ssh, timeout=600)
+    do_up(str(spec), yes=True, rt=_runtime(first), wait_ssh=ssh, timeout=600)
     wall = time.perf_counter() - start
     second: Counter[str] = Counter()
     start = time.perf_counter()
-    do_up(str(spec), rt=_runtime(second), wait_ssh=ssh, timeout=600)
+    do_up(str(spec), yes=True, rt=_runtime(second), wait_ssh=ssh, timeout=600)
     wall2 = time.perf_counter() - start
     do_down(str(spec), yes=True, rt=_runtime(Counter()))
     mutating = {k: v for k, v in first.items() if not k.startswith(READ)}

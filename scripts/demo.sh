@@ -36,7 +36,7 @@ fi
 
 step validate "$SPEC";        run_or_note validate "$SPEC"
 step sandbox start;           run_or_note sandbox start
-step up "$SPEC";              run_or_note up "$SPEC"
+step up "$SPEC" --yes;        run_or_note up "$SPEC" --yes
 step status sandbox;          run_or_note status sandbox
 step exec "$SPEC" -- hostname; run_or_note exec "$SPEC" -- hostname
 step deploy-dataset "$SPEC";  run_or_note deploy-dataset "$SPEC"

@@ -125,6 +125,16 @@ def terminate_instances(session: boto3.Session, region: str, ids: Sequence[str])
         raise translate(exc, "TerminateInstances", ",".join(ids)) from exc
 
 
+def start_instances(session: boto3.Session, region: str, ids: Sequence[str]) -> None:
+    """Start stopped instances (EBS-backed; their instance-store disks come back empty)."""
+    if not ids:
+        return
+    try:
+        _ec2(session, region).start_instances(InstanceIds=list(ids))
+    except AWS_EXCEPTIONS as exc:
+        raise translate(exc, "StartInstances", ",".join(ids)) from exc
+
+
 def cluster_spot_requests(session: boto3.Session, region: str, cluster: str,
                           instance_ids: Sequence[str] = ()) -> list[str]:
     """Open or active spot requests tagged with the cluster or serving its instances."""

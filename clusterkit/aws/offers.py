@@ -1,11 +1,13 @@
 """Spot-offer search: prices, zones and placement scores for every candidate
 instance type in every allowed region, regions queried concurrently.
 
-Per region: one DescribeAvailabilityZones (zone name <-> id), one
+Per region: one DescribeAvailabilityZones (zone name <-> id, zone type, opt-in), one
 DescribeInstanceTypeOfferings (where the types are offered), one paginated
 DescribeSpotPriceHistory for all types at once (Linux/UNIX, StartTime now), and the
 on-demand price from the Pricing API (snapshot fallback). Per type, once for all
-regions: GetSpotPlacementScores for a single-AZ gang of ``count``.
+regions: GetSpotPlacementScores for a single-AZ gang of ``count``. Where a Local or
+Wavelength Zone the account opted in to has an offer, one DescribeVpcs and one
+DescribeSubnets tell whether the default VPC has a subnet there (see catalog.zones).
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from clusterkit.aws.endpoints import check_regions
 from clusterkit.aws.errors import AWS_EXCEPTIONS, translate
 from clusterkit.aws.pricing import (
     OnDemandPrices,
@@ -28,7 +31,8 @@ from clusterkit.aws.pricing import (
 from clusterkit.aws.session import client
 from clusterkit.catalog import build, instances
 from clusterkit.catalog.ranking import Offer
-from clusterkit.errors import ClusterkitError, UsageError
+from clusterkit.catalog.zones import ZoneType, zone_block, zone_type
+from clusterkit.errors import AwsError, ClusterkitError, UsageError
 
 PRODUCT = "Linux/UNIX"
 Progress = Callable[[int, int, str], None]  # (done, total, what just finished)
@@ -65,6 +69,8 @@ class _Zones:
     name_to_id: dict[str, str]
     offered: set[tuple[str, str]]  # (type, zone name)
     spot: dict[tuple[str, str], float]  # (type, zone name) -> latest $/h
+    kinds: dict[str, ZoneType] = field(default_factory=dict)  # zone name -> kind
+    blocked: dict[str, str] = field(default_factory=dict)  # zone name -> why unusable
 
 
 def _aws(operation: str, resource: str | None, call: Callable[[], Any]) -> Any:
@@ -87,16 +93,45 @@ def _latest_spot(ec2: Any, types: Sequence[str]) -> dict[tuple[str, str], float]
     return {k: v[1] for k, v in latest.items()}
 
 
+def _subnet_zones(ec2: Any, region: str, names: Sequence[str]) -> set[str]:
+    """Which of the zones ``names`` have a subnet in the region's default VPC."""
+    vpcs = _aws("DescribeVpcs", region, lambda: ec2.describe_vpcs(
+        Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"])
+    if not vpcs:
+        return set()
+    subnets = _aws("DescribeSubnets", region, lambda: ec2.describe_subnets(Filters=[
+        {"Name": "vpc-id", "Values": [vpcs[0]["VpcId"]]},
+        {"Name": "availability-zone", "Values": list(names)}])["Subnets"])
+    return {s["AvailabilityZone"] for s in subnets}
+
+
+def _special_zones(ec2: Any, region: str, found: _Zones, azs: Sequence[dict[str, Any]]) -> None:
+    """Kind of every zone; Local/Wavelength Zones with an offer are blocked unless opted
+    in and holding a subnet of the default VPC (checked only when one is opted in)."""
+    found.kinds = {z["ZoneName"]: zone_type(z["ZoneName"], z.get("ZoneType")) for z in azs}
+    with_offer = {zone for _, zone in found.offered | set(found.spot)}
+    special = {z["ZoneName"]: z.get("OptInStatus") == "opted-in" for z in azs
+               if found.kinds[z["ZoneName"]] is not ZoneType.AVAILABILITY_ZONE
+               and z["ZoneName"] in with_offer}
+    opted = sorted(name for name, ok in special.items() if ok)
+    subnets = _subnet_zones(ec2, region, opted) if opted else set()
+    found.blocked = {name: why for name, ok in special.items()
+                     if (why := zone_block(found.kinds[name], opted_in=ok,
+                                           has_subnet=name in subnets))}
+
+
 def _zones(ec2: Any, region: str, types: Sequence[str]) -> _Zones:
     azs = _aws("DescribeAvailabilityZones", region, lambda: ec2.describe_availability_zones(
-        Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}]))
+        AllAvailabilityZones=True))
     offered = _aws("DescribeInstanceTypeOfferings", region, lambda: list(pages(
         ec2.describe_instance_type_offerings, "InstanceTypeOfferings",
         LocationType="availability-zone",
         Filters=[{"Name": "instance-type", "Values": list(types)}])))
     spot = _aws("DescribeSpotPriceHistory", region, lambda: _latest_spot(ec2, types))
-    return _Zones({z["ZoneName"]: z["ZoneId"] for z in azs["AvailabilityZones"]},
-                  {(o["InstanceType"], o["Location"]) for o in offered}, spot)
+    found = _Zones({z["ZoneName"]: z["ZoneId"] for z in azs["AvailabilityZones"]},
+                   {(o["InstanceType"], o["Location"]) for o in offered}, spot)
+    _special_zones(ec2, region, found, azs["AvailabilityZones"])
+    return found
 
 
 def _region_offers(ec2: Any, region: str, types: Sequence[str], gpus: dict[str, int],
@@ -111,9 +146,11 @@ def _region_offers(ec2: Any, region: str, types: Sequence[str], gpus: dict[str, 
         od = on_demand.price(itype, region)
         for zone in names:
             zid = zones.name_to_id[zone]
+            kind, blocked = zones.kinds[zone], zones.blocked.get(zone, "")
             offers.append(Offer(itype, region, zone, zid, "spot", zones.spot.get((itype, zone)),
-                                od, gpus[itype]))
-            offers.append(Offer(itype, region, zone, zid, "on-demand", od, od, gpus[itype]))
+                                od, gpus[itype], zone_type=kind, blocked=blocked))
+            offers.append(Offer(itype, region, zone, zid, "on-demand", od, od, gpus[itype],
+                                zone_type=kind, blocked=blocked))
     return offers
 
 
@@ -138,6 +175,7 @@ def _check_args(instance_types: Sequence[str], regions: Sequence[str], count: in
         raise UsageError("no regions to search", "pass --regions, --region or a spec")
     if count < 1:
         raise UsageError(f"--count must be at least 1, got {count}")
+    check_regions(regions)
 
 
 class _Collect:
@@ -205,6 +243,17 @@ def search_offers(session: Any, *, instance_types: Sequence[str], regions: Seque
                         dict(calls.counts), count)
 
 
+def every_region_failed(result: SearchResult) -> None:
+    """AwsError (exit 1) when no region answered: each region's failed API and why."""
+    if result.offers or not result.region_errors:
+        return
+    lines = [f"  {region}: {why}" for region, why in sorted(result.region_errors.items())]
+    raise AwsError(f"the offer search failed in every region ({len(lines)}):\n"
+                   + "\n".join(lines),
+                   "check the credentials, their EC2 read permissions (Describe*), and "
+                   "AWS_ENDPOINT_URL; run with --debug for the AWS responses")
+
+
 def short(message: str, limit: int = 140) -> str:
     """One line of at most ``limit`` characters (AWS error bodies can be HTML pages)."""
     text = " ".join(message.split())
@@ -217,8 +266,7 @@ def _with_score(offer: Offer, scores: dict[tuple[str, str, str], int]) -> Offer:
     score = scores.get((offer.instance_type, offer.region, offer.az_id or ""))
     if score is None:
         return offer
-    return Offer(offer.instance_type, offer.region, offer.az, offer.az_id, offer.market,
-                 offer.price, offer.on_demand_price, offer.gpus, score)
+    return replace(offer, placement_score=score)
 
 
 def offers_for_spec(session: Any, spec: Any, progress: Progress | None = None) -> SearchResult:
@@ -271,6 +319,7 @@ def do_spot(spec_file: str | None, *, instance_types: Sequence[str] = (),
                           count=count, default_region=region or session.region_name)
     result = search_offers(session, instance_types=query.instance_types,
                            regions=query.regions, count=query.count, progress=progress)
+    every_region_failed(result)
     return build_report(result.offers, count=query.count, instance_types=query.instance_types,
                         regions=query.regions, region_errors=result.region_errors,
                         on_demand_source=result.on_demand_source, notes=result.notes,

@@ -12,7 +12,7 @@ import boto3
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import AWS_EXCEPTIONS, error_code, translate
 from clusterkit.aws.tags import cluster_filter, to_dict
-from clusterkit.plan.nodes import CLUSTER_TAG, RETAIN_TAG
+from clusterkit.plan.nodes import CLUSTER_TAG, REGION_TAG, RETAIN_TAG
 
 GONE = frozenset({"InvalidGroup.NotFound", "InvalidLaunchTemplateId.NotFound",
                   "InvalidPlacementGroup.Unknown", "FileSystemNotFound", "MountTargetNotFound",
@@ -62,7 +62,8 @@ def delete_placement_group(session: boto3.Session, region: str, name: str) -> No
 
 
 def file_systems(session: boto3.Session, region: str, cluster: str) -> list[dict[str, Any]]:
-    """[{id, retain}] of the cluster's EFS file systems."""
+    """[{id, retain, size_bytes, created, region}] of the cluster's EFS file systems
+    (``size_bytes``: EFS's metered size, updated by AWS about hourly)."""
     try:
         pages = client(session, "efs", region).get_paginator(
             "describe_file_systems").paginate()
@@ -72,8 +73,12 @@ def file_systems(session: boto3.Session, region: str, cluster: str) -> list[dict
     out = []
     for fs in found:
         tags = to_dict(fs.get("Tags"))
-        if tags.get(CLUSTER_TAG) == cluster:
-            out.append({"id": fs["FileSystemId"], "retain": tags.get(RETAIN_TAG) == "true"})
+        if tags.get(CLUSTER_TAG) == cluster and fs.get("LifeCycleState") != "deleted":
+            created = fs.get("CreationTime")
+            out.append({"id": fs["FileSystemId"], "retain": tags.get(RETAIN_TAG) == "true",
+                        "size_bytes": int((fs.get("SizeInBytes") or {}).get("Value") or 0),
+                        "created": created.isoformat() if hasattr(created, "isoformat")
+                        else str(created or ""), "region": region})
     return sorted(out, key=lambda f: f["id"])
 
 
@@ -111,6 +116,18 @@ def iam_roles(session: boto3.Session, cluster: str) -> list[str]:
 
 def instance_profiles(session: boto3.Session, cluster: str) -> list[str]:
     return _iam_list(session, "list_instance_profiles", "InstanceProfiles", cluster)
+
+
+def role_region(session: boto3.Session, name: str) -> str | None:
+    """The region of the stack that made the role (its ``clusterkit:region`` tag), or
+    None for a role without it (made before the tag existed)."""
+    out = _call(session, "iam", None, "list_role_tags", name, RoleName=name)
+    return to_dict((out or {}).get("Tags")).get(REGION_TAG)
+
+
+def profile_roles(session: boto3.Session, name: str) -> list[str]:
+    prof = _call(session, "iam", None, "get_instance_profile", name, InstanceProfileName=name)
+    return sorted(r["RoleName"] for r in (prof or {}).get("InstanceProfile", {}).get("Roles", []))
 
 
 def delete_instance_profile(session: boto3.Session, name: str) -> None:

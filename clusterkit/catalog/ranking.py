@@ -2,7 +2,9 @@
 
 The rule (also in README, section "spot"):
 
-1. An offer is *eligible* when it has a price, the price is within ``max_price``
+1. An offer is *eligible* when its zone is usable (a Local or Wavelength Zone only
+   where the account opted in and the VPC has a subnet there: ``blocked`` is empty),
+   it has a price, the price is within ``max_price``
    (USD per node-hour, both markets) or, with no ``max_price``, a spot price is
    not above the on-demand price (AWS's default spot maximum), and the type has
    GPUs when the other candidates do (a CPU-only offer never beats a GPU one).
@@ -23,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusterkit.catalog.zones import ZoneType
 from clusterkit.errors import AwsError, CapacityError, QuotaError
 
 MARKET_POLICIES = ("spot", "on-demand", "spot-then-on-demand")
@@ -41,6 +44,8 @@ class Offer:
     on_demand_price: float | None
     gpus: int
     placement_score: int | None = None  # 1..10, None = unknown
+    zone_type: ZoneType = ZoneType.AVAILABILITY_ZONE
+    blocked: str = ""  # why the zone cannot be used (a Local Zone not opted in), "" = usable
 
     @property
     def per_gpu_hour(self) -> float | None:
@@ -66,6 +71,8 @@ class RankedOffer:
 
 def ineligible_reason(offer: Offer, *, max_price: float | None, want_gpus: bool) -> str:
     """Why ``offer`` cannot be used, or "" when it can."""
+    if offer.blocked:
+        return offer.blocked
     if offer.price is None:
         return f"no {offer.market} price"
     if want_gpus and offer.gpus <= 0:

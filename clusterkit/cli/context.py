@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+
+from clusterkit.errors import UsageError
 
 WIDE_OUTPUT = 200
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,4 +68,106 @@ def json_option(func: F) -> F:
         return value
 
     return click.option("--json", "json_output", is_flag=True, expose_value=False,
-                        callback=_set, help="Print machine-readable JSON on stdout.")(func)
+                        is_eager=True, callback=_set,
+                        help="Print machine-readable JSON on stdout (errors too).")(func)
+
+
+# The global options: (flags, CliContext attribute, help). Each works before the command
+# name (the group's own option) and after it (added to every command by global_options).
+GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (("--region",), "region", "AWS region: narrows where a cluster is looked for and where `up` may launch."),
+    (("--profile",), "profile", "AWS named profile, as in the AWS CLI."),
+    (("--json",), "json", "Machine-readable JSON on stdout (errors too)."),
+    (("--debug",), "debug", "Show tracebacks and AWS/SSH debug output."),
+    (("--sandbox",), "sandbox", "Use the local sandbox (also CLUSTERKIT_SANDBOX=1)."),
+)
+YES_OPTION = (("--yes", "-y"), "yes", "Do not ask for confirmation.")
+FLAGS = frozenset({"json", "debug", "sandbox", "yes"})
+AWS_ONLY = frozenset({"region", "profile", "sandbox"})
+WRAPPED = "__clusterkit_global_options__"  # marks a callback global_options wrapped
+
+
+def _setter(attr: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def _set(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        if value:  # unset after the command keeps what was given before it
+            setattr(get_ctx(), attr, value)
+        return value
+
+    return _set
+
+
+def _option(flags: tuple[str, ...], attr: str, help_text: str, *, hidden: bool) -> click.Option:
+    """Eager, so it is set before any argument callback (a bad NAME under --json still
+    answers in JSON)."""
+    return click.Option(list(flags), is_flag=attr in FLAGS,
+                        default=False if attr in FLAGS else None, expose_value=False,
+                        is_eager=True, callback=_setter(attr), hidden=hidden, help=help_text)
+
+
+def _has_flag(command: click.Command, flag: str) -> bool:
+    return any(flag in p.opts for p in command.params if isinstance(p, click.Option))
+
+
+def leaf_commands(command: click.Command) -> Iterator[click.Command]:
+    """``command`` itself, or every command under it when it is a group."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            yield from leaf_commands(sub)
+    else:
+        yield command
+
+
+def global_options(command: click.Command, *, offline: bool = False,
+                   asks: bool = False) -> click.Command:
+    """Add the global options to ``command`` (those it does not define itself) and, for a
+    command that may talk to AWS, enter sandbox mode once its options are parsed.
+
+    offline: never talks to AWS or SSH (its AWS options are hidden, sandbox mode is not
+    entered). A command's own ``--offline`` flag, when given, counts the same.
+    asks: the command asks for confirmation, so it gets ``--yes`` too."""
+    wanted = [*GLOBAL_OPTIONS, YES_OPTION] if asks else list(GLOBAL_OPTIONS)
+    for flags, attr, help_text in wanted:
+        if not _has_flag(command, flags[0]):
+            command.params.append(_option(flags, attr, help_text,
+                                          hidden=offline and attr in AWS_ONLY))
+    if command.callback is not None and not hasattr(command.callback, WRAPPED):
+        command.callback = _entering_sandbox(command.callback, offline)
+    return command
+
+
+def _entering_sandbox(callback: Callable[..., Any], offline: bool) -> Callable[..., Any]:
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        obj = get_ctx()
+        if obj.sandbox and not offline and not kwargs.get("offline"):
+            from clusterkit.sandbox.client import enter_sandbox_mode
+
+            enter_sandbox_mode(obj.err_console)
+        return callback(*args, **kwargs)
+
+    setattr(run, WRAPPED, True)
+    return run
+
+
+def check_target_argument(_ctx: click.Context, _param: click.Parameter,
+                          value: str | None) -> str | None:
+    """Argument callback for NAME / SPEC|NAME: a cluster name, or an existing spec file
+    that validates (exit 2 otherwise), checked before the command does anything."""
+    from clusterkit.cluster.common import check_target
+    from clusterkit.spec import load
+
+    if check_target(value) and value is not None:
+        load(os.path.expanduser(value))
+    return value
+
+
+def check_spec_argument(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """Argument callback for a SPEC_FILE a command will need whole: the file must exist
+    and validate (exit 2 otherwise), before the command does anything."""
+    from clusterkit.spec import load
+
+    if not os.path.isfile(os.path.expanduser(value)):
+        raise UsageError(f"no spec file {value!r}", "give the path of an existing cluster "
+                         "spec (.yaml); `clusterkit validate FILE` checks one")
+    load(os.path.expanduser(value))
+    return value

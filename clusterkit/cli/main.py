@@ -9,52 +9,108 @@ import click
 
 from clusterkit import __version__
 from clusterkit.cli import dataset, pack, provision, remote, sandbox, spot, train, validate
-from clusterkit.cli.context import CliContext, sandbox_requested
-from clusterkit.cli.render import render_error
+from clusterkit.cli.context import CliContext, global_options, leaf_commands, sandbox_requested
+from clusterkit.cli.render import error_json, print_error_json, print_json, render_error
 from clusterkit.errors import ClusterkitError
 
-# Commands that never talk to AWS or SSH: sandbox mode has nothing to set up for them.
-OFFLINE_COMMANDS = frozenset({None, "sandbox", "validate", "schema", "pack"})
+# Commands that never talk to AWS or SSH: sandbox mode has nothing to set up for them
+# (nor for `plan --offline`: a command's own --offline flag counts the same).
+OFFLINE_COMMANDS = frozenset({"sandbox", "validate", "schema", "pack"})
+# Commands that ask before spending or deleting: they take --yes after the name too.
+ASKING_COMMANDS = frozenset({"up", "down"})
+DEBUG_HINT = ("run the same command again with --debug (before or after the command name) "
+              "for the traceback, and please report it")
+
+
+def _json_requested(ctx: click.Context) -> bool:
+    """--json given anywhere before a ``--`` (also when parsing failed before its callback
+    could run)."""
+    obj = ctx.find_object(CliContext)
+    args = ctx.meta.get("clusterkit.argv", [])
+    return bool(obj and obj.json) or "--json" in (args[:args.index("--")] if "--" in args
+                                                  else args)
+
+
+def _click_error_json(ctx: click.Context, exc: click.ClickException) -> None:
+    """A click usage error (exit 2) as JSON on stdout, then exit with its code."""
+    hint = None
+    if isinstance(exc, click.UsageError) and exc.ctx is not None:
+        hint = f"see `{exc.ctx.command_path} --help`"
+    print_json(error_json(exc.format_message(), hint, exc.exit_code))
+    ctx.exit(exc.exit_code)
 
 
 class ClusterkitGroup(click.Group):
-    """Turns ClusterkitError into message + hint and exit 1/2; click usage errors exit 2."""
+    """Turns ClusterkitError into message + hint and exit 1/2; click usage errors exit 2.
+    Under --json every error is ``{"error", "hint", "exit_code"}`` on stdout."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["clusterkit.argv"] = list(args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.ClickException as exc:
+            if _json_requested(ctx):
+                _click_error_json(ctx, exc)
+            raise
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ClusterkitError as err:
-            obj = ctx.find_object(CliContext) or CliContext()
-            if obj.debug:
+            if _debug(ctx):
                 raise
-            render_error(err, obj.err_console)
-            ctx.exit(err.exit_code)
+            _fail(ctx, err)
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
+            if _json_requested(ctx):
+                print_json(error_json("interrupted", None, 130))
+            else:
+                click.echo("interrupted", err=True)
             ctx.exit(130)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        except click.exceptions.Exit:
+            raise
+        except click.ClickException as exc:
+            if _json_requested(ctx):
+                _click_error_json(ctx, exc)
+            raise
+        except click.exceptions.Abort:
+            if _json_requested(ctx):
+                print_json(error_json("aborted", None, 1))
+                ctx.exit(1)
             raise
         except Exception as exc:  # a bug or an untranslated library error: still no traceback
-            obj = ctx.find_object(CliContext) or CliContext()
-            if obj.debug:
+            if _debug(ctx):
                 raise
-            render_error(ClusterkitError(f"unexpected error: {type(exc).__name__}: {exc}",
-                                         "run again with --debug for the traceback, and "
-                                         "please report it"), obj.err_console)
-            ctx.exit(1)
+            _fail(ctx, ClusterkitError(f"unexpected error: {type(exc).__name__}: {exc}",
+                                       DEBUG_HINT))
+
+
+def _debug(ctx: click.Context) -> bool:
+    obj = ctx.find_object(CliContext)
+    return bool(obj and obj.debug)
+
+
+def _fail(ctx: click.Context, err: ClusterkitError) -> None:
+    """Message + hint on stderr (or JSON on stdout under --json), then exit 1 or 2."""
+    if _json_requested(ctx):
+        print_error_json(err)
+    else:
+        render_error(err, (ctx.find_object(CliContext) or CliContext()).err_console)
+    ctx.exit(err.exit_code)
 
 
 @click.group(cls=ClusterkitGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="clusterkit")
-@click.option("--region", envvar="AWS_REGION", help="AWS region (default: the spec's, then AWS_REGION).")
+@click.option("--region", help="AWS region: narrows where a cluster is looked for and where "
+              "`up` may launch (AWS_REGION in the environment never narrows).")
 @click.option("--profile", envvar="AWS_PROFILE", help="AWS named profile, as in the AWS CLI.")
 @click.option("--debug", is_flag=True, help="Show tracebacks and AWS/SSH debug output.")
 @click.option("--json", "json_output", is_flag=True, help="Machine-readable JSON on stdout.")
 @click.option("--sandbox", is_flag=True,
               help="Use the local sandbox (also CLUSTERKIT_SANDBOX=1).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (up, down).")
 @click.pass_context
 def cli(ctx: click.Context, region: str | None, profile: str | None, debug: bool,
-        json_output: bool, sandbox: bool) -> None:
+        json_output: bool, sandbox: bool, yes: bool) -> None:
     """clusterkit: one YAML file to a GPU training cluster on AWS, and back to nothing.
 
     \b
@@ -62,18 +118,21 @@ def cli(ctx: click.Context, region: str | None, profile: str | None, debug: bool
       clusterkit deploy-dataset cluster.yaml --snapshot snap-...
       clusterkit train cluster.yaml
       clusterkit down cluster.yaml
+
+    Global options (--region, --profile, --json, --debug, --sandbox, --yes) work before
+    or after the command name. Exit codes: 0 ok; 1 runtime failure, not found or
+    declined; 2 usage error or invalid spec.
     """
     ctx.obj = CliContext(region=region, profile=profile, debug=debug, json=json_output,
-                         sandbox=sandbox_requested(sandbox))
-    if ctx.obj.sandbox and ctx.invoked_subcommand not in OFFLINE_COMMANDS:
-        from clusterkit.sandbox.client import enter_sandbox_mode
-
-        enter_sandbox_mode(ctx.obj.err_console)
+                         sandbox=sandbox_requested(sandbox), yes=yes)
 
 
 for module in (validate, spot, provision, remote, pack, dataset, train, sandbox):
     for command in module.COMMANDS:
         cli.add_command(command)
+        for leaf in leaf_commands(command):
+            global_options(leaf, offline=command.name in OFFLINE_COMMANDS,
+                           asks=leaf is command and command.name in ASKING_COMMANDS)
 
 
 def main() -> None:

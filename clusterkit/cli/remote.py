@@ -9,9 +9,17 @@ from typing import Any
 
 import click
 
-from clusterkit.cli.context import get_ctx, json_option
+from clusterkit.cli.context import check_target_argument, get_ctx, json_option
 from clusterkit.cli.render import print_json
-from clusterkit.errors import RemoteError
+
+ACCEPT_HELP = ("Accept the changed host key of this node (index, name such as worker-2, "
+               "or Name tag): only when you know why it changed. Repeatable.")
+
+
+def accept_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--accept-new-host-key NODE`` (repeatable), for up, exec and ssh."""
+    return click.option("--accept-new-host-key", "accept_host_keys", multiple=True,
+                        metavar="NODE", help=ACCEPT_HELP)(func)
 
 
 def _login_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -29,40 +37,39 @@ def _login_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @click.command("exec")
-@click.argument("name")
+@click.argument("name", callback=check_target_argument)
 @click.argument("command", nargs=-1, required=True)
 @click.option("--node", "-n", "nodes", multiple=True, metavar="NODE",
-              help="Only this node: index, role (master, worker), instance id or Name tag. "
-              "Repeatable. Default: every node.")
+              help="Only this node: index (2), name (master, worker-2), role (worker), "
+              "instance id or Name tag. Repeatable. Default: every node.")
 @click.option("--timeout", type=float, default=None,
               help="Give up on a node's command after this many seconds.")
 @click.option("--connect-timeout", type=float, default=15.0, show_default=True,
               help="Seconds to wait for each SSH connection.")
+@accept_option
 @_login_options
 @json_option
 def exec_(name: str, command: tuple[str, ...], nodes: tuple[str, ...],
-          timeout: float | None, connect_timeout: float, user: str | None,
-          identity_file: str | None, port: int | None) -> None:
+          accept_host_keys: tuple[str, ...], timeout: float | None, connect_timeout: float,
+          user: str | None, identity_file: str | None, port: int | None) -> None:
     """Run CMD on every node at once (agent forwarded); output prefixed per node.
 
     \b
       clusterkit exec NAME -- CMD ...
 
     Workers are reached through the master. Exit 1 if the command fails on any node
-    (--json still prints every node's result). NAME is a cluster name (looked up in
+    (--json: the error object's "results" holds every node's result). NAME is a cluster name (looked up in
     --region) or a spec file (its regions)."""
     from clusterkit.cluster.remote_ops import do_exec
 
     ctx = get_ctx()
-    try:
-        results = do_exec(name, command, nodes=nodes, region=ctx.region, profile=ctx.profile,
-                          user=user, port=port, identity_file=identity_file, timeout=timeout,
-                          connect_timeout=connect_timeout,
-                          out=sys.stderr if ctx.json else sys.stdout)
-    except RemoteError as err:
-        if ctx.json and err.results:
-            print_json(err.results)
-        raise
+    # A failure raises RemoteError; under --json its error object carries every node's
+    # result ("results"), so stdout stays one JSON document.
+    results = do_exec(name, command, nodes=nodes, accept_host_keys=accept_host_keys,
+                      region=ctx.region, profile=ctx.profile,
+                      user=user, port=port, identity_file=identity_file, timeout=timeout,
+                      connect_timeout=connect_timeout,
+                      out=sys.stderr if ctx.json else sys.stdout)
     if ctx.json:
         print_json(results)
     else:
@@ -82,27 +89,28 @@ class _SplitAtDashDash(click.Command):
 
 
 @click.command(cls=_SplitAtDashDash)
-@click.argument("name")
+@click.argument("name", callback=check_target_argument)
 @click.argument("node", required=False)
 @click.option("--print", "print_only", is_flag=True,
               help="Print the ssh command instead of running it.")
+@accept_option
 @_login_options
-def ssh(name: str, node: str | None, print_only: bool, user: str | None,
-        identity_file: str | None, port: int | None) -> None:
+def ssh(name: str, node: str | None, print_only: bool, accept_host_keys: tuple[str, ...],
+        user: str | None, identity_file: str | None, port: int | None) -> None:
     """Shell on a node (default: the master) with the system ssh, agent forwarded.
 
     \b
       clusterkit ssh NAME [NODE] [-- CMD ...]
 
-    NODE: index, role, instance id or Name tag. Workers are reached through the master
+    NODE: index (2), name (master, worker-2), instance id or Name tag. Workers are reached through the master
     (-J); host keys are checked against the ones `up` recorded. NAME is a cluster name
     (looked up in --region) or a spec file (its regions)."""
     from clusterkit.cluster.remote_ops import do_ssh
 
     ctx = get_ctx()
     command = click.get_current_context().meta.get("remote_command", ())
-    argv = do_ssh(name, node, command, region=ctx.region, profile=ctx.profile, user=user,
-                  port=port, identity_file=identity_file, print_only=print_only)
+    argv = do_ssh(name, node, command, accept_host_keys=accept_host_keys, region=ctx.region,
+                  profile=ctx.profile, user=user, port=port, identity_file=identity_file, print_only=print_only)
     click.echo(shlex.join(argv))
 
 

@@ -8,17 +8,20 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from clusterkit.aws import instances, keypairs, teardown, volumes
-from clusterkit.cluster import stackops
-from clusterkit.cluster.common import Runtime, resolve_target
-from clusterkit.errors import AwsError, UsageError
+from clusterkit.cluster import kept_efs, record, stackops
+from clusterkit.cluster.common import Runtime, per_region, resolve_target, search_regions
+from clusterkit.errors import AwsError, ClusterkitError
 from clusterkit.plan.stack import stack_name
 from clusterkit.remote import known_hosts
 
 SG_BUSY = ("DependencyViolation", "InvalidGroup.InUse")
 
 
+KEPT = "EFS kept (retain)"
+
+
 def inventory(rt: Runtime, cluster: str, region: str) -> dict[str, list[str]]:
-    """What `down` would delete in ``region`` (IAM is global, listed under every region)."""
+    """What the cluster has in ``region`` (IAM, which is global, is handled apart)."""
     s = rt.session
     fss = teardown.file_systems(s, region, cluster)
     inv = {
@@ -29,12 +32,14 @@ def inventory(rt: Runtime, cluster: str, region: str) -> dict[str, list[str]]:
         "launch templates": teardown.launch_templates(s, region, cluster),
         "placement groups": teardown.placement_groups(s, region, cluster),
         "EFS file systems": [f["id"] for f in fss if not f["retain"]],
-        "EFS kept (retain)": [f["id"] for f in fss if f["retain"]],
+        KEPT: [f["id"] for f in fss if f["retain"]],
         "key pairs": keypairs.cluster_key_pairs(s, region, cluster),
-        "IAM roles": teardown.iam_roles(s, cluster),
-        "instance profiles": teardown.instance_profiles(s, cluster),
     }
     return {k: v for k, v in inv.items() if v}
+
+
+def _to_delete(inv: dict[str, list[str]], delete_efs: bool) -> dict[str, list[str]]:
+    return {k: v for k, v in inv.items() if delete_efs or k != KEPT}
 
 
 def _stack(rt: Runtime, region: str, cluster: str) -> dict[str, Any] | None:
@@ -113,22 +118,24 @@ def _mount_targets(rt: Runtime, cluster: str, region: str, deadline: float) -> N
             rt.sleep(rt.poll)
 
 
-def _efs(rt: Runtime, cluster: str, region: str, deadline: float) -> None:
+def _efs(rt: Runtime, cluster: str, region: str, deadline: float, delete_efs: bool) -> None:
     s = rt.session
     _mount_targets(rt, cluster, region, deadline)
     for fs in teardown.file_systems(s, region, cluster):
-        if fs["retain"]:
-            rt.say(f"  [yellow]kept[/yellow] EFS {fs['id']} (storage.efs.deletion_policy: "
-                   "retain); delete it with `aws efs delete-file-system`")
+        if fs["retain"] and not delete_efs:
+            rt.say(f"  [yellow]kept[/yellow] EFS {kept_efs.describe(kept_efs.priced(fs))} "
+                   "(storage.efs.deletion_policy: retain): the next `up` of this cluster "
+                   f"mounts it; `clusterkit down {cluster} --delete-efs` deletes it")
             continue
         _retry(rt, deadline, lambda f=fs["id"]: teardown.delete_file_system(s, region, f),
                ("FileSystemInUse",))
         _deleted(rt, "EFS file system", fs["id"])
 
 
-def _sweep(rt: Runtime, cluster: str, region: str, deadline: float) -> None:
+def _sweep(rt: Runtime, cluster: str, region: str, deadline: float,
+           delete_efs: bool = False) -> None:
     s = rt.session
-    _efs(rt, cluster, region, deadline)
+    _efs(rt, cluster, region, deadline, delete_efs)
     for lt in teardown.launch_templates(s, region, cluster):
         teardown.delete_launch_template(s, region, lt)
         _deleted(rt, "launch template", lt)
@@ -143,16 +150,51 @@ def _sweep(rt: Runtime, cluster: str, region: str, deadline: float) -> None:
         _deleted(rt, "key pair", key)
 
 
-def _iam(rt: Runtime, cluster: str) -> None:
-    for prof in teardown.instance_profiles(rt.session, cluster):
-        teardown.delete_instance_profile(rt.session, prof)
-        _deleted(rt, "instance profile", prof)
-    for role in teardown.iam_roles(rt.session, cluster):
-        teardown.delete_role(rt.session, role)
-        _deleted(rt, "IAM role", role)
+def _stack_regions(rt: Runtime, cluster: str, regions: Sequence[str]) -> set[str]:
+    """The regions (of ``regions``, every enabled one when empty) where the cluster's
+    stack still exists."""
+    found = per_region(search_regions(rt, regions), lambda r: _stack(rt, r, cluster))
+    return {r for r, st in found.items() if st}
 
 
-def down_region(rt: Runtime, cluster: str, region: str, *, timeout: float) -> None:
+def _iam(rt: Runtime, cluster: str) -> list[str]:
+    """Delete the cluster's IAM role / instance profile (global) only where no stack
+    still uses them: a role tagged with its stack's region goes once that region's stack
+    is gone; an untagged role (made before the tag) or a profile without a role only once
+    no enabled region has the stack. Returns what was kept, and why."""
+    s = rt.session
+    roles = {r: teardown.role_region(s, r) for r in teardown.iam_roles(s, cluster)}
+    profiles = {p: teardown.profile_roles(s, p) for p in teardown.instance_profiles(s, cluster)}
+    if not roles and not profiles:
+        return []
+    everywhere = None in roles.values() or not all(profiles.values())
+    live = _stack_regions(rt, cluster, [] if everywhere else sorted(set(roles.values())))
+
+    def free(role: str) -> bool:
+        region = roles.get(role)
+        return region not in live if region else not live
+
+    kept: list[str] = []
+    for prof, its_roles in profiles.items():
+        if all(free(r) for r in its_roles) if its_roles else not live:
+            teardown.delete_instance_profile(s, prof)
+            _deleted(rt, "instance profile", prof)
+        else:
+            kept.append(f"instance profile {prof}")
+    for role in roles:
+        if free(role):
+            teardown.delete_role(s, role)
+            _deleted(rt, "IAM role", role)
+        else:
+            kept.append(f"IAM role {role}")
+    if kept:
+        rt.say(f"  [yellow]kept[/yellow] {', '.join(kept)}: the cluster's stack in "
+               f"{', '.join(sorted(live))} still uses them")
+    return kept
+
+
+def down_region(rt: Runtime, cluster: str, region: str, *, timeout: float,
+                delete_efs: bool = False) -> None:
     deadline = rt.clock() + timeout
     _instances(rt, cluster, region, deadline)
     _volumes(rt, cluster, region, deadline)
@@ -160,36 +202,101 @@ def down_region(rt: Runtime, cluster: str, region: str, *, timeout: float) -> No
     status = stackops.delete(rt, region, stack_name(cluster), timeout=timeout)
     if status is not None:
         _deleted(rt, "stack", f"{stack_name(cluster)} ({status})")
-    _sweep(rt, cluster, region, deadline)
+    _sweep(rt, cluster, region, deadline, delete_efs)
     if status is not None and status != "DELETE_COMPLETE":  # retry once the sweep freed it
         stackops.delete(rt, region, stack_name(cluster), timeout=timeout)
 
 
-def down(rt: Runtime, cluster: str, regions: Sequence[str], *, yes: bool,
-         confirm: Callable[[str], bool] | None = None, timeout: float = 1800.0) -> dict:
-    found = {r: inventory(rt, cluster, r) for r in regions}
-    if not any(found.values()):
-        known_hosts.forget(cluster)
-        rt.say(f"cluster {cluster}: nothing to delete in {', '.join(regions)}")
-        return {"cluster": cluster, "deleted": {}}
+def _show(rt: Runtime, found: dict[str, dict[str, list[str]]]) -> None:
     for region, inv in found.items():
         for kind, ids in inv.items():
             rt.say(f"{region}: {kind}: {', '.join(ids)}")
-    if not yes and not (confirm and confirm(f"delete cluster {cluster} and all of the above?")):
-        raise UsageError("not confirmed: nothing deleted", "pass --yes to skip the question")
-    for region in regions:
-        if found[region]:
-            rt.say(f"deleting cluster {cluster} in {region}")
-            down_region(rt, cluster, region, timeout=timeout)
-    _iam(rt, cluster)
+
+
+def _confirm(cluster: str, delete_efs: bool, *, yes: bool,
+             confirm: Callable[[str], bool] | None) -> None:
+    """Declining (or no answer: Ctrl-C, no terminal) is exit 1 with nothing deleted."""
+    extra = ", the kept EFS file systems (their data is lost) too" if delete_efs else ""
+    if yes or (confirm and confirm(f"delete cluster {cluster} and all of the above{extra}?")):
+        return
+    raise ClusterkitError(f"not confirmed: nothing deleted of cluster {cluster}",
+                          "answer yes, or pass --yes to skip the question")
+
+
+def _forget(rt: Runtime, cluster: str, searched: Sequence[str], iam_kept: bool) -> bool:
+    """Drop the local state (record, host keys) unless the cluster may live on elsewhere:
+    its record names regions this `down` did not search (``--region`` narrowed it), or
+    its IAM role is kept for a stack in another region. True when dropped."""
+    rec = record.read(cluster)
+    unsearched = [r for r in (rec.search if rec else ()) if r not in searched]
+    if unsearched or iam_kept:
+        where = f" in {', '.join(unsearched)}" if unsearched else " in another region"
+        rt.say(f"kept the local record of cluster {cluster}: it may still have resources"
+               f"{where} (`clusterkit down {cluster}` without --region searches them)")
+        return False
     known_hosts.forget(cluster)
-    rt.say(f"[green]cluster {cluster} is gone[/green]")
-    return {"cluster": cluster, "deleted": found}
+    return True
+
+
+def _left(rt: Runtime, cluster: str, regions: Sequence[str],
+          delete_efs: bool) -> dict[str, dict[str, list[str]]]:
+    """What is still there after the teardown (kept EFS aside unless deleted)."""
+    after = per_region(regions, lambda r: _to_delete(inventory(rt, cluster, r), delete_efs))
+    return {r: inv for r, inv in after.items() if inv}
+
+
+def down(rt: Runtime, cluster: str, regions: Sequence[str], *, yes: bool,
+         confirm: Callable[[str], bool] | None = None, timeout: float = 1800.0,
+         delete_efs: bool = False) -> dict:
+    """Delete the cluster in every region of ``regions`` (every enabled region when
+    empty, searched in parallel) where it has anything."""
+    searched = search_regions(rt, regions)
+    scan = per_region(searched, lambda r: inventory(rt, cluster, r))
+    found = {r: _to_delete(inv, delete_efs) for r, inv in scan.items()}
+    found = {r: inv for r, inv in found.items() if inv}
+    kept = kept_efs.kept(rt, cluster, [r for r, inv in scan.items() if KEPT in inv])
+    result: dict[str, Any] = {"cluster": cluster, "regions": searched, "deleted": found,
+                              "kept_efs": [] if delete_efs else kept}
+    if not found:
+        iam_kept = _iam(rt, cluster)
+        where = ", ".join(searched) if len(searched) <= 3 else f"{len(searched)} regions"
+        rt.say(f"cluster {cluster}: nothing to delete in {where}")
+        _say_kept(rt, cluster, result["kept_efs"])
+        _forget(rt, cluster, searched, bool(iam_kept))
+        return result
+    _show(rt, found)
+    _say_kept(rt, cluster, [] if delete_efs else kept)
+    _confirm(cluster, delete_efs, yes=yes, confirm=confirm)
+    for region in found:
+        rt.say(f"deleting cluster {cluster} in {region}")
+        down_region(rt, cluster, region, timeout=timeout, delete_efs=delete_efs)
+    iam_kept = _iam(rt, cluster)
+    left = _left(rt, cluster, list(found), delete_efs)
+    if left:
+        raise AwsError(f"cluster {cluster} is not gone: still there: " + "; ".join(
+            f"{r}: {k} {', '.join(ids)}" for r, inv in left.items() for k, ids in inv.items()),
+            f"run `clusterkit down {cluster}` again")
+    kept = f" (kept: {len(result['kept_efs'])} EFS file system(s))" if result["kept_efs"] else ""
+    if _forget(rt, cluster, searched, bool(iam_kept)):
+        rt.say(f"[green]cluster {cluster} is gone[/green]{kept}")
+    else:
+        rt.say(f"[green]cluster {cluster} is deleted in {', '.join(found)}[/green]{kept}")
+    return result
+
+
+def _say_kept(rt: Runtime, cluster: str, kept: Sequence[dict[str, Any]]) -> None:
+    for fs in kept:
+        rt.say(f"kept EFS file system {kept_efs.describe(fs)} ({kept_efs.PRICE_NOTE}); "
+               f"`clusterkit down {cluster} --delete-efs` deletes it")
 
 
 def do_down(target: str, *, yes: bool, region: str | None = None, profile: str | None = None,
             rt: Runtime | None = None, confirm: Callable[[str], bool] | None = None,
-            timeout: float = 1800.0) -> dict:
+            timeout: float = 1800.0, delete_efs: bool = False) -> dict:
+    """``region``: an explicit --region, narrowing the search to it. Without it the
+    local record says where the cluster is, else every enabled region is searched."""
     rt = rt or Runtime.make(region=region, profile=profile)
-    cluster, regions, _ = resolve_target(target, region or rt.session.region_name)
-    return down(rt, cluster, regions, yes=yes, confirm=confirm, timeout=timeout)
+    cluster, regions, _ = resolve_target(target, region)
+    assert cluster is not None
+    return down(rt, cluster, regions, yes=yes, confirm=confirm, timeout=timeout,
+                delete_efs=delete_efs)

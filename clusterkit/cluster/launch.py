@@ -16,8 +16,9 @@ from clusterkit.catalog.ranking import (
     walk_candidates,
 )
 from clusterkit.cluster.common import Runtime, base_tags
-from clusterkit.errors import AwsError, CapacityError, ClusterkitError
+from clusterkit.errors import AwsError, CapacityError
 from clusterkit.plan.nodes import PRICE_TAG, Node, format_slots, launch_tags, node_index
+from clusterkit.plan.pinning import PinReport
 from clusterkit.spec.model import Spec
 
 DEAD_STATES = ("shutting-down", "terminated", "stopping", "stopped")
@@ -37,22 +38,44 @@ def first_candidate(rt: Runtime | None, spec: Spec) -> Offer:
     return Offer(itype, spec.region, az, None, market, price, od, 0)
 
 
-def candidates(rt: Runtime, spec: Spec) -> list[Offer]:
-    """Ranked offers from the spot search; the first-candidate fallback if it fails."""
-    try:
-        from clusterkit.aws.offers import offers_for_spec
+def candidates(rt: Runtime, spec: Spec, region: str | None = None,
+               report: PinReport | None = None) -> list[Offer]:
+    """Ranked offers from the spot search, only in the regions (``region``: --region,
+    honoured or rejected) where every pinned resource exists (``report``, else looked
+    up here); the first-candidate fallback in the first such region if the search fails."""
+    from clusterkit.aws.offers import search_offers
+    from clusterkit.cluster.pins import launch_regions
 
-        result = offers_for_spec(rt.session, spec)
-    except (ClusterkitError, ImportError) as exc:
+    if report is None:
+        report = launch_regions(rt, spec, region)
+        for line in report.lines():
+            rt.say(f"pinned: {line}")
+    regions = report.qualifying
+    fallback = replace(spec, region=regions[0])
+    try:
+        result = search_offers(rt.session, instance_types=spec.nodes.instance_types,
+                               regions=regions, count=spec.nodes.count)
+    except AwsError as exc:
         rt.say(f"[yellow]offer search failed ({exc}); using the spec's first type[/yellow]")
-        return [first_candidate(rt, spec)]
-    for region, why in sorted(result.region_errors.items()):
-        rt.say(f"[yellow]no offers from {region}: {why}[/yellow]")
+        return [first_candidate(rt, fallback)]
+    for where, why in sorted(result.region_errors.items()):
+        rt.say(f"[yellow]no offers from {where}: {why}[/yellow]")
     if not result.offers:
-        return [first_candidate(rt, spec)]
+        return [first_candidate(rt, fallback)]
     return launch_candidates(result.offers, count=spec.nodes.count,
                              market_policy=spec.nodes.market, max_price=spec.nodes.max_price,
-                             instance_types=spec.nodes.instance_types, regions=spec.regions)
+                             instance_types=spec.nodes.instance_types, regions=regions)
+
+
+def scale_candidates(rt: Runtime, spec: Spec, nodes: Sequence[Node]) -> list[Offer]:
+    """Offers for nodes added to a running cluster: its region, AZ and type (the
+    placement group is its stack's), in the order of a first launch, so capacity falls
+    back as it would there (spot, then on-demand under spot-then-on-demand); the
+    master's own offer when the search has none."""
+    base = offer_of(nodes)
+    same = [o for o in candidates(rt, spec)
+            if (o.region, o.az, o.instance_type) == (base.region, base.az, base.instance_type)]
+    return same or [base]
 
 
 def offer_of(nodes: Sequence[Node]) -> Offer:
@@ -90,10 +113,20 @@ def gang_launch(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
             for n in launched]
 
 
-def walk(rt: Runtime, offers: Sequence[Offer],
-         try_launch: Callable[[Offer], list[Node]]) -> tuple[Offer, list[Node]]:
+def capacity_hint(market_policy: str) -> str:
+    """What to try when no offer had capacity, fitting the spec's market: on-demand is
+    suggested only where the spec does not already allow it."""
+    if market_policy == "spot":
+        return ("try later, add instance types or regions, or allow on-demand "
+                "(nodes.market: spot-then-on-demand)")
+    return "try later, or add instance types or regions"
+
+
+def walk(rt: Runtime, offers: Sequence[Offer], try_launch: Callable[[Offer], list[Node]],
+         *, market_policy: str = "spot") -> tuple[Offer, list[Node]]:
     """``walk_candidates`` with every attempt and its outcome printed: capacity errors
-    move on; quota, credential and other errors stop at once."""
+    move on; quota, credential and other errors stop at once. When every offer lacked
+    capacity, the hint fits ``market_policy``."""
     numbers = iter(range(1, len(offers) + 1))
 
     def attempt(offer: Offer) -> list[Node]:
@@ -107,18 +140,25 @@ def walk(rt: Runtime, offers: Sequence[Offer],
             rt.say(f"  [red]failed: {exc.message}[/red]")
             raise
 
-    offer, attempts = walk_candidates(offers, attempt)
+    try:
+        offer, attempts = walk_candidates(offers, attempt)
+    except CapacityError as exc:
+        if offers:  # tried them all (none at all: the hint says how to get candidates)
+            exc.hint = capacity_hint(market_policy)
+        raise
     return offer, attempts[-1].result
 
 
 def _dead(nodes: Sequence[Node], when: str) -> None:
     dead = [n for n in nodes if n.state in DEAD_STATES]
     if dead:
+        why = "spot capacity was reclaimed (or a node was stopped)" if any(
+            n.market == "spot" for n in dead) else "a node was stopped or terminated"
         raise CapacityError(
             f"{len(dead)} node(s) stopped {when}: "
             + ", ".join(f"{n.instance_id} {n.state}" for n in dead),
-            "spot capacity was reclaimed (or a node was stopped); clusterkit terminated the "
-            "nodes of this launch, run `clusterkit up` again")
+            f"{why}; clusterkit terminated the nodes of this launch, run `clusterkit up` "
+            "again")
 
 
 def check_alive(rt: Runtime, region: str, ids: Sequence[str]) -> None:

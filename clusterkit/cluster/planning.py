@@ -3,15 +3,20 @@ catalog and price snapshot and assumes no cluster exists yet."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from clusterkit.aws import stack as cfn
 from clusterkit.catalog import instances as catalog
 from clusterkit.catalog.prices import on_demand_price, spot_snapshot
 from clusterkit.catalog.ranking import Offer, launch_candidates
+from clusterkit.catalog.zones import ZoneType, label, zone_block, zone_type
 from clusterkit.cluster import launch
 from clusterkit.cluster.common import Runtime, facts, find_nodes, key_pair_missing
+from clusterkit.cluster.pins import checked_regions, pin_report, same_region
 from clusterkit.plan.nodes import node_actions
+from clusterkit.plan.pinning import offline_lines, pinned_resources
 from clusterkit.plan.stack import stack_name, stack_parameters
 from clusterkit.plan.up import Choice, UpPlan, plan_lines, plan_up
 from clusterkit.spec.model import Spec
@@ -24,56 +29,85 @@ def _choice(offer: Offer | None) -> Choice | None:
                   offer.price)
 
 
-def snapshot_offers(spec: Spec) -> list[Offer]:
-    """Offers from the shipped price snapshot (zone ids stand in for zone names)."""
+def snapshot_offers(spec: Spec, regions: Sequence[str] = ()) -> list[Offer]:
+    """Offers from the shipped price snapshot (zone ids stand in for zone names). Local
+    and Wavelength Zones are blocked: offline, opt-in and subnet cannot be checked."""
     offers = []
     for itype in spec.nodes.instance_types:
         known = catalog.lookup(itype)
         gpus = known.gpu_count if known else 0
-        for region in spec.regions or (spec.region,):
+        for region in regions or spec.regions or (spec.region,):
             od = on_demand_price(itype, region)
             for az_id, price in sorted(spot_snapshot(itype, region).items()):
-                offers.append(Offer(itype, region, az_id, az_id, "spot", price, od, gpus))
+                kind = zone_type(az_id)
+                offers.append(Offer(itype, region, az_id, az_id, "spot", price, od, gpus,
+                                    zone_type=kind, blocked=zone_block(
+                                        kind, opted_in=None, has_subnet=None)))
             offers.append(Offer(itype, region, f"{region} (any AZ)", None, "on-demand", od,
                                 od, gpus))
     return offers
 
 
-def plan_offline(spec: Spec) -> UpPlan:
-    cands = launch_candidates(snapshot_offers(spec), count=spec.nodes.count,
+def zone_lines(offers: Sequence[Offer]) -> list[str]:
+    """One line per offer in a Local or Wavelength Zone that was not ranked, and why."""
+    return [f"{o.az} is a {label(o.zone_type)} of {o.region} ({o.instance_type} {o.market} "
+            f"${o.price:.4f}/h): not ranked; it needs opt-in to its zone group and a "
+            "subnet in the VPC" for o in sorted(offers, key=lambda o: (o.price or 0, o.az or ""))
+            if o.blocked and o.zone_type is not ZoneType.AVAILABILITY_ZONE
+            and o.price is not None]
+
+
+def plan_offline(spec: Spec, region: str | None = None) -> UpPlan:
+    """No AWS call: the shipped snapshot, Local Zones marked, pinned resources unchecked."""
+    regions = checked_regions(spec, region)
+    offers = snapshot_offers(spec, regions)
+    cands = launch_candidates(offers, count=spec.nodes.count,
                               market_policy=spec.nodes.market, max_price=spec.nodes.max_price,
-                              instance_types=spec.nodes.instance_types, regions=spec.regions)
-    offer = cands[0] if cands else launch.first_candidate(None, spec)
-    notes = ["offline: prices from the shipped snapshot; assumes no cluster exists yet"]
+                              instance_types=spec.nodes.instance_types, regions=regions)
+    offer = cands[0] if cands else launch.first_candidate(None, replace(spec, region=regions[0]))
+    notes = ["offline: prices from the shipped snapshot; assumes no cluster exists yet",
+             *offline_lines(pinned_resources(spec)), *zone_lines(offers)]
+    if region:
+        notes.append(f"--region {region}: only {region} of the spec's regions")
     return UpPlan(spec.name, offer.region, "create", (), "none" if spec.ssh.key_name
                   else "import", node_actions(spec.name, spec.nodes.count, []),
                   _choice(offer), (), tuple(notes))
 
 
-def plan_online(rt: Runtime, spec: Spec) -> UpPlan:
+def plan_online(rt: Runtime, spec: Spec, only_region: str | None = None) -> UpPlan:
+    """What `up` would do. Pinned resources are looked up in the cluster's region, or
+    (new cluster) in every allowed region; a line per resource says where it was found."""
+    allowed = checked_regions(spec, only_region)  # before any AWS call
     region, nodes = find_nodes(rt, spec.name, spec.regions)
+    same_region(spec, region, only_region)
+    report = pin_report(rt, spec, [region] if region else allowed)
+    notes = [f"pinned: {line}" for line in report.lines()]
+    if only_region:
+        notes.append(f"--region {only_region}: only {only_region} of the spec's regions")
     offer = None
     if node_actions(spec.name, spec.nodes.count, nodes).launch:
         offer = launch.offer_of(nodes) if region else \
-            next(iter(launch.candidates(rt, spec)), None)
-    region = region or (offer.region if offer else spec.region)
+            next(iter(launch.candidates(rt, spec, only_region, report)), None)
+    region = region or (offer.region if offer else allowed[0])
     current = cfn.describe_stack(rt.session, region, stack_name(spec.name))
     found = facts(rt, spec, region, current=current["parameters"] if current else None)
     return plan_up(spec, region=region, stack_status=current["status"] if current else None,
                    stack_params=current["parameters"] if current else None,
                    wanted_params=stack_parameters(spec, found),
                    key_pair_missing=key_pair_missing(rt, spec, region), nodes=nodes,
-                   choice=_choice(offer))
+                   choice=_choice(offer), notes=notes)
 
 
 def do_plan(spec_file: str, *, offline: bool = False, profile: str | None = None,
-            rt: Runtime | None = None) -> tuple[UpPlan, list[str], dict[str, Any]]:
+            rt: Runtime | None = None, region: str | None = None,
+            ) -> tuple[UpPlan, list[str], dict[str, Any]]:
+    """``region`` (--region): plan for that one of the spec's regions, or exit 2."""
     from clusterkit.spec import load
 
     spec = load(spec_file)
     if offline:
-        result = plan_offline(spec)
+        result = plan_offline(spec, region)
     else:
         rt = rt or Runtime.make(region=spec.region, profile=profile)
-        result = plan_online(rt, spec)
+        result = plan_online(rt, spec, region)
     return result, plan_lines(result), result.to_json()

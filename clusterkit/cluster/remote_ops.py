@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from clusterkit.cluster import hostkeys
 from clusterkit.cluster.common import Runtime, find_nodes, resolve_target
 from clusterkit.errors import ClusterkitError, RemoteError
 from clusterkit.plan import selection
@@ -33,20 +34,37 @@ def login_for(target: str, region: str | None, *, user: str | None = None,
 
 
 def cluster_nodes(rt: Runtime, cluster: str, regions: Sequence[str]) -> list[Node]:
-    region, nodes = find_nodes(rt, cluster, regions)
-    running = [n for n in nodes if n.state == "running"]
-    if not running:
-        what = f"no running node of cluster {cluster}" if nodes else f"no cluster {cluster}"
-        raise ClusterkitError(f"{what} in {', '.join(regions)}",
+    """The cluster's live nodes (running or not), from its local record's region or a
+    tag search (every enabled region when ``regions`` is empty)."""
+    _, nodes = find_nodes(rt, cluster, regions)
+    if not nodes:
+        where = ", ".join(regions) if regions else "any enabled region"
+        raise ClusterkitError(f"no cluster {cluster} in {where}",
                               "check the name and --region (or give the spec file); "
                               "`clusterkit status` lists clusters")
-    return running
+    return nodes
+
+
+def require_running(nodes: Sequence[Node], chosen: Sequence[Node]) -> None:
+    """Refuse, naming them, when any chosen node is not running."""
+    labels = selection.labels(nodes)
+    down = [n for n in chosen if n.state != "running"]
+    if down:
+        raise ClusterkitError(
+            f"{len(down)} of the chosen node(s) not running: " + ", ".join(
+                f"{labels[n.instance_id]} ({n.state})" for n in down),
+            "`clusterkit up <spec>` starts stopped nodes; or choose running nodes with "
+            "--node (`clusterkit status` shows each node's state)")
+
+
+def _running(nodes: Sequence[Node]) -> list[Node]:
+    return [n for n in nodes if n.state == "running"]
 
 
 def hops(nodes: Sequence[Node], chosen: Sequence[Node]) -> list[fanout.Target]:
     """Where to dial each chosen node: the master directly, workers through it."""
     labels = selection.labels(nodes)
-    master = selection.gateway(nodes)
+    master = selection.gateway(_running(nodes))
     via = Hop(labels[master.instance_id], ssh_address(master.raw)) if master else None
     out = []
     for node in chosen:
@@ -81,17 +99,22 @@ def _summary(results: dict[str, dict[str, Any]]) -> RemoteError | None:
 
 
 def do_exec(target: str, command: Sequence[str], *, nodes: Sequence[str] = (),
-            region: str | None = None, profile: str | None = None, user: str | None = None,
+            accept_host_keys: Sequence[str] = (), region: str | None = None, profile: str | None = None, user: str | None = None,
             port: int | None = None, identity_file: str | None = None,
             timeout: float | None = None, connect_timeout: float = 15.0,
             out: TextIO | None = None, rt: Runtime | None = None) -> dict[str, dict[str, Any]]:
     """Run ``command`` (words joined by spaces, as ssh does) on the selected nodes at once;
-    {node: result}. Any failure raises one RemoteError whose ``results`` has every node."""
+    {node: result}. Any failure raises one RemoteError whose ``results`` has every node.
+    A chosen node that is not running fails the command before anything runs.
+    ``accept_host_keys``: nodes whose changed host key to accept (probed first)."""
     rt = rt or Runtime.make(region=region, profile=profile)
-    login, regions = login_for(target, region or rt.session.region_name, user=user, port=port,
+    login, regions = login_for(target, region, user=user, port=port,
                                identity_file=identity_file, connect_timeout=connect_timeout)
     found = cluster_nodes(rt, login.cluster, regions)
     chosen = selection.select(found, nodes)
+    require_running(found, chosen)
+    hostkeys.prepare(rt, login.cluster, _running(found), (), port=login.port,
+                     accept=accept_host_keys, timeout=min(5.0, connect_timeout))
     results = fanout.run_all(login, hops(found, chosen), " ".join(command),
                              timeout=timeout, out=out)
     meta = _meta(found)
@@ -103,16 +126,22 @@ def do_exec(target: str, command: Sequence[str], *, nodes: Sequence[str] = (),
 
 
 def do_ssh(target: str, node: str | None = None, command: Sequence[str] = (), *,
-           region: str | None = None, profile: str | None = None, user: str | None = None,
-           port: int | None = None, identity_file: str | None = None,
+           accept_host_keys: Sequence[str] = (), region: str | None = None,
+           profile: str | None = None, user: str | None = None, port: int | None = None, identity_file: str | None = None,
            print_only: bool = False, rt: Runtime | None = None) -> list[str]:
     """The ``ssh`` argv for one node (default: the master); unless ``print_only``, exec it
     (this process becomes ``ssh``)."""
     rt = rt or Runtime.make(region=region, profile=profile)
-    login, regions = login_for(target, region or rt.session.region_name, user=user, port=port,
+    login, regions = login_for(target, region, user=user, port=port,
                                identity_file=identity_file)
     found = cluster_nodes(rt, login.cluster, regions)
-    (hop,) = hops(found, [selection.select_one(found, node)])
+    chosen = selection.select_one(found, node)
+    require_running(found, [chosen])
+    (hop,) = hops(found, [chosen])
+    master = selection.gateway(_running(found))
+    route = [chosen, *([master] if hop.via is not None and master else [])]
+    hostkeys.prepare(rt, login.cluster, _running(found), route, port=login.port,
+                     accept=accept_host_keys)
     argv = sshcmd.prepare(login, hop.hop, hop.via, command)
     if not print_only:
         sys.stdout.flush()

@@ -1,50 +1,123 @@
-"""`clusterkit up`: stack, gang launch, wait for SSH. Idempotent and resumable: the
-cluster is found by its tags, and only what differs from the spec is changed."""
+"""`clusterkit up`: show what it will spend and ask, then stack, gang launch, wait for
+SSH. Idempotent and resumable: the cluster is found by its tags, and only what differs
+from the spec is changed; a difference it cannot apply to running nodes is refused."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from clusterkit.aws import efs, instances, keypairs, lookup
 from clusterkit.aws import stack as cfn
 from clusterkit.catalog.ranking import Offer
-from clusterkit.cluster import launch, stackops
+from clusterkit.cluster import hostkeys, launch, pins, record, stackops, stopped
 from clusterkit.cluster.common import Runtime, base_tags, facts, find_nodes, key_pair_missing
-from clusterkit.errors import AwsError, CapacityError, ClusterkitError
+from clusterkit.cluster.running import Trail, report_failure
+from clusterkit.errors import AwsError, CapacityError, ClusterkitError, UsageError
 from clusterkit.plan.cost import cluster_hourly
+from clusterkit.plan.drift import refused, spec_drift
 from clusterkit.plan.nodes import Node, node_actions
+from clusterkit.plan.spend import spend
 from clusterkit.plan.stack import key_pair_name, stack_action, stack_name, stack_parameters
+from clusterkit.plan.up import Choice, UpPlan, plan_up
 from clusterkit.remote import known_hosts
 from clusterkit.remote.address import ssh_address
 from clusterkit.remote.probe import local_public_key, wait_reachable
 from clusterkit.spec.model import Spec
 
+Confirm = Callable[[str], bool]
+
 
 def do_up(spec_file: str, *, rt: Runtime | None = None, profile: str | None = None,
-          timeout: float = 1800.0, wait_ssh: bool = True) -> dict[str, Any]:
+          timeout: float = 1800.0, wait_ssh: bool = True, yes: bool = False,
+          confirm: Confirm | None = None, region: str | None = None,
+          accept_host_keys: Sequence[str] = ()) -> dict[str, Any]:
+    """``yes`` skips the question; ``confirm`` asks it (None: no terminal to ask on, so
+    anything that would spend money is refused unless ``yes``). ``region`` (--region)
+    restricts new nodes to that one of the spec's regions, or is refused (exit 2)."""
     from clusterkit.spec import load
 
     spec = load(spec_file)
     rt = rt or Runtime.make(region=spec.region, profile=profile)
-    return up(rt, spec, timeout=timeout, wait_ssh=wait_ssh)
+    return up(rt, spec, timeout=timeout, wait_ssh=wait_ssh, yes=yes, confirm=confirm,
+              only_region=region, accept_host_keys=accept_host_keys)
+
+
+def read_region(rt: Runtime, spec: Spec, region: str,
+                ) -> tuple[dict[str, Any] | None, dict[str, str], str]:
+    """Read-only: the stack as it is, the parameters it should have, the VPC id."""
+    current = cfn.describe_stack(rt.session, region, stack_name(spec.name))
+    found = facts(rt, spec, region, current=current["parameters"] if current else None)
+    return current, stack_parameters(spec, found), found.vpc_id
 
 
 def prepare_region(rt: Runtime, spec: Spec, region: str, timeout: float) -> dict[str, Any]:
     """Key pair and stack in ``region``, created or updated only if they differ."""
-    current = cfn.describe_stack(rt.session, region, stack_name(spec.name))
-    found = facts(rt, spec, region, current=current["parameters"] if current else None)
+    current, params, vpc_id = read_region(rt, spec, region)
     if key_pair_missing(rt, spec, region):
         rt.say(f"importing your SSH public key as key pair {key_pair_name(spec.name)}")
         keypairs.import_key_pair(rt.session, region, key_pair_name(spec.name),
                                  local_public_key(spec.ssh.identity_file), base_tags(spec))
-    params = stack_parameters(spec, found)
     action = stack_action(current["status"] if current else None,
                           current["parameters"] if current else None, params)
     stack = stackops.deploy(rt, region, stack_name(spec.name), action, params,
                             base_tags(spec), timeout=timeout)
-    stack["vpc_id"] = found.vpc_id
+    stack["vpc_id"] = vpc_id
     return stack
+
+
+def _choice(offers: Sequence[Offer]) -> Choice | None:
+    if not offers:
+        return None
+    first = offers[0]
+    prices = [o.price for o in offers if o.price is not None]
+    return Choice(first.instance_type, first.region, first.az or first.az_id, first.market,
+                  first.price, max(prices) if prices else None)
+
+
+def read_plan(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
+              offers: Sequence[Offer]) -> UpPlan:
+    """What `up` will do, from read calls only (the region of a new cluster is its first
+    launch candidate's)."""
+    where = region or (offers[0].region if offers else spec.region)
+    current, params, _ = read_region(rt, spec, where)
+    return plan_up(spec, region=where, stack_status=current["status"] if current else None,
+                   stack_params=current["parameters"] if current else None,
+                   wanted_params=params, key_pair_missing=key_pair_missing(rt, spec, where),
+                   nodes=nodes, choice=_choice(offers))
+
+
+def refuse_drift(spec: Spec, region: str | None, nodes: Sequence[Node]) -> None:
+    """UsageError (exit 2) with the whole diff when the spec differs from what runs in
+    a way `up` cannot apply to running nodes; checked before any other call."""
+    diffs = spec_drift(spec, nodes)
+    if refused(diffs):
+        raise UsageError(
+            f"the spec of cluster {spec.name} differs from what runs in a way `up` cannot "
+            "apply to running nodes:\n" + "\n".join(f"  {d.describe()}" for d in diffs),
+            f"`clusterkit down {spec.name} --region {region}` first, then `clusterkit up` "
+            "with the new spec (or put the running values back in the spec)")
+
+
+def _check_plan(rt: Runtime, spec: Spec, plan: UpPlan, *, yes: bool,
+                confirm: Confirm | None) -> None:
+    """Show what differs and what will be spent, and ask."""
+    for diff in plan.drift:
+        rt.say(f"spec differs: {diff.describe()}")
+    if not plan.asks:
+        return
+    for line in spend(plan, spec).lines:
+        rt.say(line)
+    if yes:
+        return
+    if confirm is None:
+        raise UsageError("`up` would create billable resources and there is no terminal to "
+                         "ask on: nothing changed",
+                         "pass --yes to go ahead without asking (`clusterkit plan SPEC` "
+                         "shows the same without changing anything)")
+    if not confirm("go ahead?"):
+        raise ClusterkitError("declined: nothing changed", "`clusterkit plan SPEC` shows "
+                              "what `up` would do, without changing anything")
 
 
 def _mount_target(rt: Runtime, spec: Spec, region: str, stack: dict[str, Any],
@@ -52,7 +125,8 @@ def _mount_target(rt: Runtime, spec: Spec, region: str, stack: dict[str, Any],
     """The EFS mount target in the nodes' AZ (created here, not by the stack: the AZ is
     known only after the launch, and moving it would need a stack update per fallback)."""
     outputs = stack.get("outputs", {})
-    fs_id = outputs.get("DeletedFileSystemId") or outputs.get("RetainedFileSystemId")
+    fs_id = (outputs.get("DeletedFileSystemId") or outputs.get("RetainedFileSystemId")
+             or outputs.get("ExistingFileSystemId"))  # a kept one, mounted again
     subnet = next((n.subnet_id for n in nodes if n.subnet_id), None)
     if not fs_id or not subnet:
         return
@@ -74,18 +148,22 @@ def _retag(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node]) -> None:
 
 
 def _launch(rt: Runtime, spec: Spec, offers: Sequence[Offer], slots: Sequence[int],
-            stacks: dict[str, dict[str, Any]], timeout: float) -> tuple[str, list[Node]]:
+            stacks: dict[str, dict[str, Any]], timeout: float,
+            trail: Trail) -> tuple[str, list[Node]]:
     def try_launch(offer: Offer) -> list[Node]:
+        trail.touch(offer.region)
         if offer.region not in stacks:
             stacks[offer.region] = prepare_region(rt, spec, offer.region, timeout)
         stack = stacks[offer.region]
         subnet = lookup.default_subnet(rt.session, offer.region, stack["vpc_id"], offer.az or "")
-        return launch.gang_launch(rt, spec, offer, slots,
-                                  launch_template_id=stack["outputs"]["LaunchTemplateId"],
-                                  subnet_id=subnet, stack_id=stack["id"],
-                                  placement_group=stack["outputs"].get("PlacementGroupName", ""))
+        launched = launch.gang_launch(
+            rt, spec, offer, slots, launch_template_id=stack["outputs"]["LaunchTemplateId"],
+            subnet_id=subnet, stack_id=stack["id"],
+            placement_group=stack["outputs"].get("PlacementGroupName", ""))
+        trail.touch(offer.region, launched)
+        return launched
 
-    offer, new = launch.walk(rt, offers, try_launch)
+    offer, new = launch.walk(rt, offers, try_launch, market_policy=spec.nodes.market)
     rt.say(f"[green]launched {len(new)} node(s)[/green]: {', '.join(n.instance_id for n in new)}")
     return offer.region, new
 
@@ -100,31 +178,90 @@ def _wait_new(rt: Runtime, region: str, new: Sequence[Node], deadline: float) ->
         raise
 
 
-def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0,
-       wait_ssh: bool = True) -> dict[str, Any]:
+def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = True,
+       yes: bool = False, confirm: Confirm | None = None,
+       only_region: str | None = None, accept_host_keys: Sequence[str] = ()) -> dict[str, Any]:
     deadline = rt.clock() + timeout
+    pins.checked_regions(spec, only_region)  # unknown or foreign regions: before any call
     region, nodes = find_nodes(rt, spec.name, spec.regions)
-    actions = node_actions(spec.name, spec.nodes.count, nodes)
-    stacks: dict[str, dict[str, Any]] = {}
+    pins.same_region(spec, region, only_region)
     if region:
         rt.say(f"cluster {spec.name}: {len([n for n in nodes if n.live])} node(s) in {region}")
+    refuse_drift(spec, region, nodes)
+    actions = node_actions(spec.name, spec.nodes.count, nodes)
+    offers: list[Offer] = []
+    if actions.launch:
+        offers = launch.scale_candidates(rt, spec, nodes) if region else \
+            launch.candidates(rt, spec, only_region)
+    plan = read_plan(rt, spec, region, nodes, offers)
+    _check_plan(rt, spec, plan, yes=yes, confirm=confirm)
+    trail = Trail(spec.name)
+    trail.touch(region, [n for n in nodes if n.live])
+    trail.touch(plan.region)
+    try:
+        return _apply(rt, spec, region, nodes, offers, deadline=deadline, wait_ssh=wait_ssh,
+                      timeout=timeout, trail=trail, accept_host_keys=accept_host_keys)
+    except (Exception, KeyboardInterrupt) as exc:
+        report_failure(rt, trail, exc)
+        raise
+
+
+def _apply(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
+           offers: Sequence[Offer], *, deadline: float, wait_ssh: bool, timeout: float,
+           trail: Trail, accept_host_keys: Sequence[str] = ()) -> dict[str, Any]:
+    """The changes `up` confirmed: stack, surplus nodes, launch, tags, mount target, SSH."""
+    actions = node_actions(spec.name, spec.nodes.count, nodes)
+    record.save(spec, region or (offers[0].region if offers else spec.region))
+    stacks: dict[str, dict[str, Any]] = {}
+    if region:
         stacks[region] = prepare_region(rt, spec, region, timeout)
     if actions.terminate:
         rt.say(f"terminating surplus node(s): {', '.join(actions.terminate)}")
         instances.terminate_instances(rt.session, region or spec.region, actions.terminate)
+    stopped.start_stopped(rt, region or spec.region, actions.start, deadline=deadline)
     new: list[Node] = []
     if actions.launch:
-        offers = [launch.offer_of(nodes)] if region else launch.candidates(rt, spec)
-        region, new = _launch(rt, spec, offers, actions.launch, stacks, timeout)
+        region, new = _launch(rt, spec, offers, actions.launch, stacks, timeout, trail)
         _wait_new(rt, region, new, deadline)
     assert region is not None
+    record.save(spec, region)
     kept = [n for n in nodes if n.live and n.instance_id not in actions.terminate]
     ids = [n.instance_id for n in kept + new]
     running = launch.wait_running(rt, region, ids, deadline=deadline)
     _retag(rt, spec, region, running)  # described running: root volume ids are known
     _mount_target(rt, spec, region, stacks[region], running, deadline)
     host_keys = _wait_ssh(rt, spec, region, running, new, deadline) if wait_ssh else {}
+    hostkeys.check_and_record(rt, spec.name, running, host_keys, port=spec.ssh.port,
+                              accept=accept_host_keys)
     return _report(rt, spec, region, running, host_keys)
+
+
+def _elapsed(seconds: float) -> str:
+    seconds = int(max(0.0, seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class _SshProgress:
+    """Lines for the SSH wait: each node as it answers, and k/N ready with the elapsed
+    time at the first round and then every ``every`` seconds."""
+
+    def __init__(self, rt: Runtime, total: int, every: float = 10.0) -> None:
+        self.rt, self.total, self.every = rt, total, every
+        self.start = rt.clock()
+        self.ready = 0
+        self.last: float | None = None
+
+    def on_ready(self, iid: str, address: str) -> None:
+        self.ready += 1
+        self.rt.say(f"  {iid} reachable at {address} ({self.ready}/{self.total} ready, "
+                    f"{_elapsed(self.rt.clock() - self.start)})")
+
+    def on_round(self, ready: int, total: int) -> None:
+        now = self.rt.clock()
+        if self.last is None or now - self.last >= self.every:
+            self.last = now
+            self.rt.say(f"  waiting for SSH: {ready}/{total} ready, "
+                        f"{_elapsed(now - self.start)} elapsed")
 
 
 def _wait_ssh(rt: Runtime, spec: Spec, region: str, running: Sequence[Node],
@@ -133,10 +270,11 @@ def _wait_ssh(rt: Runtime, spec: Spec, region: str, running: Sequence[Node],
     aborts at once, and the nodes of this launch are terminated (never half a cluster)."""
     rt.say(f"waiting for SSH on {len(running)} node(s)")
     ids = [n.instance_id for n in running]
+    progress = _SshProgress(rt, len(running))
     try:
         return wait_reachable(
             [n.raw for n in running], port=spec.ssh.port, deadline=deadline,
-            on_ready=lambda iid, addr: rt.say(f"  {iid} reachable at {addr}"),
+            on_ready=progress.on_ready, on_round=progress.on_round, clock=rt.clock,
             interval=rt.poll, check=lambda: launch.check_alive(rt, region, ids))
     except CapacityError:
         if new:

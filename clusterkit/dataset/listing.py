@@ -9,11 +9,13 @@ symlink loop is walked once instead of forever; names that are not valid UTF-8 r
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+from clusterkit.dataset.atomic import TempOutput, publish
+from clusterkit.errors import UsageError
 
 DEFAULT_EXTS = (".jpeg", ".jpg", ".png")
 SHUFFLE_SEED = 100
@@ -87,17 +89,32 @@ def format_item(item: Item) -> str:
     return f"{item.index:d}\t{labels}{item.path}\n"
 
 
-def write_list(path: str, items: Sequence[Item]) -> None:
-    """Write a `.lst` (via a temporary name, so a crash leaves no half list)."""
-    tmp = f"{path}.tmp-{os.getpid()}"
+def _encode(items: Sequence[Item]) -> Iterator[bytes]:
+    for item in items:
+        yield format_item(item).encode("utf-8", "surrogateescape")
+
+
+def write_lists(files: Sequence[tuple[str, Sequence[Item]]]) -> None:
+    """Write `.lst` files all or nothing: each under a temporary name, flushed and fsynced,
+    and renamed into place only when every one is complete. On any error (disk full,
+    Ctrl-C) the temporary files are removed and earlier lists are left as they were."""
+    outputs: list[TempOutput] = []
     try:
-        with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as fh:
-            fh.writelines(format_item(item) for item in items)
-        os.replace(tmp, path)
-    except BaseException:  # Ctrl-C, SIGTERM, disk full: leave no temporary file behind
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        for path, items in files:
+            outputs.append(TempOutput(path))
+            for line in _encode(items):
+                outputs[-1].write(line)
+            outputs[-1].finish()
+        publish(outputs)
+    except BaseException:
+        for out in outputs:
+            out.discard()
         raise
+
+
+def write_list(path: str, items: Sequence[Item]) -> None:
+    """Write one `.lst` (via a temporary name, so a failure leaves no half list)."""
+    write_lists([(path, items)])
 
 
 def split_lists(prefix: str, items: list[Item], opts: ListOptions) -> list[tuple[str, list[Item]]]:
@@ -127,11 +144,14 @@ def split_lists(prefix: str, items: list[Item], opts: ListOptions) -> list[tuple
 def make_lists(prefix: str, root: str, opts: ListOptions) -> tuple[list[str], list[tuple[str, int]]]:
     """im2rec ``--list``: write the `.lst` file(s); return their paths and the class map."""
     items, classes = list_images(root, opts.recursive, opts.exts)
-    written = []
-    for path, chunk in split_lists(prefix, items, opts):
-        write_list(path, chunk)
-        written.append(path)
-    return written, classes
+    if not items:
+        where = "in it or any subdirectory" if opts.recursive else (
+            "directly in it (add --recursive to walk subdirectories)")
+        raise UsageError(f"no images under {root}",
+                         f"looked for {' '.join(opts.exts)} files {where}")
+    files = split_lists(prefix, items, opts)
+    write_lists(files)
+    return [path for path, _ in files], classes
 
 
 def parse_line(line: str) -> Item | str:

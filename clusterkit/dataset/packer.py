@@ -116,7 +116,9 @@ def tune_malloc() -> None:
 def find_lists(prefix: str) -> tuple[str, list[str]]:
     """im2rec's rule: every `*.lst` file in the prefix's directory whose path starts with it."""
     working_dir = prefix if os.path.isdir(prefix) else os.path.dirname(prefix)
-    found = []
+    found: list[str] = []
+    if not os.path.isdir(working_dir):
+        return working_dir, found
     for name in sorted(os.listdir(working_dir)):
         path = os.path.join(working_dir, name)
         if os.path.isfile(path) and path.startswith(prefix) and path.endswith(".lst"):
@@ -134,24 +136,24 @@ def _drain(pending: deque[tuple[Item, Future]], writer: IndexedRecordWriter, res
     item, fut = pending.popleft()
     try:
         pieces = fut.result()
-        writer.write_framed(item.index, pieces)
-        result.packed += 1
     except Exception as exc:  # BadImage, or any OpenCV surprise: one bad image never stops a run
         path = os.path.join(root, item.path)
         result.bad.append((path, str(exc) or type(exc).__name__))
         report(path, str(exc) or type(exc).__name__)
+        return
+    writer.write_framed(item.index, pieces)  # a write error (disk full...) stops the run
+    result.packed += 1
 
 
-def pack_list(lst: str, rec: str, idx: str, root: str, codec: CodecOptions, num_thread: int,
-              report: Callable[[str, str], None],
+def pack_list(lst: str, writer: IndexedRecordWriter, root: str, codec: CodecOptions,
+              num_thread: int, report: Callable[[str, str], None],
               advance: Callable[[int], None] = lambda n: None) -> ListResult:
-    """Pack one `.lst` into ``rec``/``idx``; both appear only when the whole list is done."""
-    result = ListResult(lst, rec, idx)
+    """Pack one `.lst` through ``writer`` (the caller commits or aborts it)."""
+    result = ListResult(lst, writer.rec_path, writer.idx_path)
     window = max(1, num_thread) * WINDOW_PER_THREAD
     start = time.perf_counter()
     pending: deque[tuple[Item, Future]] = deque()
-    with IndexedRecordWriter(idx, rec) as writer, \
-            ThreadPoolExecutor(max(1, num_thread), thread_name_prefix="pack") as pool:
+    with ThreadPoolExecutor(max(1, num_thread), thread_name_prefix="pack") as pool:
         try:
             for lineno, entry in read_list(lst):
                 if isinstance(entry, str):
@@ -169,6 +171,7 @@ def pack_list(lst: str, rec: str, idx: str, root: str, codec: CodecOptions, num_
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
+    writer.finish()
     result.seconds = time.perf_counter() - start
     return result
 
@@ -190,17 +193,26 @@ def _pack_all(opts: PackOptions, console: Console, summary: PackSummary) -> None
     def report(path: str, why: str) -> None:
         console.print(f"[yellow]skipped[/yellow] {escape(path)}: {escape(why)}", soft_wrap=True)
 
-    for lst in lists:
-        base = os.path.join(working_dir, os.path.splitext(os.path.basename(lst))[0])
-        with _progress(console) as progress:
-            task = progress.add_task(os.path.basename(lst), total=_count_lines(lst))
-            result = pack_list(lst, base + ".rec", base + ".idx", opts.root, opts.codec,
-                               opts.num_thread, report,
-                               lambda n, t=task: progress.advance(t, n))
-        summary.packed.append(result)
-        rate = result.packed / result.seconds if result.seconds else 0.0
-        console.print(f"{escape(result.rec)}: {result.packed} images in {result.seconds:.1f}s "
-                      f"({rate:,.0f} images/s), {len(result.bad)} skipped", soft_wrap=True)
+    writers: list[IndexedRecordWriter] = []
+    try:  # all or nothing: every .rec/.idx is renamed into place only when all are complete
+        for lst in lists:
+            base = os.path.join(working_dir, os.path.splitext(os.path.basename(lst))[0])
+            writers.append(IndexedRecordWriter(base + ".idx", base + ".rec"))
+            with _progress(console) as progress:
+                task = progress.add_task(os.path.basename(lst), total=_count_lines(lst))
+                result = pack_list(lst, writers[-1], opts.root, opts.codec, opts.num_thread,
+                                   report, lambda n, t=task: progress.advance(t, n))
+            summary.packed.append(result)
+            rate = result.packed / result.seconds if result.seconds else 0.0
+            console.print(f"{escape(result.rec)}: {result.packed} images in "
+                          f"{result.seconds:.1f}s ({rate:,.0f} images/s), "
+                          f"{len(result.bad)} skipped", soft_wrap=True)
+        for writer in writers:
+            writer.commit()
+    except BaseException:
+        for writer in writers:
+            writer.abort()
+        raise
 
 
 @contextmanager

@@ -14,9 +14,10 @@ import numbers
 import os
 import struct
 from collections.abc import Iterator, Sequence
-from typing import BinaryIO
 
 import numpy as np
+
+from clusterkit.dataset.atomic import TempOutput, output_error, sync_dirs
 
 MAGIC = 0xCED7230A
 MAGIC_BYTES = struct.pack("<I", MAGIC)
@@ -144,21 +145,25 @@ def read_index(path: str | os.PathLike) -> list[tuple[int, int]]:
 class IndexedRecordWriter:
     """Writes ``.rec`` + ``.idx`` under temporary names; ``commit()`` renames them into place.
 
-    Until ``commit()`` nothing exists under the final names, so an interrupted run never
-    leaves a complete-looking pair behind; ``abort()`` (or leaving a ``with`` block on an
-    exception) deletes the temporary files.
+    Until ``commit()`` nothing exists under the final names, so an interrupted or failed run
+    never leaves a complete-looking pair behind; ``abort()`` (or leaving a ``with`` block on
+    an exception) deletes the temporary files. Any write error raises ``OutputError`` and
+    makes the writer refuse to commit: a record lost to a full disk is never papered over.
     """
 
     def __init__(self, idx_path: str, rec_path: str, buffer_size: int = 8 << 20) -> None:
         self.idx_path, self.rec_path = idx_path, rec_path
-        suffix = f".tmp-{os.getpid()}"
-        self._tmp_rec, self._tmp_idx = rec_path + suffix, idx_path + suffix
-        self._rec: BinaryIO = open(self._tmp_rec, "wb", buffering=0)  # noqa: SIM115
-        self._idx: BinaryIO = open(self._tmp_idx, "wb", buffering=1 << 16)  # noqa: SIM115
+        self._rec = TempOutput(rec_path, buffering=0)
+        try:
+            self._idx = TempOutput(idx_path, buffering=1 << 16)
+        except BaseException:
+            self._rec.discard()
+            raise
         self._buffer_size = buffer_size
         self._pieces: list[bytes] = []
         self._pending = 0
         self._pos = 0
+        self._failed = False
         self.count = 0
 
     def tell(self) -> int:
@@ -170,48 +175,84 @@ class IndexedRecordWriter:
 
     def write_framed(self, key: int, pieces: list[bytes]) -> None:
         """Append one record already framed by ``frame_record``/``encode_record``."""
-        self._idx.write(b"%d\t%d\n" % (key, self._pos))
-        size = sum(len(p) for p in pieces)
-        self._pieces += pieces
-        self._pending += size
-        self._pos += size
-        self.count += 1
-        if self._pending >= self._buffer_size or len(self._pieces) >= 512:
-            self.flush()
+        self._check()
+        try:
+            self._idx.write(b"%d\t%d\n" % (key, self._pos))
+            size = sum(len(p) for p in pieces)
+            self._pieces += pieces
+            self._pending += size
+            self._pos += size
+            self.count += 1
+            if self._pending >= self._buffer_size or len(self._pieces) >= 512:
+                self._writev()
+        except BaseException:
+            self._failed = True
+            raise
 
     def flush(self) -> None:
         """Hand the gathered pieces to the kernel in one writev (no user-space copy)."""
+        self._check()
+        try:
+            self._writev()
+        except BaseException:
+            self._failed = True
+            raise
+
+    def _writev(self) -> None:
+        if not self._pieces:
+            return
         fd = self._rec.fileno()
         pieces, self._pieces, self._pending = self._pieces, [], 0
-        while pieces:
-            done = os.writev(fd, pieces)
-            while pieces and done >= len(pieces[0]):
-                done -= len(pieces.pop(0))
-            if done:
-                pieces[0] = pieces[0][done:]
+        try:
+            while pieces:
+                done = os.writev(fd, pieces)
+                while pieces and done >= len(pieces[0]):
+                    done -= len(pieces.pop(0))
+                if done:
+                    pieces[0] = pieces[0][done:]
+        except OSError as exc:
+            raise output_error(self.rec_path, exc) from exc
+
+    def finish(self) -> None:
+        """Write out, fsync and close both temporary files (still under their temp names)."""
+        self.flush()
+        try:
+            self._rec.finish()
+            self._idx.finish()
+        except BaseException:
+            self._failed = True
+            raise
 
     def commit(self) -> None:
-        self.flush()
-        self._rec.close()
-        self._idx.close()
+        self.finish()
         # An .idx on disk must always describe the .rec beside it: drop the old index,
         # put the new records in place, and only then their index.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.idx_path)
-        os.replace(self._tmp_rec, self.rec_path)
-        os.replace(self._tmp_idx, self.idx_path)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.idx_path)
+        except OSError as exc:
+            raise output_error(self.idx_path, exc) from exc
+        self._rec.commit()
+        self._idx.commit()
+        sync_dirs([self.rec_path, self.idx_path])
 
     def abort(self) -> None:
-        for fh, path in ((self._rec, self._tmp_rec), (self._idx, self._tmp_idx)):
-            fh.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+        self._rec.discard()
+        self._idx.discard()
+
+    def _check(self) -> None:
+        if self._failed:
+            raise RuntimeError(f"{self.rec_path}: writer used after a failed write")
 
     def __enter__(self) -> IndexedRecordWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
+        if exc_type is not None:
             self.abort()
+            return
+        try:
+            self.commit()
+        except BaseException:
+            self.abort()
+            raise

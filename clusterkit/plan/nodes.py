@@ -21,7 +21,9 @@ INDEX_TAG = "clusterkit:index"
 SLOTS_TAG = "clusterkit:slots"
 PRICE_TAG = "clusterkit:price"
 RETAIN_TAG = "clusterkit:retain"
+REGION_TAG = "clusterkit:region"  # on the IAM role (global): the region of its stack
 LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
+STOPPED_STATES = ("stopping", "stopped")  # `up` starts these again
 
 
 @dataclass(frozen=True)
@@ -121,15 +123,16 @@ def launch_tags(cluster: str, slots: Sequence[int]) -> dict[str, str]:
 @dataclass(frozen=True)
 class NodeActions:
     """What `up` must do to the nodes: launch these indexes, terminate these ids,
-    and write these per-node tags."""
+    write these per-node tags, and start these stopped ids."""
 
     launch: tuple[int, ...] = ()
     terminate: tuple[str, ...] = ()
     retag: tuple[tuple[str, Mapping[str, str]], ...] = ()
+    start: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.launch or self.terminate or self.retag)
+        return not (self.launch or self.terminate or self.retag or self.start)
 
 
 def node_actions(cluster: str, count: int, nodes: Sequence[Node]) -> NodeActions:
@@ -149,7 +152,8 @@ def node_actions(cluster: str, count: int, nodes: Sequence[Node]) -> NodeActions
         if any(node.tags.get(k) != v for k, v in want.items()):
             retag.append((node.instance_id, want))
     missing = tuple(i for i in range(count) if i not in keep)
-    return NodeActions(missing, tuple(terminate), tuple(retag))
+    start = tuple(n.instance_id for _, n in sorted(keep.items()) if n.state in STOPPED_STATES)
+    return NodeActions(missing, tuple(terminate), tuple(retag), start)
 
 
 def placement_of(nodes: Sequence[Node]) -> tuple[str, str, str, str] | None:

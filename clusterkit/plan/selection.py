@@ -1,7 +1,8 @@
 """Which nodes a `clusterkit exec --node` / `clusterkit ssh NODE` selector names. PURE.
 
-A selector is an index (``0``, ``2``), a role (``master``; ``worker`` = every worker),
-an instance id (``i-…``) or a ``Name`` tag (``mycluster-worker-1``).
+A selector is an index (``0``, ``2``), a node name (``master``, ``worker-2``; also
+``master-0``), a role (``worker`` = every worker), an instance id (``i-…``) or a
+``Name`` tag (``mycluster-worker-1``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ def _matches(node: Node, selector: str) -> bool:
         return node.index == int(selector)
     if selector in ROLES:
         return node.index is not None and node.role == ROLES[selector]
+    if node.index is not None and selector == short_name(node):
+        return True
     return selector in (node.instance_id, node.tags.get("Name"))
+
+
+def short_name(node: Node) -> str:
+    """``master-0``, ``worker-2``: the node's name within its cluster."""
+    return f"{node.role}-{node.index}"
 
 
 def _available(nodes: Sequence[Node]) -> str:
@@ -55,8 +63,8 @@ def select(nodes: Sequence[Node], selectors: Sequence[str] = ()) -> list[Node]:
         hits = [n for n in nodes if _matches(n, selector.strip())]
         if not hits:
             raise UsageError(f"no node {selector!r} in this cluster",
-                             "name a node by index, role (master, worker), instance id or "
-                             f"Name tag; nodes: {_available(nodes)}")
+                             "name a node by index (2), name (master, worker-2), role "
+                             f"(worker), instance id or Name tag; nodes: {_available(nodes)}")
         chosen.update((n.instance_id, n) for n in hits)
     return ordered(list(chosen.values()))
 

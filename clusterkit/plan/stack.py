@@ -34,11 +34,13 @@ class Facts:
     root_device: str
     key_name: str
     ssh_cidr: str
+    efs_id: str = ""  # a kept file system to mount instead of creating one
 
 
 def stack_parameters(spec: Spec, facts: Facts) -> dict[str, str]:
     efs = spec.storage.efs
     create_efs = efs is not None and efs.create
+    reuse = facts.efs_id if create_efs else ""  # a kept file system instead of a new one
     return {
         "ClusterName": spec.name,
         "VpcId": facts.vpc_id,
@@ -50,8 +52,9 @@ def stack_parameters(spec: Spec, facts: Facts) -> dict[str, str]:
         "UsePlacementGroup": "true" if spec.nodes.placement_group else "false",
         "SshCidr": facts.ssh_cidr,
         "SshPort": str(spec.ssh.port),
-        "CreateEfs": "true" if create_efs else "false",
+        "CreateEfs": "true" if create_efs and not reuse else "false",
         "EfsDeletionPolicy": efs.deletion_policy if efs is not None else "retain",
+        "ExistingFileSystemId": reuse,
     }
 
 

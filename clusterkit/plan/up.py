@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from clusterkit.plan.cost import hourly
+from clusterkit.plan.drift import Difference, refused, spec_drift
 from clusterkit.plan.nodes import Node, NodeActions, node_actions
 from clusterkit.plan.stack import changed_parameters, stack_action
 from clusterkit.spec.model import Spec
@@ -20,6 +21,7 @@ class Choice:
     az: str | None
     market: str
     price: float | None
+    worst_price: float | None = None  # the dearest offer `up` may fall back to, per node
 
     def describe(self) -> str:
         price = f"${self.price:.4f}/h" if self.price is not None else "price unknown"
@@ -37,10 +39,23 @@ class UpPlan:
     choice: Choice | None  # where missing nodes would be launched
     existing: tuple[Node, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    drift: tuple[Difference, ...] = ()  # the spec against the running cluster
 
     @property
     def mutates(self) -> bool:
         return self.stack != "none" or self.key_pair != "none" or not self.nodes.empty
+
+    @property
+    def asks(self) -> bool:
+        """Changes that cost money or remove nodes, which `up` confirms first (writing
+        missing node tags alone does not ask)."""
+        return (self.stack != "none" or self.key_pair != "none"
+                or not replace(self.nodes, retag=()).empty)
+
+    @property
+    def refused(self) -> list[Difference]:
+        """Differences `up` cannot apply to running nodes (it refuses them)."""
+        return refused(self.drift)
 
     def hourly_after(self) -> float | None:
         """Total $/h once `up` is done: kept nodes at their recorded price, new ones at
@@ -68,6 +83,8 @@ class UpPlan:
             "choice": None if self.choice is None else self.choice.__dict__,
             "hourly_usd": self.hourly_after(),
             "changes": self.mutates, "notes": list(self.notes),
+            "drift": [{"key": d.key, "running": d.running, "wanted": d.wanted,
+                       "in_place": d.apply.name == "IN_PLACE"} for d in self.drift],
         }
 
 
@@ -80,12 +97,15 @@ def plan_up(spec: Spec, *, region: str, stack_status: str | None,
         else ()
     return UpPlan(spec.name, region, action, changes, "import" if key_pair_missing else "none",
                   node_actions(spec.name, spec.nodes.count, nodes), choice, tuple(nodes),
-                  tuple(notes))
+                  tuple(notes), tuple(spec_drift(spec, nodes)))
 
 
 def plan_lines(plan: UpPlan) -> list[str]:
     """Human-readable list of what `up` would do."""
     lines = [f"cluster {plan.cluster} in {plan.region}"]
+    lines.extend(f"differs: {d.describe()}" for d in plan.drift)
+    if plan.refused:
+        lines.append(f"`up` refuses this: `clusterkit down {plan.cluster}` first, then `up`")
     stack = {"create": "create stack (security group, placement group, launch template, "
                        "instance role/profile, EFS if asked)",
              "recreate": "delete the failed stack and create it again",

@@ -89,11 +89,14 @@ def describe(exc: BaseException, login: Login, hop: Hop) -> RemoteError:
     if isinstance(exc, RemoteError):
         return exc
     if isinstance(exc, paramiko.BadHostKeyException):
-        return RemoteError(
-            f"{where}: host key does not match the one recorded in {login.known_hosts}: "
-            "refusing to connect",
-            "if the node was replaced, `clusterkit up <spec>` records its new key; otherwise "
-            "something is intercepting the connection")
+        change = known_hosts.KeyChange(
+            hop.label, hop.address, f"{exc.expected_key.get_name()} "
+            f"{exc.expected_key.get_base64()}", f"{exc.key.get_name()} {exc.key.get_base64()}")
+        refused = known_hosts.changed_error([change])
+        return RemoteError(f"{where}: host key does not match the one recorded in "
+                           f"{login.known_hosts}: refusing to connect: recorded "
+                           f"{known_hosts.fingerprint(change.recorded)}, now presents "
+                           f"{known_hosts.fingerprint(change.presented)}", refused.hint)
     if isinstance(exc, paramiko.AuthenticationException) or \
             "No authentication methods" in str(exc):
         return RemoteError(f"{where}: authentication failed ({exc})",

@@ -6,17 +6,24 @@ Lives at ``$CLUSTERKIT_HOME/clusters/<name>/known_hosts`` (default ``~/.clusterk
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import json
 import os
-import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-HOME_ENV = "CLUSTERKIT_HOME"
+from clusterkit import statedir
+from clusterkit.errors import RemoteError
+
+HOME_ENV = statedir.HOME_ENV
 
 
 def cluster_dir(cluster: str) -> Path:
-    home = Path(os.environ.get(HOME_ENV) or "~/.clusterkit").expanduser()
-    return home / "clusters" / cluster
+    """The cluster's state directory, through statedir's name and containment checks."""
+    return statedir.cluster_dir(cluster)
 
 
 def known_hosts_path(cluster: str) -> Path:
@@ -58,5 +65,94 @@ def record(cluster: str, keys_by_address: Mapping[str, str], port: int = 22) -> 
 
 
 def forget(cluster: str) -> None:
-    """Drop everything recorded for a cluster (after `down`)."""
-    shutil.rmtree(cluster_dir(cluster), ignore_errors=True)
+    """Drop everything recorded for a cluster (after `down`); refuses a bad name or a
+    directory that resolves outside the state directory (statedir.cluster_dir)."""
+    statedir.remove_cluster_dir(cluster)
+
+
+# Host keys per instance id: the truth the known_hosts file above is made from. An
+# address can change (a stopped node starts with a new public IP) or be reused by
+# another instance; an instance id is never reused, so a new key for the same id is
+# refused until the user accepts it for that node.
+HOST_KEYS_FILE = "host_keys.json"
+ACCEPT_FLAG = "--accept-new-host-key"
+
+
+def host_keys_path(cluster: str) -> Path:
+    return cluster_dir(cluster) / HOST_KEYS_FILE
+
+
+def instance_keys(cluster: str) -> dict[str, str]:
+    """{instance id: "type base64"} recorded for the cluster ({} when none)."""
+    try:
+        data = json.loads(host_keys_path(cluster).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def fingerprint(key: str) -> str:
+    """OpenSSH's ``SHA256:…`` fingerprint of a ``type base64`` key line."""
+    try:
+        blob = base64.b64decode(key.split()[1], validate=True)
+    except (IndexError, binascii.Error):
+        return "SHA256:?"
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+@dataclass(frozen=True)
+class KeyChange:
+    """The same instance presenting a key other than the one recorded for it."""
+
+    label: str  # the node, as the user names it
+    instance_id: str
+    recorded: str
+    presented: str
+
+    def describe(self) -> str:
+        return (f"{self.label} ({self.instance_id}): recorded {fingerprint(self.recorded)}, "
+                f"now presents {fingerprint(self.presented)}")
+
+
+def changes(cluster: str, presented: Mapping[str, str],
+            labels: Mapping[str, str] | None = None) -> list[KeyChange]:
+    """The instances in ``presented`` ({instance id: key}) whose recorded key differs."""
+    recorded = instance_keys(cluster)
+    labels = labels or {}
+    return [KeyChange(labels.get(iid, iid), iid, recorded[iid], key)
+            for iid, key in sorted(presented.items())
+            if recorded.get(iid) and _blob(recorded[iid]) != _blob(key)]
+
+
+def _blob(key: str) -> str:
+    return " ".join(key.split()[:2])
+
+
+def changed_error(found: Sequence[KeyChange]) -> RemoteError:
+    """Refusal for changed host keys: both fingerprints, and how to accept one node's."""
+    nodes = " ".join(f"{ACCEPT_FLAG} {c.label}" for c in found)
+    return RemoteError(
+        "host key changed for the same instance, refusing to connect: "
+        + "; ".join(c.describe() for c in found),
+        "an instance keeps its host key for life: a new one means its disk was rebuilt or "
+        "something intercepts the connection. Only if you know why, accept the new key "
+        f"for that node alone: repeat the command with `{nodes}`")
+
+
+def record_instances(cluster: str, keys: Mapping[str, str]) -> Path:
+    """Merge {instance id: key} into the cluster's host_keys.json (atomic write)."""
+    path = host_keys_path(cluster)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    merged = {**instance_keys(cluster), **{k: _blob(v) for k, v in keys.items()}}
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(dict(sorted(merged.items())), indent=1) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def sync(cluster: str, addresses: Mapping[str, str], port: int = 22) -> Path | None:
+    """Write the known_hosts lines of ``addresses`` ({address: instance id}) from the
+    per-instance keys, so each address is checked against its instance's own key."""
+    keys = instance_keys(cluster)
+    by_address = {a: keys[iid] for a, iid in addresses.items() if iid in keys}
+    return record(cluster, by_address, port) if by_address else None

@@ -40,12 +40,14 @@ def wait_reachable(instances: Sequence[Mapping[str, Any]], *, port: int, deadlin
                    on_ready: Callable[[str, str], None] | None = None,
                    interval: float = 1.0,
                    clock: Callable[[], float] = time.monotonic,
-                   check: Callable[[], None] | None = None) -> dict[str, str]:
+                   check: Callable[[], None] | None = None,
+                   on_round: Callable[[int, int], None] | None = None) -> dict[str, str]:
     """Wait until every instance answers SSH; {instance_id: host key line}.
 
     ``deadline`` is a ``clock()`` value; RemoteError names the nodes still silent.
     ``check`` runs before every wait between rounds and aborts the wait by raising
-    (the caller's "is every node still alive?")."""
+    (the caller's "is every node still alive?"). ``on_round(ready, total)`` follows each
+    round that leaves nodes waiting, so the caller can show the wait."""
     pending = {i["InstanceId"]: i for i in instances}
     found: dict[str, str] = {}
     last_error: dict[str, str] = {}
@@ -76,6 +78,8 @@ def wait_reachable(instances: Sequence[Mapping[str, Any]], *, port: int, deadlin
                               "--timeout to wait longer",
                               results=last_error)
         if pending:
+            if on_round:
+                on_round(len(found), len(found) + len(pending))
             if check:
                 check()
             time.sleep(interval)
@@ -109,3 +113,16 @@ def local_public_key(identity_file: str | None = None) -> str:
     raise UsageError("no SSH public key to authorize on the nodes",
                      "start an ssh-agent with your key (ssh-add), set ssh.identity_file, or "
                      "name an existing EC2 key pair in ssh.key_name")
+
+
+def presented_keys(instances: Sequence[Mapping[str, Any]], port: int,
+                   timeout: float = 5.0) -> dict[str, str]:
+    """{instance id: host key line} each instance presents now, dialled directly (as the
+    `up` probe does); instances that do not answer are left out."""
+    out: dict[str, str] = {}
+    for inst in instances:
+        try:
+            out[inst["InstanceId"]] = ssh_handshake(ssh_address(inst), port, timeout=timeout)
+        except (ClusterkitError, OSError, paramiko.SSHException, EOFError):
+            continue
+    return out

@@ -32,6 +32,13 @@ from clusterkit.sandbox.state import (
 )
 
 START_TIMEOUT = 15.0
+SECRET_PREFIXES = ("AWS_", "SSH_")  # credentials and agent: the emulator needs none of them
+
+
+def daemon_env() -> dict[str, str]:
+    """The caller's environment minus credentials and the SSH agent: every node can read
+    the daemon's ``/proc/PID/environ``, so the daemon must not hold them either."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(SECRET_PREFIXES)}
 
 
 def do_start(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -44,7 +51,7 @@ def do_start(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     with open(where / LOG_FILE, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", DAEMON_MODULE, str(where)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
-                                start_new_session=True, close_fds=True)
+                                start_new_session=True, close_fds=True, env=daemon_env())
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         state = read_json_dict(where / STATE_FILE)

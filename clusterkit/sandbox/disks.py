@@ -18,6 +18,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from clusterkit.sandbox.node import node_env
+
 log = logging.getLogger("clusterkit.sandbox.disks")
 EBS_PREFIX = "nvme-Amazon_Elastic_Block_Store_"
 STORE_PREFIX = "nvme-Amazon_EC2_NVMe_Instance_Storage_"
@@ -43,7 +45,7 @@ def store_link_name(instance_id: str, index: int) -> str:
 
 def losetup(image: Path) -> str:
     out = subprocess.run(["losetup", "--find", "--show", str(image)], check=True,
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=node_env())
     return out.stdout.strip()
 
 
@@ -72,7 +74,7 @@ def sparse(path: Path, size_bytes: int) -> None:
 
 def copy_image(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["cp", "--sparse=always", str(src), str(dst)], check=True)
+    subprocess.run(["cp", "--sparse=always", str(src), str(dst)], check=True, env=node_env())
 
 
 class Disks:

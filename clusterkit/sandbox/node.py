@@ -29,6 +29,7 @@ SSHD = "/usr/sbin/sshd"
 LOGIN_USERS = ("ubuntu", "ec2-user")
 EFS_IN_NODE = "/var/lib/clusterkit-sandbox/efs"
 MARKER_ENV = "CLUSTERKIT_SANDBOX_RUN"  # set on each node's sshd, so a sweep finds them
+NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 SSHD_CONFIG = """\
 ListenAddress {address}:22
@@ -83,9 +84,19 @@ class NodeSpec:
     extra_hosts: list[str] = field(default_factory=list)
 
 
+def node_env(run_dir: Path | None = None) -> dict[str, str]:
+    """The whole environment of every process started for a node. Nothing of the daemon's
+    (the user's ``AWS_*`` credentials, ``SSH_AUTH_SOCK``, ...) is passed on, so nothing of
+    it can be read from a node's ``/proc/PID/environ``. ``run_dir`` sets the sweep marker."""
+    env = {"PATH": NODE_PATH, "LANG": "C.UTF-8", "HOME": "/root"}
+    if run_dir is not None:
+        env[MARKER_ENV] = str(run_dir)
+    return env
+
+
 def _keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", path.parent.name,
-                    "-f", str(path)], check=True, stdin=subprocess.DEVNULL)
+                    "-f", str(path)], check=True, stdin=subprocess.DEVNULL, env=node_env())
 
 
 def prepare(spec: NodeSpec) -> str:
@@ -171,9 +182,9 @@ def start(spec: NodeSpec, log: Path) -> subprocess.Popen:
                     "sh", str(script)]
         else:
             argv = [SSHD, "-D", "-e", "-f", str(spec.root / "conf" / "sshd_config")]
-        env = {**os.environ, MARKER_ENV: str(spec.root.parent.parent)}
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                start_new_session=True, env=env)
+                                start_new_session=True,
+                                env=node_env(spec.root.parent.parent))
     return proc
 
 

@@ -4,13 +4,12 @@ PURE: the catalog is data shipped with the package, no AWS call.
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import posixpath
 import re
 from collections.abc import Callable
 
-from clusterkit.catalog import instances, prices
+from clusterkit.catalog import families, instances, prices
 from clusterkit.errors import SpecIssue
 from clusterkit.spec import model
 from clusterkit.spec.model import Spec
@@ -150,16 +149,28 @@ def _instance_facts(spec: Spec, add: Add) -> None:
         path = f"nodes.instance_types[{i}]"
         itype = instances.lookup(name)
         if itype is None:
-            close = difflib.get_close_matches(name, [t.name for t in instances.all_types()], 1)
-            add(path, f"{name} is not in clusterkit's instance catalog; GPU and disk checks "
-                "are skipped for it", f"did you mean {close[0]}?" if close else
-                "check the spelling (AWS adds types the catalog may not know yet)", "warning")
+            _unknown_type(name, path, add)
             continue
         if scratch is not None and scratch.raid0 and itype.instance_store is None:
             add(path, f"{name} has no instance-store disks for the RAID-0 scratch at "
                 f"{scratch.mount}", "choose a type with NVMe instance store (e.g. p4d, g5, "
                 "i3) or set storage.scratch.raid0: false")
         _gpu_facts(spec, itype, path, add)
+
+
+def _unknown_type(name: str, path: str, add: Add) -> None:
+    """A size the catalog's complete family lacks is an error (AWS does not offer it);
+    any other type the catalog lacks is a warning (AWS may have added it)."""
+    offered = families.not_offered(name)
+    if offered:
+        add(path, f"{name} is not an instance type AWS offers: the {name.partition('.')[0]} "
+            f"family comes in {', '.join(families.COMPLETE_FAMILIES[name.partition('.')[0]])}",
+            f"did you mean {' or '.join(offered)}?")
+        return
+    close = families.close_matches(name, 1)
+    add(path, f"{name} is not in clusterkit's instance catalog; GPU and disk checks "
+        "are skipped for it", f"did you mean {close[0]}?" if close else
+        "check the spelling (AWS adds types the catalog may not know yet)", "warning")
 
 
 def _gpu_facts(spec: Spec, itype: instances.InstanceType, type_path: str, add: Add) -> None:

@@ -48,6 +48,10 @@ class Cluster:
     def known(self) -> Path:
         return known_hosts.known_hosts_path(self.name)
 
+    @property
+    def host_keys(self) -> Path:
+        return known_hosts.host_keys_path(self.name)
+
 
 def _start_agent(where: Path, key: Path) -> tuple[subprocess.Popen, str]:
     sock = str(where / "agent.sock")
@@ -86,7 +90,7 @@ def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clust
         mp.setenv("SSH_AUTH_SOCK", sock)
         handle = None
         try:
-            nodes = do_up(str(spec), rt=runtime(), timeout=120)["nodes"]
+            nodes = do_up(str(spec), yes=True, rt=runtime(), timeout=120)["nodes"]
             records = sandbox.nodes()
             handle = Cluster(name, spec, key, fingerprint, nodes,
                              [records[n["instance_id"]]["hostname"] for n in nodes], sock)
@@ -132,9 +136,9 @@ def test_exec_failure_on_one_node_keeps_every_result(cluster: Cluster):
 
     proc = _cli("--json", "exec", cluster.name, "--", *command)  # the real CLI: exit 1
     assert proc.returncode == 1, proc.stderr
-    data = json.loads(proc.stdout)
-    assert [r["exit_code"] for r in data.values()] == [0, 0, 1]
-    assert "command failed on 1 of 3 node(s)" in proc.stderr
+    data = json.loads(proc.stdout)  # one JSON error object, every node's result in it
+    assert [r["exit_code"] for r in data["results"].values()] == [0, 0, 1]
+    assert "command failed on 1 of 3 node(s)" in data["error"] and data["exit_code"] == 1
     assert "Traceback" not in proc.stderr
 
 
@@ -152,11 +156,13 @@ def test_ssh_to_a_worker_goes_through_the_master(cluster: Cluster):
     assert _cli("ssh", cluster.name, "--", "hostname", check=True).stdout.strip() == \
         cluster.hostnames[0]
 
-    # proof of the path: with the master's recorded key wrong, the worker is unreachable
+    # proof of the path: with the master's line in known_hosts wrong, the printed command
+    # cannot reach the worker (OpenSSH checks the -J hop against the same file)
     saved = cluster.known.read_text()
     try:
         _replace_key(cluster.known, master, _other_key(cluster.key.parent))
-        proc = _cli("ssh", cluster.name, "2", "--", "hostname")
+        proc = subprocess.run([*printed, "hostname"], capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert proc.returncode == 255
         assert "REMOTE HOST IDENTIFICATION HAS CHANGED" in proc.stderr
     finally:
@@ -196,27 +202,36 @@ def test_timeout_fails_that_node_only(cluster: Cluster):
 
 
 def test_host_key_mismatch_or_missing_is_refused(cluster: Cluster):
-    saved = cluster.known.read_text()
-    master, worker1 = (cluster.nodes[i]["ssh_address"] for i in (0, 1))
+    """The recorded key of an instance (host_keys.json, from which known_hosts is
+    written) is tampered: the node is refused with both fingerprints."""
+    saved, saved_keys = cluster.known.read_text(), cluster.host_keys.read_text()
+    master, worker1 = (cluster.nodes[i]["instance_id"] for i in (0, 1))
+    worker1_address = cluster.nodes[1]["ssh_address"]
     labels = [f"{cluster.name}-{role}" for role in ("master-0", "worker-1", "worker-2")]
     try:
-        _replace_key(cluster.known, worker1, _other_key(cluster.key.parent))
+        _replace_instance_key(cluster, worker1, _other_key(cluster.key.parent))
         with pytest.raises(RemoteError) as caught:
             do_exec(cluster.name, ["true"], rt=runtime())
         res = caught.value.results
         assert [res[label]["ok"] for label in labels] == [True, False, True]
         assert "host key does not match" in res[labels[1]]["error"]
+        assert res[labels[1]]["error"].count("SHA256:") == 2
+        assert f"--accept-new-host-key {labels[1]}" in res[labels[1]]["hint"]
         assert res[labels[1]]["exit_code"] is None
 
-        _replace_key(cluster.known, master, _other_key(cluster.key.parent))
+        _replace_instance_key(cluster, master, _other_key(cluster.key.parent))
         with pytest.raises(RemoteError) as caught:
             do_exec(cluster.name, ["true"], rt=runtime())
         res = caught.value.results
         assert not any(r["ok"] for r in res.values())
         assert "through gateway" in res[labels[2]]["error"]  # refused at the master
 
+        cluster.host_keys.write_text(saved_keys)
+        keys = json.loads(saved_keys)
+        del keys[worker1]
+        cluster.host_keys.write_text(json.dumps(keys))
         cluster.known.write_text("".join(line + "\n" for line in saved.splitlines()
-                                         if not line.startswith(worker1 + " ")))
+                                         if not line.startswith(worker1_address + " ")))
         with pytest.raises(RemoteError) as caught:
             do_exec(cluster.name, ["true"], nodes=["1"], rt=runtime())
         assert "no host key recorded" in caught.value.message
@@ -225,6 +240,49 @@ def test_host_key_mismatch_or_missing_is_refused(cluster: Cluster):
             do_ssh(cluster.name, "1", print_only=True, rt=runtime())
     finally:
         cluster.known.write_text(saved)
+        cluster.host_keys.write_text(saved_keys)
+
+
+def test_changed_host_key_refused_by_up_exec_ssh_until_accepted(cluster: Cluster):
+    """The same instance id presenting another key than the one recorded for it: `up`'s
+    probe, `exec` and `ssh` refuse it, showing both fingerprints; the accept flag takes
+    the new key for that one node (here the recorded key is made wrong instead of the
+    node's: the same mismatch, seen from the other side)."""
+    saved, saved_keys = cluster.known.read_text(), cluster.host_keys.read_text()
+    worker1 = cluster.nodes[1]["instance_id"]
+    real = json.loads(saved_keys)[worker1]
+    fake = _other_key(cluster.key.parent)
+    both = (known_hosts.fingerprint(fake), known_hosts.fingerprint(real))
+    try:
+        _replace_instance_key(cluster, worker1, fake)
+        with pytest.raises(RemoteError) as caught:
+            do_up(str(cluster.spec), yes=True, rt=runtime(), timeout=60)
+        assert all(f in caught.value.message for f in both)
+        assert "--accept-new-host-key" in caught.value.hint
+        assert json.loads(cluster.host_keys.read_text())[worker1] == fake  # not re-recorded
+        for selector in ("1", "worker-1"):
+            with pytest.raises(RemoteError) as caught:
+                do_ssh(cluster.name, selector, print_only=True, rt=runtime())
+            assert all(f in caught.value.message for f in both)
+        proc = _cli("ssh", cluster.name, "worker-1", "--", "hostname")
+        assert proc.returncode == 1 and both[0] in proc.stderr and both[1] in proc.stderr
+
+        results = do_exec(cluster.name, ["hostname"], nodes=["worker-1"],
+                          accept_host_keys=["worker-1"], rt=runtime())
+        assert [r["stdout"].strip() for r in results.values()] == [cluster.hostnames[1]]
+        assert json.loads(cluster.host_keys.read_text())[worker1] == real
+
+        _replace_instance_key(cluster, worker1, fake)
+        do_up(str(cluster.spec), yes=True, rt=runtime(), timeout=60,
+              accept_host_keys=["1"])
+        assert json.loads(cluster.host_keys.read_text())[worker1] == real
+        _replace_instance_key(cluster, worker1, fake)
+        argv = do_ssh(cluster.name, "1", print_only=True, accept_host_keys=["1"], rt=runtime())
+        assert argv[-1] == f"ubuntu@{cluster.nodes[1]['ssh_address']}"
+        assert json.loads(cluster.host_keys.read_text())[worker1] == real
+    finally:
+        cluster.known.write_text(saved)
+        cluster.host_keys.write_text(saved_keys)
 
 
 def test_down_leaves_nothing(cluster: Cluster):
@@ -239,6 +297,12 @@ def _other_key(where: Path) -> str:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
                    check=True)
     return " ".join(Path(f"{path}.pub").read_text().split()[:2])
+
+
+def _replace_instance_key(cluster: Cluster, instance_id: str, key: str) -> None:
+    keys = json.loads(cluster.host_keys.read_text())
+    keys[instance_id] = key
+    cluster.host_keys.write_text(json.dumps(keys))
 
 
 def _replace_key(known: Path, address: str, key: str) -> None:

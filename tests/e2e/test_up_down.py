@@ -41,10 +41,14 @@ def _ssh(key: Path, known: Path, address: str, command: str) -> str:
         capture_output=True, text=True, check=True, timeout=60).stdout
 
 
-def test_up_three_nodes_ssh_then_idempotent_then_down(e2e_spec: Path, tmp_path: Path):
+def test_up_three_nodes_ssh_then_idempotent_then_down(e2e_spec: Path, tmp_path: Path,
+                                                       capsys):
     name = e2e_spec.read_text().split("\n")[0].split(": ")[1]
     key = tmp_path / "id_ed25519"
-    result = do_up(str(e2e_spec), rt=runtime(), timeout=120)
+    result = do_up(str(e2e_spec), yes=True, rt=runtime(), timeout=120)
+    shown = capsys.readouterr().err
+    for k in (1, 2, 3):  # the SSH wait shows nodes ready k/N with the elapsed time
+        assert f"({k}/3 ready, " in shown, shown
     nodes = result["nodes"]
     assert [n["role"] for n in nodes] == ["master", "worker", "worker"]
     known = known_hosts.known_hosts_path(name)  # recorded by `up` on first contact
@@ -54,7 +58,7 @@ def test_up_three_nodes_ssh_then_idempotent_then_down(e2e_spec: Path, tmp_path: 
         assert _ssh(key, known, node["ssh_address"], "echo ok").strip() == "ok"
 
     calls = Calls()
-    again = do_up(str(e2e_spec), rt=runtime(calls), timeout=120)
+    again = do_up(str(e2e_spec), yes=True, rt=runtime(calls), timeout=120)
     assert calls.mutating() == {}, calls.mutating()
     assert [n["instance_id"] for n in again["nodes"]] == [n["instance_id"] for n in nodes]
 

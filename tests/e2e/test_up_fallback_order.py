@@ -250,7 +250,7 @@ def test_up_falls_through_capacity_errors_in_order(spec: Path, monkeypatch, k: i
     order = expected_order()
     name = _name(spec)
     inject = FailRunInstances(k)
-    up = _cli(monkeypatch, inject, "up", str(spec), "--no-wait-ssh", "--timeout", "120")
+    up = _cli(monkeypatch, inject, "up", str(spec), "--yes", "--no-wait-ssh", "--timeout", "120")
     assert up.exit_code == 0, up.output
 
     printed, totals = _printed_attempts(up.output)
@@ -276,7 +276,7 @@ def test_quota_error_stops_the_walk_at_once(spec: Path, monkeypatch) -> None:
     order = expected_order()
     name = _name(spec)
     inject = FailRunInstances(1, code="VcpuLimitExceeded")
-    up = _cli(monkeypatch, inject, "up", str(spec), "--no-wait-ssh", "--timeout", "120")
+    up = _cli(monkeypatch, inject, "up", str(spec), "--yes", "--no-wait-ssh", "--timeout", "120")
     assert up.exit_code == 1, up.output
     assert inject.seen == order[:1]
     assert _printed_attempts(up.output)[0] == order[:1]
@@ -294,7 +294,7 @@ def test_spot_market_never_launches_on_demand(spec: Path, monkeypatch) -> None:
     spot_only = [key for key in expected_order() if key[3] == "spot"]
     name = _name(spec)
     inject = FailRunInstances(len(spot_only))
-    up = _cli(monkeypatch, inject, "up", str(spec), "--no-wait-ssh", "--timeout", "120")
+    up = _cli(monkeypatch, inject, "up", str(spec), "--yes", "--no-wait-ssh", "--timeout", "120")
     assert up.exit_code == 1, up.output
     assert inject.seen == spot_only  # all 16 spot offers, in order, and nothing else
     printed, totals = _printed_attempts(up.output)

@@ -11,7 +11,7 @@ import pytest
 
 from clusterkit.cluster.down import do_down
 from clusterkit.cluster.up import do_up
-from clusterkit.errors import QuotaError, UsageError
+from clusterkit.errors import ClusterkitError, QuotaError, UsageError
 from tests.integration.conftest import REGION, Calls, leftovers, runtime, write_spec
 
 
@@ -29,7 +29,7 @@ def _instances(cluster: str) -> list[dict]:
 
 def test_up_gang_launches_tags_and_is_idempotent(calls: Calls, tmp_path, capsys):
     spec = write_spec(tmp_path, name="gang", count=3)
-    out = do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    out = do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     assert calls.by_operation()["RunInstances"] == 1  # one launch call for 3 nodes
     nodes = _instances("gang")
     assert len(nodes) == 3 and len({n["Placement"]["AvailabilityZone"] for n in nodes}) == 1
@@ -49,14 +49,14 @@ def test_up_gang_launches_tags_and_is_idempotent(calls: Calls, tmp_path, capsys)
     assert "reach it: ssh -A ubuntu@" in capsys.readouterr().err.replace("\n", " ")
 
     calls.reset()
-    do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     assert calls.mutating() == {}, calls.mutating()
     assert len(_instances("gang")) == 3
 
 
 def test_stack_security_group_and_launch_template(calls: Calls, tmp_path):
     spec = write_spec(tmp_path, name="sec", count=1)
-    do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     ec2 = boto3.client("ec2", REGION)
     flt = [{"Name": "tag:clusterkit:cluster", "Values": ["sec"]}]
     (group,) = ec2.describe_security_groups(Filters=flt)["SecurityGroups"]
@@ -78,17 +78,17 @@ def test_stack_security_group_and_launch_template(calls: Calls, tmp_path):
 
 
 def test_scale_up_then_down_keeps_az_and_type(calls: Calls, tmp_path):
-    do_up(str(write_spec(tmp_path, name="sc", count=2)), rt=runtime(calls), wait_ssh=False)
+    do_up(str(write_spec(tmp_path, name="sc", count=2)), yes=True, rt=runtime(calls), wait_ssh=False)
     az = {n["Placement"]["AvailabilityZone"] for n in _instances("sc")}
     calls.reset()
-    do_up(str(write_spec(tmp_path, name="sc", count=4)), rt=runtime(calls), wait_ssh=False)
+    do_up(str(write_spec(tmp_path, name="sc", count=4)), yes=True, rt=runtime(calls), wait_ssh=False)
     assert calls.mutating()["RunInstances"] == 1
     nodes = _instances("sc")
     assert sorted(int(_tags(n)["clusterkit:index"]) for n in nodes) == [0, 1, 2, 3]
     assert {n["Placement"]["AvailabilityZone"] for n in nodes} == az
     assert {n["InstanceType"] for n in nodes} == {"c5.large"}
     calls.reset()
-    do_up(str(write_spec(tmp_path, name="sc", count=1)), rt=runtime(calls), wait_ssh=False)
+    do_up(str(write_spec(tmp_path, name="sc", count=1)), yes=True, rt=runtime(calls), wait_ssh=False)
     assert "RunInstances" not in calls.mutating()
     (left,) = _instances("sc")
     assert _tags(left)["clusterkit:index"] == "0"
@@ -98,7 +98,7 @@ def test_interrupted_between_launch_and_tagging_resumes_without_duplicates(calls
     spec = write_spec(tmp_path, name="rs", count=3)
     calls.only, calls.fault, calls.fail_at = "CreateTags", "SIGINT", 1
     with pytest.raises(KeyboardInterrupt):
-        do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+        do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     assert len(_instances("rs")) == 3
     vols = boto3.client("ec2", REGION).describe_volumes(
         Filters=[{"Name": "tag:clusterkit:cluster", "Values": ["rs"]}])["Volumes"]
@@ -108,7 +108,7 @@ def test_interrupted_between_launch_and_tagging_resumes_without_duplicates(calls
         assert tags["clusterkit:slots"] == "0-2" and tags["Name"] == "rs-node", tags
         assert tags["clusterkit:role"] == "pending" and "clusterkit:index" not in tags
     resumed = Calls()
-    do_up(str(spec), rt=runtime(resumed), wait_ssh=False)
+    do_up(str(spec), yes=True, rt=runtime(resumed), wait_ssh=False)
     assert "RunInstances" not in resumed.mutating()
     nodes = _instances("rs")
     assert sorted(int(_tags(n)["clusterkit:index"]) for n in nodes) == [0, 1, 2]
@@ -120,7 +120,7 @@ def test_capacity_error_moves_to_next_candidate(calls: Calls, tmp_path, capsys):
     spec = write_spec(tmp_path, name="cap", count=2, extra=extra)
     spec.write_text(spec.read_text().replace("[c5.large]", "[c5.large, m5.large]"))
     calls.only, calls.fault, calls.fail_at = "RunInstances", "InsufficientInstanceCapacity", 1
-    do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     err = capsys.readouterr().err
     assert "launch attempt 1/" in err and "InsufficientInstanceCapacity" in err
     assert "launch attempt 2/" in err
@@ -133,7 +133,7 @@ def test_quota_error_stops_at_once(calls: Calls, tmp_path):
     spec.write_text(spec.read_text().replace("[c5.large]", "[c5.large, m5.large]"))
     calls.only, calls.fault, calls.fail_at = "RunInstances", "VcpuLimitExceeded", 1
     with pytest.raises(QuotaError) as err:
-        do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+        do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     assert "quota" in (err.value.hint or "")
     assert calls.by_operation()["RunInstances"] == 1
     assert not _instances("quota")
@@ -157,7 +157,7 @@ def test_throttled_run_instances_is_retried(calls: Calls, tmp_path):
 
     rt = runtime(calls)
     rt.session.events.register("before-send.ec2.RunInstances", throttle)
-    do_up(str(write_spec(tmp_path, name="thr", count=2)), rt=rt, wait_ssh=False)
+    do_up(str(write_spec(tmp_path, name="thr", count=2)), yes=True, rt=rt, wait_ssh=False)
     assert sent == ["RunInstances", "RunInstances"]
     assert calls.by_operation()["RunInstances"] == 1
     assert len(_instances("thr")) == 2
@@ -166,7 +166,7 @@ def test_throttled_run_instances_is_retried(calls: Calls, tmp_path):
 def test_efs_delete_policy_mount_target_and_down(calls: Calls, tmp_path):
     extra = "storage:\n  efs: {mount: /efs, deletion_policy: delete}\n"
     spec = write_spec(tmp_path, name="fs", count=2, extra=extra)
-    do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     left = leftovers("fs")
     assert len(left["file_systems"]) == 1 and len(left["mount_targets"]) == 1
     efs = boto3.client("efs", REGION)
@@ -191,7 +191,7 @@ def test_efs_delete_policy_mount_target_and_down(calls: Calls, tmp_path):
     assert stmt["Resource"].endswith(f":file-system/{left['file_systems'][0]}")
     assert stmt["Condition"] == {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}}
     calls.reset()
-    do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     assert calls.mutating() == {}
     do_down(str(spec), yes=True, rt=runtime())
     assert leftovers("fs") == {}
@@ -200,7 +200,7 @@ def test_efs_delete_policy_mount_target_and_down(calls: Calls, tmp_path):
 def test_efs_retain_policy_keeps_file_system(calls: Calls, tmp_path, capsys):
     extra = "storage:\n  efs: {mount: /efs, deletion_policy: retain}\n"
     spec = write_spec(tmp_path, name="keep", count=1, extra=extra)
-    do_up(str(spec), rt=runtime(calls), wait_ssh=False)
+    do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     do_down(str(spec), yes=True, rt=runtime())
     left = leftovers("keep")
     assert list(left) == ["file_systems"]
@@ -232,16 +232,18 @@ def test_down_is_safe_twice_and_sweeps_tagged_leftovers(calls: Calls, tmp_path, 
 
 def test_down_without_confirmation_deletes_nothing(calls: Calls, tmp_path):
     spec = write_spec(tmp_path, name="ask", count=1)
-    do_up(str(spec), rt=runtime(calls), wait_ssh=False)
-    with pytest.raises(UsageError):
+    do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
+    with pytest.raises(ClusterkitError, match="nothing deleted") as declined:
         do_down(str(spec), yes=False, rt=runtime(), confirm=lambda q: False)
+    assert declined.value.exit_code == 1
     assert len(_instances("ask")) == 1
     do_down(str(spec), yes=False, rt=runtime(), confirm=lambda q: True)
     assert leftovers("ask") == {}
 
 
 def test_ssh_probe_names_the_silent_node_at_the_deadline():
-    """Nothing listens on the port: the probe gives up at the deadline with the node."""
+    """Nothing listens on the port: the probe gives up at the deadline with the node,
+    and reports every round that leaves nodes waiting (ready, total) for the progress."""
     import socket
     import time
 
@@ -252,10 +254,13 @@ def test_ssh_probe_names_the_silent_node_at_the_deadline():
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # bound, never listening: connection refused
         start = time.monotonic()
+        rounds: list[tuple[int, int]] = []
         with pytest.raises(RemoteError) as err:
             wait_reachable([{"InstanceId": "i-quiet", "PrivateIpAddress": "127.0.0.1"}],
-                           port=port, deadline=time.monotonic() + 0.5, interval=0.05)
+                           port=port, deadline=time.monotonic() + 0.5, interval=0.05,
+                           on_round=lambda ready, total: rounds.append((ready, total)))
     assert "i-quiet" in err.value.message and time.monotonic() - start < 5
+    assert rounds and set(rounds) == {(0, 1)}
 
 
 def test_ssh_probe_refuses_non_loopback_in_sandbox_mode(moto_env):
@@ -284,7 +289,7 @@ def test_node_lost_before_running_terminates_the_whole_launch(calls: Calls, tmp_
     rt = runtime(calls)
     rt.session.events.register("after-call.ec2.RunInstances", reclaim)
     with pytest.raises(CapacityError):
-        do_up(str(write_spec(tmp_path, name="lost", count=3)), rt=rt, wait_ssh=False)
+        do_up(str(write_spec(tmp_path, name="lost", count=3)), yes=True, rt=rt, wait_ssh=False)
     assert _instances("lost") == []
     assert calls.mutating()["TerminateInstances"] == 1
     do_down("lost", yes=True, region=REGION, rt=runtime())
@@ -329,7 +334,7 @@ def test_node_terminated_while_waiting_for_ssh_aborts_at_once(calls: Calls, tmp_
     rt.say = reclaim_when_waiting
     start = time.monotonic()
     with pytest.raises(CapacityError) as err:
-        do_up(str(write_spec(tmp_path, name="reap", count=2)), rt=rt, timeout=60)
+        do_up(str(write_spec(tmp_path, name="reap", count=2)), yes=True, rt=rt, timeout=60)
     assert time.monotonic() - start < 30
     assert "while waiting for SSH" in err.value.message
     assert _instances("reap") == []
@@ -346,7 +351,7 @@ def test_plan_is_read_only(calls: Calls, tmp_path):
     assert data["stack"] == "create" and data["launch_indexes"] == [0, 1]
     assert calls.log and calls.mutating() == {}
     assert leftovers("ro") == {}
-    do_up(spec, rt=runtime(), wait_ssh=False)
+    do_up(spec, yes=True, rt=runtime(), wait_ssh=False)
     calls.reset()
     _, _, data = do_plan(str(write_spec(tmp_path, name="ro", count=3)), rt=runtime(calls))
     assert data["launch_indexes"] == [2] and calls.mutating() == {}
@@ -358,7 +363,7 @@ def test_status_searches_every_region_of_the_spec(calls: Calls, tmp_path):
     from clusterkit.cluster.status import do_status
 
     spec = write_spec(tmp_path, name="where", count=1)
-    do_up(str(spec), rt=runtime(), wait_ssh=False)
+    do_up(str(spec), yes=True, rt=runtime(), wait_ssh=False)
     spec.write_text(spec.read_text().replace("region: us-east-1",
                                              "region: us-west-2\nregions: [us-east-1]"))
     result = do_status(str(spec), rt=runtime(calls))
@@ -373,7 +378,7 @@ def test_spot_cluster_down_cancels_spot_requests_and_fleets(calls: Calls, tmp_pa
     """A spot cluster, plus a tagged open spot request and a tagged EC2 fleet standing
     in for what a crashed run could leave: `down` cancels and deletes them all."""
     spec = str(write_spec(tmp_path, name="spt", count=2, market="spot"))
-    do_up(spec, rt=runtime(calls), wait_ssh=False)
+    do_up(spec, yes=True, rt=runtime(calls), wait_ssh=False)
     nodes = _instances("spt")
     assert len(nodes) == 2 and {n.get("InstanceLifecycle") for n in nodes} == {"spot"}
     ec2 = boto3.client("ec2", REGION)

@@ -16,9 +16,11 @@ import logging
 import os
 import re
 import socket
+import threading
 import urllib.parse
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -123,19 +125,81 @@ def test_spot_table_from_example_spec(endpoint: str) -> None:
     assert "shipped snapshot" in result.stdout
 
 
+def _fail_in(region: str, code: str = "UnauthorizedOperation"):
+    """A before-call hook failing DescribeAvailabilityZones in one region only: the error
+    is injected (moto serves every region); the other regions' calls are real."""
+    def hook(model, context, **_: object) -> None:
+        if model.name == "DescribeAvailabilityZones" and context.get("client_region") == region:
+            raise ClientError({"Error": {"Code": code, "Message": f"injected in {region}"}},
+                              model.name)
+    return hook
+
+
 def test_region_error_does_not_hide_others(endpoint: str) -> None:
-    data = _spot_json("--instance-types", "p4d.24xlarge", "--regions", "us-east-1,mars-north-9")
-    assert list(data["region_errors"]) == ["mars-north-9"]
+    from rich.console import Console
+
+    from clusterkit.aws.offers import every_region_failed
+    from clusterkit.catalog.report import build_report, report_json, report_table
+
+    session = make_session("us-east-1")
+    session.events.register("before-call.ec2.DescribeAvailabilityZones", _fail_in("eu-west-1"))
+    result = search_offers(session, instance_types=["p4d.24xlarge"],
+                           regions=["eu-west-1", "us-east-1"], count=1)
+    every_region_failed(result)  # one region answered: no error
+    report = build_report(result.offers, count=1, instance_types=["p4d.24xlarge"],
+                          regions=["eu-west-1", "us-east-1"], region_errors=result.region_errors,
+                          on_demand_source=result.on_demand_source)
+    data = report_json(report)
+    assert list(data["region_errors"]) == ["eu-west-1"]
+    assert "DescribeAvailabilityZones" in data["region_errors"]["eu-west-1"]
     assert {o["region"] for o in data["offers"]} == {"us-east-1"}
     assert len(data["offers"]) == 4  # every recorded us-east-1 zone of p4d
-    result = CliRunner().invoke(cli, ["spot", "--instance-types", "p4d.24xlarge", "--regions",
-                                      "mars-north-9,us-east-1"], env={"COLUMNS": "250"})
-    assert result.exit_code == 0, result.output
-    rows = [ln for ln in result.stdout.splitlines() if "│" in ln]
+    console = Console(width=250, record=True)
+    console.print(report_table(report))
+    rows = [ln for ln in console.export_text().splitlines() if "│" in ln]
     offer_rows = [i for i, r in enumerate(rows) if "p4d.24xlarge" in r]
-    failed = [i for i, r in enumerate(rows) if "mars-north-9" in r]
+    failed = [i for i, r in enumerate(rows) if "eu-west-1" in r]
     assert len(offer_rows) == 4 and len(failed) == 1 and failed[0] > max(offer_rows)
     assert "region failed" in rows[failed[0]]
+
+
+class _Denied(BaseHTTPRequestHandler):
+    """An EC2 endpoint on 127.0.0.1 that denies every request, in EC2's XML error shape
+    (a stand-in for an account without EC2 read permissions; not retried by botocore)."""
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = (b"<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>You are "
+                b"not authorized to perform this operation.</Message></Error></Errors>"
+                b"<RequestID>r-1</RequestID></Response>")
+        self.send_response(403)
+        self.send_header("Content-Type", "text/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+def test_spot_exits_1_when_every_region_failed(endpoint: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Denied)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL_EC2", f"http://127.0.0.1:{server.server_port}")
+    try:
+        result = CliRunner().invoke(cli, ["spot", "--instance-types", "p4d.24xlarge",
+                                          "--regions", "us-east-1,us-west-2"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == 1, result.output
+    out = result.output
+    assert "offer search failed in every region (2)" in out
+    for region in ("us-east-1", "us-west-2"):
+        assert f"{region}: DescribeAvailabilityZones on {region} failed: " \
+            "UnauthorizedOperation" in out
+    assert "Traceback" not in out
 
 
 def test_price_request_is_now_linux_all_types_one_call(endpoint: str) -> None:
@@ -334,3 +398,52 @@ def test_walk_stops_at_quota_error(endpoint: str) -> None:
         walk_candidates(order, try_launch)
     assert tried == ["spot:us-east-1b", "spot:us-east-1a"]
     assert "quota" in (info.value.hint or "").lower()
+
+
+@pytest.fixture
+def atlanta(endpoint: str) -> Iterator[object]:
+    """Emulated: moto's zone table has no Local Zones, so the Atlanta Local Zone of the
+    recorded prices (use1-atl2-az1, us-east-1-atl-2a) is added to it for this test (and
+    removed after); the recorded-price server then serves its prices like any zone's."""
+    from moto.ec2.models.availability_zones_and_regions import RegionsAndZonesBackend, Zone
+
+    zone = Zone("us-east-1-atl-2a", "us-east-1", "use1-atl2-az1", zone_type="local-zone")
+    zone.opt_in_status = "not-opted-in"  # type: ignore[attr-defined]
+    RegionsAndZonesBackend.zones["us-east-1"].append(zone)
+    try:
+        yield zone
+    finally:
+        RegionsAndZonesBackend.zones["us-east-1"].remove(zone)
+
+
+def _atlanta_offer(session) -> Offer:
+    result = search_offers(session, instance_types=["p5.48xlarge"], regions=["us-east-1"],
+                           count=2)
+    return next(o for o in result.offers if o.az_id == "use1-atl2-az1" and o.market == "spot")
+
+
+def test_local_zone_ranked_only_when_opted_in_with_a_subnet(atlanta) -> None:
+    """use1-atl2-az1 is the cheapest recorded p5.48xlarge zone ($10.2397/h)."""
+    session = make_session("us-east-1")
+    walk = lambda offers: launch_candidates(  # noqa: E731
+        offers, count=2, market_policy="spot", max_price=None,
+        instance_types=["p5.48xlarge"], regions=["us-east-1"])
+    offer = _atlanta_offer(session)
+    assert offer.price == pytest.approx(10.2397) and offer.zone_type.value == "local-zone"
+    assert offer.blocked == "Local Zone: needs opt-in to its zone group and a subnet in the VPC"
+    assert "use1-atl2-az1" not in [o.az_id for o in walk([offer])]
+
+    atlanta.opt_in_status = "opted-in"
+    offer = _atlanta_offer(session)
+    assert offer.blocked == "Local Zone: needs a subnet in the VPC"
+
+    ec2 = client(session, "ec2", "us-east-1")
+    vpc = ec2.describe_vpcs(Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"][0]
+    subnet = ec2.create_subnet(VpcId=vpc["VpcId"], CidrBlock="172.31.240.0/24",
+                               AvailabilityZone="us-east-1-atl-2a")["Subnet"]["SubnetId"]
+    try:
+        offer = _atlanta_offer(session)
+        assert offer.blocked == ""
+        assert [o.az_id for o in walk([offer])] == ["use1-atl2-az1"]
+    finally:
+        ec2.delete_subnet(SubnetId=subnet)

@@ -116,6 +116,22 @@ def test_unknown_type_is_a_warning_with_suggestion():
     assert warn.path == "nodes.instance_types[0]" and "catalog" in warn.message
 
 
+@pytest.mark.parametrize(("types", "level", "suggested"), [
+    ("g5.21xlarge", "error", "g5.24xlarge"),  # a size AWS does not offer in a known family
+    ("p4d.48xlarge", "error", "p4d.24xlarge"),
+    ("p5.2xlarge", "error", "p5.4xlarge"),
+    ("c5.4xlarge", "warning", None),  # the catalog holds c5 only in part: may exist
+    ("p5en.48xlarge", "warning", None),  # a family the catalog does not know yet
+])
+def test_type_aws_does_not_offer_is_an_error(types, level, suggested):
+    spec, issues = _issues("", types=types)
+    found = [i for i in issues if i.path == "nodes.instance_types[0]"]
+    assert [i.level for i in found] == [level] and (spec is None) == (level == "error")
+    if suggested:
+        assert "not an instance type AWS offers" in found[0].message
+        assert suggested in (found[0].hint or "")
+
+
 def test_spot_max_price_above_on_demand_warns():
     spec, issues = _issues("  max_price: 100\n", types="g5.xlarge")
     assert spec is not None and "nodes.max_price" in _paths(issues, "warning")

@@ -1,0 +1,37 @@
+"""Region names clusterkit accepts: those in botocore's own endpoint data (no call).
+
+An unknown name is refused before any request: against a made-up region botocore would
+build a host such as ``ec2.us-east-9.amazonaws.com`` and the user would see a DNS error,
+or, through a proxy or ``AWS_ENDPOINT_URL``, an HTML page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import lru_cache
+
+from botocore.loaders import create_loader
+from botocore.regions import EndpointResolver
+
+from clusterkit.errors import UsageError
+
+
+@lru_cache(maxsize=1)
+def known_regions() -> tuple[str, ...]:
+    """Every EC2 region of every partition botocore knows (aws, aws-cn, aws-us-gov, ...)."""
+    resolver = EndpointResolver(create_loader().load_data("endpoints"))
+    names: set[str] = set()
+    for partition in resolver.get_available_partitions():
+        names.update(resolver.get_available_endpoints("ec2", partition_name=partition))
+    return tuple(sorted(names))
+
+
+def check_regions(regions: Iterable[str], where: str = "") -> None:
+    """UsageError (exit 2) naming the first unknown region and the known ones."""
+    known = known_regions()
+    for region in regions:
+        if region not in known:
+            source = f" ({where})" if where else ""
+            raise UsageError(f"unknown region {region}{source}; known: {', '.join(known)}",
+                             "fix the region name (botocore's endpoint data lists the "
+                             "regions above; a newer boto3 knows newer regions)")

@@ -1,0 +1,58 @@
+"""Where the resources a spec pins exist: one read call per resource and region
+(DescribeImages, DescribeKeyPairs, DescribeFileSystems, DescribeSnapshots)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import boto3
+
+from clusterkit.aws.clients import cached_client as client
+from clusterkit.aws.errors import AWS_EXCEPTIONS, error_code, translate
+from clusterkit.plan.pinning import FOUND, MISSING, PinKind, Pinned
+
+# kind -> (service, operation, the error codes meaning "no such resource here")
+_CALLS: dict[PinKind, tuple[str, str, tuple[str, ...]]] = {
+    PinKind.IMAGE: ("ec2", "DescribeImages", ("InvalidAMIID.NotFound", "InvalidAMIID.Unavailable")),
+    PinKind.KEY_PAIR: ("ec2", "DescribeKeyPairs", ("InvalidKeyPair.NotFound",)),
+    PinKind.FILE_SYSTEM: ("efs", "DescribeFileSystems", ("FileSystemNotFound",)),
+    PinKind.SNAPSHOT: ("ec2", "DescribeSnapshots", ("InvalidSnapshot.NotFound",)),
+}
+
+
+def _state(found: list[dict[str, Any]], key: str, good: str) -> str:
+    if not found:
+        return MISSING
+    state = str(found[0].get(key, good))
+    return FOUND if state == good else f"{state}, not {good}"
+
+
+def _verdict(made: Any, pin: Pinned) -> str:
+    """FOUND, MISSING or why the resource is there but unusable."""
+    if pin.kind is PinKind.IMAGE:
+        return _state(made.describe_images(ImageIds=[pin.id])["Images"], "State", "available")
+    if pin.kind is PinKind.KEY_PAIR:
+        return FOUND if made.describe_key_pairs(KeyNames=[pin.id])["KeyPairs"] else MISSING
+    if pin.kind is PinKind.FILE_SYSTEM:
+        return _state(made.describe_file_systems(FileSystemId=pin.id)["FileSystems"],
+                      "LifeCycleState", "available")
+    return _state(made.describe_snapshots(SnapshotIds=[pin.id])["Snapshots"], "State",
+                  "completed")
+
+
+def probe(session: boto3.Session, region: str, pin: Pinned) -> str:
+    """One read call: FOUND, MISSING, or why it is unusable (a state, or the failed API)."""
+    service, operation, not_found = _CALLS[pin.kind]
+    try:
+        return _verdict(client(session, service, region), pin)
+    except AWS_EXCEPTIONS as exc:
+        if error_code(exc) in not_found:
+            return MISSING
+        return f"not checked ({translate(exc, operation, pin.id).message})"
+
+
+def locate(session: boto3.Session, pins: Sequence[Pinned],
+           regions: Sequence[str]) -> dict[Pinned, dict[str, str]]:
+    """resource -> {region: verdict} for every pinned resource in every region."""
+    return {pin: {region: probe(session, region, pin) for region in regions} for pin in pins}

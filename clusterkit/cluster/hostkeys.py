@@ -1,0 +1,75 @@
+"""Host keys per instance, for `up` (its SSH probe), `exec` and `ssh`: a node whose
+instance id is new gets its key recorded; the same instance id presenting a different
+key is refused, with both fingerprints, unless the user accepts it for that one node
+(``--accept-new-host-key NODE``). The known_hosts file the SSH clients check is written
+from these records for the nodes' current addresses."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from clusterkit.cluster.common import Runtime
+from clusterkit.errors import ClusterkitError, RemoteError
+from clusterkit.plan import selection
+from clusterkit.plan.nodes import Node
+from clusterkit.remote import known_hosts
+from clusterkit.remote.address import ssh_address
+from clusterkit.remote.probe import presented_keys
+
+
+def addresses(nodes: Sequence[Node]) -> dict[str, str]:
+    """{address: instance id} for every address a node is dialled at (directly, and by
+    the master for workers); addresses the address hook refuses are left out."""
+    out: dict[str, str] = {}
+    for node in nodes:
+        for via in (False, True):
+            try:
+                out[ssh_address(node.raw, via_gateway=via)] = node.instance_id
+            except ClusterkitError:
+                continue
+    return out
+
+
+def accepted_ids(nodes: Sequence[Node], accept: Sequence[str]) -> set[str]:
+    """The instance ids the ``--accept-new-host-key`` selectors name (UsageError for a
+    selector that names no node)."""
+    return {n.instance_id for n in selection.select(nodes, accept)} if accept else set()
+
+
+def check_and_record(rt: Runtime, cluster: str, nodes: Sequence[Node],
+                     presented: Mapping[str, str], *, port: int = 22,
+                     accept: Sequence[str] = ()) -> None:
+    """Record the keys of new instances (and of accepted nodes), refresh known_hosts,
+    then refuse any other instance whose key changed (RemoteError, both fingerprints)."""
+    labels = selection.labels(nodes)
+    allowed = accepted_ids(nodes, accept)
+    changed = known_hosts.changes(cluster, presented, labels)
+    refused = [c for c in changed if c.instance_id not in allowed]
+    blocked = {c.instance_id for c in refused}
+    known_hosts.record_instances(cluster, {i: k for i, k in presented.items()
+                                           if i not in blocked})
+    for change in changed:
+        if change.instance_id in allowed:
+            rt.say(f"[yellow]accepted the new host key of {change.describe()}[/yellow]")
+    known_hosts.sync(cluster, addresses(nodes), port)
+    if refused:
+        raise known_hosts.changed_error(refused)
+
+
+def prepare(rt: Runtime, cluster: str, nodes: Sequence[Node], route: Sequence[Node], *,
+            port: int, accept: Sequence[str] = (), timeout: float = 5.0) -> None:
+    """Before `exec` / `ssh` dial: accept the new keys of the nodes named by ``accept``
+    (probed now), check the nodes of ``route`` (the ones `ssh` dials; `exec` leaves it
+    empty and lets the SSH client refuse), and write known_hosts for every node."""
+    allowed = accepted_ids(nodes, accept)
+    check = [n for n in nodes if n.instance_id in allowed or n in route]
+    presented = presented_keys([n.raw for n in check], port, timeout) if check else {}
+    missing = [n for n in nodes if n.instance_id in allowed and n.instance_id not in presented]
+    if missing:
+        names = ", ".join(selection.labels(nodes)[n.instance_id] for n in missing)
+        raise RemoteError(f"cannot read the host key of {names} to accept it: no SSH answer",
+                          "is the node running? `clusterkit status`")
+    recorded = known_hosts.instance_keys(cluster)
+    presented = {i: k for i, k in presented.items()  # a new id: `up` records it
+                 if i in recorded or i in allowed}
+    check_and_record(rt, cluster, nodes, presented, port=port, accept=accept)

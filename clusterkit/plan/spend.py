@@ -1,0 +1,127 @@
+"""What `up` is about to spend, as lines the user confirms. PURE.
+
+Storage is priced at AWS's us-east-1 list prices per GB-month (EBS gp3 $0.08, EFS
+Standard $0.30), storage only: gp3 IOPS/throughput above the baseline, EFS access
+charges and data transfer are not included, and other regions differ a little.
+A month is 730 hours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clusterkit.plan.nodes import node_name
+from clusterkit.plan.up import UpPlan
+from clusterkit.spec.model import Spec
+
+HOURS_PER_MONTH = 730
+EBS_GB_MONTH = {"gp3": 0.08, "gp2": 0.10, "io1": 0.125, "io2": 0.125, "st1": 0.045,
+                "sc1": 0.015}
+EFS_GB_MONTH = 0.30
+ASSUMPTION = ("storage at us-east-1 list prices per GB-month (EBS gp3 $0.08, EFS $0.30), "
+              "storage only; 730 h a month")
+
+
+@dataclass(frozen=True)
+class Spend:
+    """The $/h `up` starts paying: nodes (now, and the worst case of its fallback) and
+    the root volumes of the nodes it launches."""
+
+    nodes_now: float | None
+    nodes_worst: float | None
+    volumes: float
+    lines: tuple[str, ...]
+
+
+def _money(value: float | None, unit: str = "/h") -> str:
+    return "price unknown" if value is None else f"${value:.4f}{unit}"
+
+
+def _node_lines(plan: UpPlan, spec: Spec) -> tuple[list[str], float | None, float | None]:
+    launch = len(plan.nodes.launch)
+    choice = plan.choice
+    if not launch:
+        return [], 0.0, 0.0
+    if choice is None:
+        return [f"launch {launch} node(s): no launch candidate"], None, None
+    now = None if choice.price is None else round(choice.price * launch, 4)
+    lines = [f"launch {launch} node(s) (indexes {', '.join(map(str, plan.nodes.launch))}): "
+             f"{choice.instance_type}, {choice.market}, in {choice.az or choice.region}, "
+             f"{_money(choice.price)} each now = {_money(now)}"]
+    worst_each = choice.worst_price
+    worst = now
+    if worst_each is not None and (choice.price is None or worst_each > choice.price):
+        worst = round(worst_each * launch, 4)
+        why = ("spot-then-on-demand: if spot has no capacity `up` falls back to on-demand"
+               if spec.nodes.market == "spot-then-on-demand"
+               else "if this offer has no capacity `up` tries the next one")
+        lines.append(f"  worst case {_money(worst)} ({why}; the dearest candidate "
+                     f"{_money(worst_each)} each)")
+    if choice.market == "spot":
+        lines.append("  spot: the price moves with the market and AWS may reclaim nodes")
+    return lines, now, worst
+
+
+def _storage_lines(plan: UpPlan, spec: Spec) -> tuple[list[str], float]:
+    lines: list[str] = []
+    launch = len(plan.nodes.launch)
+    root = spec.nodes.root_volume
+    per_gb = EBS_GB_MONTH.get(root.type)
+    hourly = 0.0
+    if launch:
+        month = None if per_gb is None else round(per_gb * root.size_gb * launch, 2)
+        hourly = 0.0 if month is None else round(month / HOURS_PER_MONTH, 4)
+        lines.append(f"root volumes: {launch} x {root.size_gb} GB {root.type} = "
+                     f"{_money(month, '/month')} ({_money(hourly)})")
+    efs = spec.storage.efs
+    if efs is not None and efs.create and plan.stack in ("create", "recreate"):
+        lines.append(f"EFS file system ({efs.deletion_policy} on down): "
+                     f"${EFS_GB_MONTH:.2f}/GB-month of data stored, empty at creation")
+    data = spec.storage.dataset
+    if data is not None and data.snapshot and launch:
+        price = EBS_GB_MONTH.get(data.volume_type)
+        lines.append(f"dataset volumes (made by deploy-dataset, not by up): one {data.volume_type}"
+                     f" volume per node the size of {data.snapshot}, "
+                     f"{_money(price, '/GB-month')}")
+    return lines, hourly
+
+
+def _named(plan: UpPlan, instance_id: str) -> str:
+    """``t-worker-3 (i-…)``, or the bare id of a node without an index."""
+    node = next((n for n in plan.existing if n.instance_id == instance_id), None)
+    if node is None or node.index is None:
+        return instance_id
+    return f"{node_name(plan.cluster, node.index)} ({instance_id})"
+
+
+def spend(plan: UpPlan, spec: Spec) -> Spend:
+    """The lines `up` shows before it asks, and the $/h they add up to."""
+    node_lines, now, worst = _node_lines(plan, spec)
+    storage_lines, volumes = _storage_lines(plan, spec)
+    lines = [f"cluster {plan.cluster} in {plan.region}: up will"]
+    if plan.stack in ("create", "recreate"):
+        lines.append("create the stack (security group, placement group, launch template, "
+                     "instance role" + (", EFS" if spec.storage.efs else "") + ")")
+    elif plan.stack == "update":
+        lines.append("update the stack: " + "; ".join(plan.stack_changes))
+    if plan.key_pair == "import":
+        lines.append("import your SSH public key as an EC2 key pair")
+    lines += node_lines + storage_lines
+    if plan.nodes.start:
+        started = [n for n in plan.existing if n.instance_id in plan.nodes.start]
+        prices = [n.price for n in started]
+        each = _money(None if None in prices else round(sum(p or 0.0 for p in prices), 4))
+        lines.append(f"start {len(plan.nodes.start)} stopped node(s), {each} in all: "
+                     + ", ".join(_named(plan, iid) for iid in plan.nodes.start))
+    if plan.nodes.terminate:
+        lines.append(f"terminate {len(plan.nodes.terminate)} node(s): "
+                     + ", ".join(_named(plan, iid) for iid in plan.nodes.terminate))
+    total_now = None if now is None else round(now + volumes, 4)
+    after = plan.hourly_after()
+    lines.append(f"new spending: {_money(total_now)} now"
+                 + (f", at worst {_money(round(worst + volumes, 4))}"
+                    if worst is not None and worst != now else "")
+                 + (f"; the whole cluster then costs {_money(after)} for its nodes"
+                    if plan.existing else ""))
+    lines.append(f"({ASSUMPTION})")
+    return Spend(now, worst, volumes, tuple(lines))

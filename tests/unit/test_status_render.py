@@ -1,0 +1,106 @@
+"""`clusterkit status` on a terminal: the default table fits 100 columns with nothing cut
+to an ellipsis, --wide shows every column, times are local with the zone, money in
+dollars. Rendered to a rich Console of a fixed width (no terminal needed)."""
+
+from __future__ import annotations
+
+import io
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from rich.console import Console
+
+from clusterkit.cluster.common import Runtime
+from clusterkit.cluster.status import WIDE_COLUMNS, local_time, node_row, render, usd
+from clusterkit.plan.nodes import CLUSTER_TAG, Node
+
+LAUNCH = datetime(2026, 11, 23, 16, 5, tzinfo=timezone.utc)
+NAME = "imagenet-p4d-spot-train"
+
+
+@pytest.fixture()
+def paris(monkeypatch: pytest.MonkeyPatch):
+    """Local time is Europe/Paris (CET in November) for this test only."""
+    monkeypatch.setenv("TZ", "Europe/Paris")
+    monkeypatch.delenv("CLUSTERKIT_SANDBOX", raising=False)
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def _node(index: int, state: str = "running", cluster: str = NAME) -> Node:
+    iid = f"i-0{index}23456789abcdef0"
+    return Node(instance_id=iid, index=index, state=state, instance_type="p4d.24xlarge",
+                az="us-east-1a", market="on-demand", region="us-east-1",
+                launch_time=LAUNCH.isoformat(), public_ip=f"203.0.113.{100 + index}",
+                private_ip=f"172.31.45.{200 + index}", price=32.7726,
+                tags={CLUSTER_TAG: cluster},
+                raw={"InstanceId": iid, "PublicIpAddress": f"203.0.113.{100 + index}",
+                     "PrivateIpAddress": f"172.31.45.{200 + index}"})
+
+
+def _result(nodes: list[Node]) -> dict:
+    now = LAUNCH + timedelta(hours=1)
+    rows = [node_row(n, now) for n in nodes]
+    costs = [r["cost_so_far"] for r in rows]
+    return {"cluster": NAME, "regions": ["us-east-1"], "nodes": rows,
+            "hourly_usd": round(sum(r["price_per_hour"] for r in rows), 4),
+            "cost_so_far_usd": None if None in costs else round(sum(costs), 4)}
+
+
+def _render(result: dict, width: int, wide: bool = False) -> str:
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None, highlight=False)
+    render(Runtime(session=None, console=console), result, wide=wide)
+    return out.getvalue()
+
+
+def test_default_table_fits_100_columns_and_cuts_nothing(paris):
+    text = _render(_result([_node(0), _node(1), _node(2)]), 100)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 100, text
+    assert "…" not in text and "..." not in text
+    for expected in ("master", "worker-1", "worker-2", "p4d.24xlarge", "us-east-1a",
+                     "on-demand", "running", "2026-11-23 17:05 CET", "$32.773", "$32.77",
+                     f"cluster {NAME}", "total: $98.318/h, so far $98.32"):
+        assert expected in text, (expected, text)
+    assert sum("2026-11-23 17:05 CET" in line for line in lines) == 3
+    assert "i-0023456789abcdef0" not in text  # the instance id is a --wide column
+
+
+def test_wide_shows_every_column(paris):
+    text = _render(_result([_node(0), _node(1), _node(2)]), 250, wide=True)
+    header = next(line for line in text.splitlines() if "instance" in line)
+    assert all(col in header for col in WIDE_COLUMNS), header
+    for expected in ("i-0023456789abcdef0", "i-0223456789abcdef0", "203.0.113.101",
+                     "172.31.45.202", "us-east-1 ", "2026-11-23 17:05 CET"):
+        assert expected in text, (expected, text)
+    assert "…" not in text
+
+
+def test_stopped_node_is_shown_with_its_state(paris):
+    text = _render(_result([_node(0), _node(1, state="stopped")]), 100)
+    stopped = next(line for line in text.splitlines() if "worker-1" in line)
+    assert "stopped" in stopped and "$32.773" in stopped
+    assert "so far unknown" in text
+
+
+def test_every_cluster_gets_its_own_table(paris):
+    result = _result([_node(0), _node(0, cluster="other"), _node(1, cluster="other")])
+    result["cluster"] = None
+    text = _render(result, 100)
+    assert f"cluster {NAME} (us-east-1)" in text and "cluster other (us-east-1)" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_formatters():
+    assert usd(1.234) == "$1.23" and usd(1234.5) == "$1,234.50" and usd(None) == "-"
+    assert usd(0.096, per_hour=True) == "$0.096" and usd(None, per_hour=True) == "?"
+    assert local_time("") == "-" and local_time("not a time") == "not a time"
+
+
+def test_local_time_has_the_zone(paris):
+    assert local_time("2026-11-23T16:05:00+00:00") == "2026-11-23 17:05 CET"
+    assert local_time("2026-07-01T10:00:00Z") == "2026-07-01 12:00 CEST"
