@@ -21,12 +21,11 @@ from collections import Counter
 from pathlib import Path
 
 import boto3
-from rich.console import Console
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clusterkit.cluster.common import Runtime  # noqa: E402
 from clusterkit.cluster.down import do_down  # noqa: E402
+from clusterkit.cluster.runtime import Runtime  # noqa: E402
 from clusterkit.cluster.up import do_up  # noqa: E402
 
 SPEC = """\
@@ -72,7 +71,7 @@ def _start(use_moto: bool, tmp: Path) -> tuple[object, bool]:
 def _runtime(counter: Counter[str]) -> Runtime:
     session = boto3.Session(region_name="us-east-1")
     session.events.register("before-call", lambda model, **_: counter.update([model.name]))
-    return Runtime(session=session, console=Console(stderr=True, quiet=True), poll=0.2)
+    return Runtime(session=session, poll=0.2)  # progress events are dropped
 
 
 def bench(count: int, tmp: Path, ssh: bool) -> dict[str, object]:

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from clusterkit.remote.results import GroupResult
 
 
 class ClusterkitError(Exception):
@@ -85,13 +89,28 @@ class CredentialsError(AwsError):
 
 
 class RemoteError(ClusterkitError):
-    """A command failed on one or more nodes. ``results`` maps node -> result,
-    so partial success is never lost (Fabric's GroupException style)."""
+    """An SSH step failed: a node could not be reached, or refused. ``results``: what
+    each node said (e.g. the SSH probe's reason per silent node), for --json."""
 
     def __init__(self, message: str, hint: str | None = None, *,
                  results: Mapping[str, object] | None = None) -> None:
         super().__init__(message, hint)
         self.results = dict(results or {})
+
+
+class GroupError(RemoteError):
+    """A fan-out failed on at least one node; ``group`` is the whole ``GroupResult`` (the
+    nodes that succeeded too), so partial success is never lost (Fabric's
+    GroupException). Raised by ``remote.fanout.run_all`` once every node has finished."""
+
+    def __init__(self, group: GroupResult) -> None:
+        failed = group.failed
+        why = "; ".join(f"{label} ({r.reason})" for label, r in failed.items())
+        hints = list(dict.fromkeys(r.hint for r in failed.values() if r.hint))
+        super().__init__(f"command failed on {len(failed)} of {len(group)} node(s): {why}",
+                         " / ".join(hints) or "each node's output is above; --json prints "
+                         "every node's result", results=group.as_dict())
+        self.group = group
 
 
 class NetworkSafetyError(ClusterkitError):

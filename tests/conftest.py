@@ -11,10 +11,8 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +24,7 @@ import pytest
 from clusterkit.sandbox import client as sandbox_client
 from clusterkit.sandbox.control import do_start, do_stop
 from clusterkit.sandbox.state import NODES_FILE, read_json
-from tests import netsafety
+from tests import netsafety, support
 
 REGION = "us-east-1"
 AMI = "ami-12c6146b"  # one of moto's built-in images
@@ -35,6 +33,29 @@ CLUSTER_TAG = "clusterkit:cluster"
 
 def pytest_configure(config: pytest.Config) -> None:
     netsafety.install()
+
+
+# Fixtures that start the shared sandbox daemon: its SSH nodes take loopback addresses
+# (127.0.0.N:22), so two pytest processes must never each run one at the same time.
+SANDBOX_FIXTURES = frozenset({"sandbox"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`sandbox` is put on every test that uses the sandbox fixture, however indirectly,
+    so `-m sandbox` / `-m "not sandbox"` split the suite exactly (scripts/test.sh runs
+    the second part in parallel)."""
+    for item in items:
+        if SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.sandbox)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The `root` and `mxnet` markers act: an unmet one skips the test, or fails it
+    under CI (tests/support.py)."""
+    if item.get_closest_marker("root"):
+        support.require_root(item.nodeid)
+    if item.get_closest_marker("mxnet"):
+        support.require_module("mxnet")
 
 
 @dataclass
@@ -81,7 +102,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxHandle]
 
 @pytest.fixture
 def sandbox_env(sandbox: SandboxHandle, monkeypatch: pytest.MonkeyPatch) -> SandboxHandle:
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION"):
+    for name in support.FOREIGN_AWS_VARS:
         monkeypatch.delenv(name, raising=False)
     for name, value in sandbox.env.items():
         monkeypatch.setenv(name, value)
@@ -153,16 +174,11 @@ class SandboxCluster:
             time.sleep(0.05)
 
 
-def _require_root() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root: SSH nodes bind 127.0.0.N:22 in their own namespaces")
-
-
 @pytest.fixture
 def sandbox_cluster(sandbox: SandboxHandle, tmp_path: Path) -> Iterator[SandboxCluster]:
-    _require_root()
+    support.require_root("sandbox_cluster")
     ec2 = sandbox.client("ec2")
-    name = f"t-{uuid.uuid4().hex[:8]}"
+    name = support.unique_name("t")
     key = ec2.create_key_pair(KeyName=name)
     key_path = tmp_path / f"{name}.pem"
     key_path.write_text(key["KeyMaterial"])

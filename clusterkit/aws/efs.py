@@ -7,15 +7,13 @@ from typing import Any
 import boto3
 
 from clusterkit.aws.clients import cached_client as client
-from clusterkit.aws.errors import AWS_EXCEPTIONS, error_code, translate
+from clusterkit.aws.errors import aws_call
 
 
 def _targets(session: boto3.Session, region: str, fs_id: str) -> list[dict[str, Any]]:
-    try:
+    with aws_call("DescribeMountTargets", fs_id):
         return client(session, "efs", region).describe_mount_targets(
             FileSystemId=fs_id)["MountTargets"]
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "DescribeMountTargets", fs_id) from exc
 
 
 def ensure_mount_target(session: boto3.Session, region: str, fs_id: str, subnet_id: str,
@@ -23,14 +21,10 @@ def ensure_mount_target(session: boto3.Session, region: str, fs_id: str, subnet_
     """Create the mount target in ``subnet_id`` unless there is one; True if created."""
     if any(t["SubnetId"] == subnet_id for t in _targets(session, region, fs_id)):
         return False
-    try:
+    with aws_call("CreateMountTarget", fs_id, expected={"MountTargetConflict"}) as call:
         client(session, "efs", region).create_mount_target(
             FileSystemId=fs_id, SubnetId=subnet_id, SecurityGroups=[security_group])
-    except AWS_EXCEPTIONS as exc:
-        if error_code(exc) == "MountTargetConflict":
-            return False
-        raise translate(exc, "CreateMountTarget", fs_id) from exc
-    return True
+    return call.expected_error is None
 
 
 def mount_target_ready(session: boto3.Session, region: str, fs_id: str, subnet_id: str) -> bool:

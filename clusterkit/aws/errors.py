@@ -1,20 +1,26 @@
-"""Turn botocore exceptions into clusterkit errors with a hint."""
+"""Turn botocore exceptions into clusterkit errors with a hint: one table (``RULES``) and
+one wrapper (``aws_call``) that every aws/ verb calls through."""
 
 from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from types import TracebackType
 
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     EndpointConnectionError,
     NoCredentialsError,
+    ProfileNotFound,
 )
 from botocore.parsers import ResponseParserError
 
 from clusterkit.errors import AwsError, CapacityError, CredentialsError, QuotaError
 
 # What a botocore call can raise besides ClientError: no credentials, endpoint unreachable,
-# timeouts, unparsable responses. Every aws/ verb catches all of them and translates, so
-# the CLI never shows a traceback for them.
+# timeouts, unparsable responses. aws_call translates all of them, so the CLI never shows
+# a traceback for them.
 AWS_EXCEPTIONS = (ClientError, BotoCoreError, ResponseParserError)
 
 # Launch errors where another offer (AZ, type, region, market) may succeed.
@@ -40,6 +46,45 @@ THROTTLE_CODES = frozenset({
 })
 
 
+@dataclass(frozen=True)
+class Rule:
+    """One kind of failure: the botocore exception types or AWS error codes it matches,
+    the clusterkit error raised for it, the hint, and the message. The message template
+    may use {what} (operation and resource), {error} (the exception's text) and {failed}
+    ("<what> failed: <code>: <AWS message>")."""
+
+    match: frozenset[str] | tuple[type[Exception], ...]
+    error: type[AwsError]
+    hint: str
+    message: str = "{failed}"
+    code: str | None = None  # carried instead of the AWS error code when set
+
+    def matches(self, exc: BaseException, code: str) -> bool:
+        if isinstance(self.match, frozenset):
+            return code in self.match
+        return isinstance(exc, self.match)
+
+
+RULES: tuple[Rule, ...] = (
+    Rule((NoCredentialsError,), CredentialsError,
+         "run `aws configure`, set AWS_PROFILE, or use --sandbox",
+         "no AWS credentials found", code="NoCredentials"),
+    Rule((ProfileNotFound,), CredentialsError,
+         "check --profile / AWS_PROFILE against ~/.aws/config", "{error}"),
+    Rule((EndpointConnectionError,), AwsError,
+         "check the network, --region, and AWS_ENDPOINT_URL",
+         "{what}: cannot reach the AWS endpoint ({error})"),
+    Rule(CAPACITY_CODES, CapacityError, "clusterkit tries the next offer"),
+    Rule(QUOTA_CODES, QuotaError,
+         "request a quota increase in the Service Quotas console (EC2 > Running "
+         "On-Demand/Spot instances, vCPU based), or ask for fewer or smaller nodes"),
+    Rule(CREDENTIAL_CODES, CredentialsError,
+         "check the credentials and the IAM permissions of the profile in use"),
+    Rule(THROTTLE_CODES, AwsError, "AWS is throttling this account; retry in a minute"),
+)
+OTHER = Rule(frozenset(), AwsError, "run with --debug for the full AWS response")
+
+
 def error_code(exc: BaseException) -> str:
     if isinstance(exc, ClientError):
         return str(exc.response.get("Error", {}).get("Code", ""))
@@ -49,29 +94,44 @@ def error_code(exc: BaseException) -> str:
 def translate(exc: BaseException, operation: str, resource: str | None = None) -> AwsError:
     """Map a botocore exception to the clusterkit error the caller should raise."""
     code = error_code(exc)
+    rule = next((r for r in RULES if r.matches(exc, code)), OTHER)
     what = f"{operation}" + (f" on {resource}" if resource else "")
-    if isinstance(exc, NoCredentialsError):
-        return CredentialsError("no AWS credentials found",
-                                "run `aws configure`, set AWS_PROFILE, or use --sandbox",
-                                code="NoCredentials", resource=resource)
-    if isinstance(exc, EndpointConnectionError):
-        return AwsError(f"{what}: cannot reach the AWS endpoint ({exc})",
-                        "check the network, --region, and AWS_ENDPOINT_URL", resource=resource)
-    message = exc.response["Error"].get("Message", str(exc)) if isinstance(exc, ClientError) \
+    detail = exc.response["Error"].get("Message", str(exc)) if isinstance(exc, ClientError) \
         else str(exc)
-    text = f"{what} failed: {code}: {message}" if code else f"{what} failed: {message}"
-    if code in CAPACITY_CODES:
-        return CapacityError(text, "clusterkit tries the next offer", code=code,
-                             resource=resource)
-    if code in QUOTA_CODES:
-        return QuotaError(text, "request a quota increase in the Service Quotas console "
-                          "(EC2 > Running On-Demand/Spot instances, vCPU based), or ask for "
-                          "fewer or smaller nodes", code=code, resource=resource)
-    if code in CREDENTIAL_CODES:
-        return CredentialsError(text, "check the credentials and the IAM permissions of "
-                                "the profile in use", code=code, resource=resource)
-    if code in THROTTLE_CODES:
-        return AwsError(text, "AWS is throttling this account; retry in a minute",
-                        code=code, resource=resource)
-    return AwsError(text, "run with --debug for the full AWS response", code=code,
-                    resource=resource)
+    failed = f"{what} failed: {code}: {detail}" if code else f"{what} failed: {detail}"
+    message = rule.message.format(what=what, error=exc, failed=failed)
+    return rule.error(message, rule.hint, code=rule.code or code or None, resource=resource)
+
+
+class AwsCall:
+    """Run AWS calls in a ``with`` block: botocore errors leave it as the clusterkit error
+    ``translate`` gives, except the ``expected`` codes (e.g. "already gone"), which end
+    the block quietly and are left in ``.expected_error`` for the caller to act on.
+    ``message`` narrows ``expected`` to errors whose text contains it."""
+
+    def __init__(self, operation: str, resource: str | None = None, *,
+                 expected: Collection[str] = (), message: str = "") -> None:
+        self.operation = operation
+        self.resource = resource
+        self.expected = expected
+        self.message = message
+        self.expected_error: str | None = None  # the expected code that ended the block
+
+    def __enter__(self) -> AwsCall:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        if exc is None or not isinstance(exc, AWS_EXCEPTIONS):
+            return False
+        code = error_code(exc)
+        if code and code in self.expected and self.message in str(exc):
+            self.expected_error = code
+            return True
+        raise translate(exc, self.operation, self.resource) from exc
+
+
+def aws_call(operation: str, resource: str | None = None, *, expected: Collection[str] = (),
+             message: str = "") -> AwsCall:
+    """``with aws_call("DescribeVpcs", region): ...``: see AwsCall."""
+    return AwsCall(operation, resource, expected=expected, message=message)

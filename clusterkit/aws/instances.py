@@ -9,8 +9,9 @@ from typing import Any
 import boto3
 
 from clusterkit.aws.clients import cached_client as client
-from clusterkit.aws.errors import AWS_EXCEPTIONS, error_code, translate
+from clusterkit.aws.errors import aws_call
 from clusterkit.aws.tags import cluster_filter, tag_specs, to_dict, to_list
+from clusterkit.kinds import Market
 from clusterkit.plan.nodes import LIVE_STATES, PRICE_TAG, Node, node_index
 
 
@@ -19,6 +20,7 @@ def _ec2(session: boto3.Session, region: str) -> Any:
 
 
 def to_node(raw: Mapping[str, Any], region: str) -> Node:
+    """The one place a DescribeInstances / RunInstances dict becomes a ``Node``."""
     tags = to_dict(raw.get("Tags"))
     try:
         price = float(tags[PRICE_TAG]) if PRICE_TAG in tags else None
@@ -31,15 +33,18 @@ def to_node(raw: Mapping[str, Any], region: str) -> Node:
         state=raw.get("State", {}).get("Name", "unknown"),
         instance_type=raw.get("InstanceType", ""),
         az=raw.get("Placement", {}).get("AvailabilityZone", ""),
-        market="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand",
+        market=Market.SPOT if raw.get("InstanceLifecycle") == "spot" else Market.ON_DEMAND,
         region=region,
         launch_time=launch.isoformat() if hasattr(launch, "isoformat") else str(launch or ""),
         public_ip=raw.get("PublicIpAddress"), private_ip=raw.get("PrivateIpAddress"),
-        subnet_id=raw.get("SubnetId"), price=price, tags=tags, raw=dict(raw))
+        subnet_id=raw.get("SubnetId"), price=price, tags=tags,
+        image_id=raw.get("ImageId", ""), launch_index=raw.get("AmiLaunchIndex"),
+        volume_ids=tuple(m["Ebs"]["VolumeId"] for m in raw.get("BlockDeviceMappings", ())
+                         if m.get("Ebs", {}).get("VolumeId")))
 
 
 def run_instances(session: boto3.Session, region: str, *, launch_template_id: str,
-                  instance_type: str, az: str, subnet_id: str, market: str,
+                  instance_type: str, az: str, subnet_id: str, market: Market,
                   max_price: float | None, count: int, tags: Mapping[str, str],
                   volume_tags: Mapping[str, str], client_token: str,
                   placement_group: str = "") -> list[Node]:
@@ -53,29 +58,24 @@ def run_instances(session: boto3.Session, region: str, *, launch_template_id: st
     }
     if placement_group:  # repeated here: a Placement given to RunInstances replaces the LT's
         kwargs["Placement"]["GroupName"] = placement_group
-    if market == "spot":
+    if market == Market.SPOT:
         options: dict[str, Any] = {"SpotInstanceType": "one-time",
                                    "InstanceInterruptionBehavior": "terminate"}
         if max_price is not None:
             options["MaxPrice"] = f"{max_price:.4f}"
         kwargs["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": options}
         kwargs["TagSpecifications"] += tag_specs(["spot-instances-request"], volume_tags)
-    try:
+    with aws_call("RunInstances", f"{count} x {instance_type} {market} in {az}"):
         raw = _ec2(session, region).run_instances(**kwargs)["Instances"]
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "RunInstances",
-                        f"{count} x {instance_type} {market} in {az}") from exc
     return [to_node(r, region) for r in raw]
 
 
 def _find(session: boto3.Session, region: str, filters: list[dict[str, Any]],
           what: str) -> list[Node]:
-    try:
+    with aws_call("DescribeInstances", what):
         pages = _ec2(session, region).get_paginator("describe_instances").paginate(
             Filters=filters)
         raw = [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "DescribeInstances", what) from exc
     return [to_node(r, region) for r in raw]
 
 
@@ -97,42 +97,36 @@ def tagged_instances(session: boto3.Session, region: str, tag_key: str,
 def describe_nodes(session: boto3.Session, region: str, ids: Sequence[str]) -> list[Node]:
     if not ids:
         return []
-    try:
+    # InvalidInstanceID.NotFound: eventual consistency, just after RunInstances
+    with aws_call("DescribeInstances", ",".join(ids),
+                  expected={"InvalidInstanceID.NotFound"}) as call:
         pages = _ec2(session, region).get_paginator("describe_instances").paginate(
             InstanceIds=list(ids))
         raw = [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
-    except AWS_EXCEPTIONS as exc:
-        if error_code(exc) == "InvalidInstanceID.NotFound":  # eventual consistency
-            return []
-        raise translate(exc, "DescribeInstances", ",".join(ids)) from exc
+    if call.expected_error:
+        return []
     return [to_node(r, region) for r in raw]
 
 
 def create_tags(session: boto3.Session, region: str, resource_ids: Sequence[str],
                 tags: Mapping[str, str]) -> None:
-    try:
+    with aws_call("CreateTags", ",".join(resource_ids)):
         _ec2(session, region).create_tags(Resources=list(resource_ids), Tags=to_list(tags))
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "CreateTags", ",".join(resource_ids)) from exc
 
 
 def terminate_instances(session: boto3.Session, region: str, ids: Sequence[str]) -> None:
     if not ids:
         return
-    try:
+    with aws_call("TerminateInstances", ",".join(ids)):
         _ec2(session, region).terminate_instances(InstanceIds=list(ids))
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "TerminateInstances", ",".join(ids)) from exc
 
 
 def start_instances(session: boto3.Session, region: str, ids: Sequence[str]) -> None:
     """Start stopped instances (EBS-backed; their instance-store disks come back empty)."""
     if not ids:
         return
-    try:
+    with aws_call("StartInstances", ",".join(ids)):
         _ec2(session, region).start_instances(InstanceIds=list(ids))
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "StartInstances", ",".join(ids)) from exc
 
 
 def cluster_spot_requests(session: boto3.Session, region: str, cluster: str,
@@ -140,38 +134,30 @@ def cluster_spot_requests(session: boto3.Session, region: str, cluster: str,
     """Open or active spot requests tagged with the cluster or serving its instances."""
     ec2 = _ec2(session, region)
     state = [{"Name": "state", "Values": ["open", "active"]}]
-    try:
+    with aws_call("DescribeSpotInstanceRequests", cluster):
         found = ec2.describe_spot_instance_requests(
             Filters=cluster_filter(cluster) + state)["SpotInstanceRequests"]
         if instance_ids:
             found += ec2.describe_spot_instance_requests(
                 Filters=state + [{"Name": "instance-id", "Values": list(instance_ids)}]
             )["SpotInstanceRequests"]
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "DescribeSpotInstanceRequests", cluster) from exc
     return sorted({r["SpotInstanceRequestId"] for r in found})
 
 
 def cancel_spot_requests(session: boto3.Session, region: str, ids: Sequence[str]) -> None:
-    try:
+    with aws_call("CancelSpotInstanceRequests", ",".join(ids)):
         _ec2(session, region).cancel_spot_instance_requests(SpotInstanceRequestIds=list(ids))
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "CancelSpotInstanceRequests", ",".join(ids)) from exc
 
 
 def cluster_fleets(session: boto3.Session, region: str, cluster: str) -> list[str]:
     """EC2 fleets tagged with the cluster that are not deleted yet."""
-    try:
+    with aws_call("DescribeFleets", cluster):
         fleets = _ec2(session, region).describe_fleets(Filters=[
             {"Name": "fleet-state", "Values": ["submitted", "active", "modifying"]}])["Fleets"]
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "DescribeFleets", cluster) from exc
     return sorted(f["FleetId"] for f in fleets
                   if to_dict(f.get("Tags")).get("clusterkit:cluster") == cluster)
 
 
 def delete_fleets(session: boto3.Session, region: str, ids: Sequence[str]) -> None:
-    try:
+    with aws_call("DeleteFleets", ",".join(ids)):
         _ec2(session, region).delete_fleets(FleetIds=list(ids), TerminateInstances=True)
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "DeleteFleets", ",".join(ids)) from exc

@@ -7,7 +7,7 @@ from typing import Any
 import boto3
 
 from clusterkit.aws.clients import cached_client as client
-from clusterkit.aws.errors import AWS_EXCEPTIONS, translate
+from clusterkit.aws.errors import aws_call
 from clusterkit.errors import AwsError, UsageError
 from clusterkit.spec.model import Image
 
@@ -17,11 +17,9 @@ def _ec2(session: boto3.Session, region: str) -> Any:
 
 
 def default_vpc(session: boto3.Session, region: str) -> str:
-    try:
+    with aws_call("DescribeVpcs", region):
         vpcs = _ec2(session, region).describe_vpcs(
             Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"]
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "DescribeVpcs", region) from exc
     if not vpcs:
         raise AwsError(f"region {region} has no default VPC",
                        "create one with `aws ec2 create-default-vpc`")
@@ -32,10 +30,8 @@ def default_subnet(session: boto3.Session, region: str, vpc_id: str, az: str) ->
     """The default subnet of ``az`` in ``vpc_id``."""
     filters = [{"Name": "vpc-id", "Values": [vpc_id]},
                {"Name": "availability-zone", "Values": [az]}]
-    try:
+    with aws_call("DescribeSubnets", az):
         subnets = _ec2(session, region).describe_subnets(Filters=filters)["Subnets"]
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "DescribeSubnets", az) from exc
     subnets.sort(key=lambda s: (not s.get("DefaultForAz", False), s["SubnetId"]))
     if not subnets:
         raise AwsError(f"no subnet in {az} of {vpc_id}",
@@ -45,11 +41,9 @@ def default_subnet(session: boto3.Session, region: str, vpc_id: str, az: str) ->
 
 
 def availability_zones(session: boto3.Session, region: str) -> list[dict[str, str]]:
-    try:
+    with aws_call("DescribeAvailabilityZones", region):
         zones = _ec2(session, region).describe_availability_zones(
             Filters=[{"Name": "state", "Values": ["available"]}])["AvailabilityZones"]
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "DescribeAvailabilityZones", region) from exc
     return sorted(({"name": z["ZoneName"], "id": z.get("ZoneId", "")} for z in zones),
                   key=lambda z: z["name"])
 
@@ -57,7 +51,7 @@ def availability_zones(session: boto3.Session, region: str) -> list[dict[str, st
 def resolve_image(session: boto3.Session, region: str, image: Image) -> tuple[str, str]:
     """(AMI id, root device name): by id, or the newest AMI named like ``image.name``."""
     ec2 = _ec2(session, region)
-    try:
+    with aws_call("DescribeImages", image.id or image.name):
         if image.id:
             found = ec2.describe_images(ImageIds=[image.id])["Images"]
         else:
@@ -65,8 +59,6 @@ def resolve_image(session: boto3.Session, region: str, image: Image) -> tuple[st
                 Owners=[image.owner],
                 Filters=[{"Name": "name", "Values": [image.name or "*"]},
                          {"Name": "state", "Values": ["available"]}])["Images"]
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "DescribeImages", image.id or image.name) from exc
     if not found:
         raise UsageError(f"no AMI {image.id or repr(image.name)} in {region}",
                          "set nodes.image.id to an AMI of this region, or fix "

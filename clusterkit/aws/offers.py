@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from clusterkit.aws.endpoints import check_regions
-from clusterkit.aws.errors import AWS_EXCEPTIONS, translate
+from clusterkit.aws.errors import aws_call
 from clusterkit.aws.pricing import (
     OnDemandPrices,
     lookup_client,
@@ -33,6 +33,7 @@ from clusterkit.catalog import build, instances
 from clusterkit.catalog.ranking import Offer
 from clusterkit.catalog.zones import ZoneType, zone_block, zone_type
 from clusterkit.errors import AwsError, ClusterkitError, UsageError
+from clusterkit.kinds import Market
 
 PRODUCT = "Linux/UNIX"
 Progress = Callable[[int, int, str], None]  # (done, total, what just finished)
@@ -73,13 +74,6 @@ class _Zones:
     blocked: dict[str, str] = field(default_factory=dict)  # zone name -> why unusable
 
 
-def _aws(operation: str, resource: str | None, call: Callable[[], Any]) -> Any:
-    try:
-        return call()
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, operation, resource) from exc
-
-
 def _latest_spot(ec2: Any, types: Sequence[str]) -> dict[tuple[str, str], float]:
     now = datetime.now(timezone.utc)
     latest: dict[tuple[str, str], tuple[Any, float]] = {}
@@ -95,13 +89,14 @@ def _latest_spot(ec2: Any, types: Sequence[str]) -> dict[tuple[str, str], float]
 
 def _subnet_zones(ec2: Any, region: str, names: Sequence[str]) -> set[str]:
     """Which of the zones ``names`` have a subnet in the region's default VPC."""
-    vpcs = _aws("DescribeVpcs", region, lambda: ec2.describe_vpcs(
-        Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"])
+    with aws_call("DescribeVpcs", region):
+        vpcs = ec2.describe_vpcs(Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"]
     if not vpcs:
         return set()
-    subnets = _aws("DescribeSubnets", region, lambda: ec2.describe_subnets(Filters=[
-        {"Name": "vpc-id", "Values": [vpcs[0]["VpcId"]]},
-        {"Name": "availability-zone", "Values": list(names)}])["Subnets"])
+    with aws_call("DescribeSubnets", region):
+        subnets = ec2.describe_subnets(Filters=[
+            {"Name": "vpc-id", "Values": [vpcs[0]["VpcId"]]},
+            {"Name": "availability-zone", "Values": list(names)}])["Subnets"]
     return {s["AvailabilityZone"] for s in subnets}
 
 
@@ -121,13 +116,14 @@ def _special_zones(ec2: Any, region: str, found: _Zones, azs: Sequence[dict[str,
 
 
 def _zones(ec2: Any, region: str, types: Sequence[str]) -> _Zones:
-    azs = _aws("DescribeAvailabilityZones", region, lambda: ec2.describe_availability_zones(
-        AllAvailabilityZones=True))
-    offered = _aws("DescribeInstanceTypeOfferings", region, lambda: list(pages(
-        ec2.describe_instance_type_offerings, "InstanceTypeOfferings",
-        LocationType="availability-zone",
-        Filters=[{"Name": "instance-type", "Values": list(types)}])))
-    spot = _aws("DescribeSpotPriceHistory", region, lambda: _latest_spot(ec2, types))
+    with aws_call("DescribeAvailabilityZones", region):
+        azs = ec2.describe_availability_zones(AllAvailabilityZones=True)
+    with aws_call("DescribeInstanceTypeOfferings", region):
+        offered = list(pages(ec2.describe_instance_type_offerings, "InstanceTypeOfferings",
+                             LocationType="availability-zone",
+                             Filters=[{"Name": "instance-type", "Values": list(types)}]))
+    with aws_call("DescribeSpotPriceHistory", region):
+        spot = _latest_spot(ec2, types)
     found = _Zones({z["ZoneName"]: z["ZoneId"] for z in azs["AvailabilityZones"]},
                    {(o["InstanceType"], o["Location"]) for o in offered}, spot)
     _special_zones(ec2, region, found, azs["AvailabilityZones"])
@@ -147,9 +143,9 @@ def _region_offers(ec2: Any, region: str, types: Sequence[str], gpus: dict[str, 
         for zone in names:
             zid = zones.name_to_id[zone]
             kind, blocked = zones.kinds[zone], zones.blocked.get(zone, "")
-            offers.append(Offer(itype, region, zone, zid, "spot", zones.spot.get((itype, zone)),
+            offers.append(Offer(itype, region, zone, zid, Market.SPOT, zones.spot.get((itype, zone)),
                                 od, gpus[itype], zone_type=kind, blocked=blocked))
-            offers.append(Offer(itype, region, zone, zid, "on-demand", od, od, gpus[itype],
+            offers.append(Offer(itype, region, zone, zid, Market.ON_DEMAND, od, od, gpus[itype],
                                 zone_type=kind, blocked=blocked))
     return offers
 
@@ -160,8 +156,8 @@ def _gpu_counts(session: Any, region: str, types: Sequence[str], calls: _Calls) 
     unknown = [t for t in types if t not in counts]
     if unknown:
         ec2 = calls.watch(client(session, "ec2", region))
-        found = _aws("DescribeInstanceTypes", ",".join(unknown),
-                     lambda: ec2.describe_instance_types(InstanceTypes=unknown))
+        with aws_call("DescribeInstanceTypes", ",".join(unknown)):
+            found = ec2.describe_instance_types(InstanceTypes=unknown)
         for item in found.get("InstanceTypes", []):
             entry = build.entry_from_describe(item)
             counts[entry["name"]] = entry["gpu"]["count"] if entry["gpu"] else 0
@@ -261,66 +257,9 @@ def short(message: str, limit: int = 140) -> str:
 
 
 def _with_score(offer: Offer, scores: dict[tuple[str, str, str], int]) -> Offer:
-    if offer.market != "spot":
+    if offer.market != Market.SPOT:
         return offer
     score = scores.get((offer.instance_type, offer.region, offer.az_id or ""))
     if score is None:
         return offer
     return replace(offer, placement_score=score)
-
-
-def offers_for_spec(session: Any, spec: Any, progress: Progress | None = None) -> SearchResult:
-    """search_offers for a validated Spec: its instance types, regions and node count."""
-    return search_offers(session, instance_types=spec.nodes.instance_types,
-                         regions=spec.regions or (spec.region,), count=spec.nodes.count,
-                         progress=progress)
-
-
-@dataclass(frozen=True)
-class SpotQuery:
-    instance_types: list[str]
-    regions: list[str]
-    count: int
-    max_price: float | None = None
-
-
-def resolve_query(spec_file: str | None, *, instance_types: Sequence[str] = (),
-                  regions: Sequence[str] = (), count: int | None = None,
-                  default_region: str | None = None) -> SpotQuery:
-    """What to search: options replace the spec's values; no spec needs --instance-types."""
-    spec = None
-    if spec_file:
-        from clusterkit.spec import load
-
-        spec = load(spec_file)
-    types = list(instance_types) or (list(spec.nodes.instance_types) if spec else [])
-    if not types:
-        raise UsageError("no instance types to search",
-                         "give a spec file or --instance-types p4d.24xlarge,p5.48xlarge")
-    where = list(regions) or (list(spec.regions or (spec.region,)) if spec else []) \
-        or ([default_region] if default_region else [])
-    if not where:
-        raise UsageError("no region to search", "pass --regions us-east-1,us-west-2 or --region")
-    nodes = count if count is not None else (spec.nodes.count if spec else 1)
-    if nodes < 1:
-        raise UsageError(f"--count must be at least 1, got {nodes}")
-    return SpotQuery(types, where, nodes, spec.nodes.max_price if spec else None)
-
-
-def do_spot(spec_file: str | None, *, instance_types: Sequence[str] = (),
-            regions: Sequence[str] = (), count: int | None = None, region: str | None = None,
-            profile: str | None = None, progress: Progress | None = None) -> Any:
-    """`clusterkit spot`: search, then rank. Returns a catalog.report.SpotReport."""
-    from clusterkit.aws.session import make_session
-    from clusterkit.catalog.report import build_report
-
-    session = make_session(region, profile)
-    query = resolve_query(spec_file, instance_types=instance_types, regions=regions,
-                          count=count, default_region=region or session.region_name)
-    result = search_offers(session, instance_types=query.instance_types,
-                           regions=query.regions, count=query.count, progress=progress)
-    every_region_failed(result)
-    return build_report(result.offers, count=query.count, instance_types=query.instance_types,
-                        regions=query.regions, region_errors=result.region_errors,
-                        on_demand_source=result.on_demand_source, notes=result.notes,
-                        max_price=query.max_price)

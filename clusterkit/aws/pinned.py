@@ -9,7 +9,8 @@ from typing import Any
 import boto3
 
 from clusterkit.aws.clients import cached_client as client
-from clusterkit.aws.errors import AWS_EXCEPTIONS, error_code, translate
+from clusterkit.aws.errors import aws_call
+from clusterkit.errors import AwsError
 from clusterkit.plan.pinning import FOUND, MISSING, PinKind, Pinned
 
 # kind -> (service, operation, the error codes meaning "no such resource here")
@@ -44,12 +45,13 @@ def _verdict(made: Any, pin: Pinned) -> str:
 def probe(session: boto3.Session, region: str, pin: Pinned) -> str:
     """One read call: FOUND, MISSING, or why it is unusable (a state, or the failed API)."""
     service, operation, not_found = _CALLS[pin.kind]
+    made = client(session, service, region)
     try:
-        return _verdict(client(session, service, region), pin)
-    except AWS_EXCEPTIONS as exc:
-        if error_code(exc) in not_found:
-            return MISSING
-        return f"not checked ({translate(exc, operation, pin.id).message})"
+        with aws_call(operation, pin.id, expected=not_found):
+            return _verdict(made, pin)
+    except AwsError as err:
+        return f"not checked ({err.message})"
+    return MISSING  # the block ended on a not-found code
 
 
 def locate(session: boto3.Session, pins: Sequence[Pinned],

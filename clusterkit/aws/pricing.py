@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.config import Config
 
-from clusterkit.aws.errors import AWS_EXCEPTIONS, translate
+from clusterkit.aws.errors import aws_call
 from clusterkit.aws.session import client
 from clusterkit.catalog import prices as snapshot
 from clusterkit.errors import AwsError
@@ -74,14 +74,13 @@ class OnDemandPrices:
         if self.api_error is None:
             try:
                 self.count_call("GetProducts")
-                items = pages(self._client.get_products, "PriceList",
-                              ServiceCode="AmazonEC2",
-                              Filters=product_filters(instance_type, region))
-                found = parse_price_list(items)
+                with aws_call("GetProducts"):
+                    found = parse_price_list(pages(
+                        self._client.get_products, "PriceList", ServiceCode="AmazonEC2",
+                        Filters=product_filters(instance_type, region)))
                 if found is not None:
                     return found
-            except (*AWS_EXCEPTIONS, AwsError) as exc:
-                err = exc if isinstance(exc, AwsError) else translate(exc, "GetProducts")
+            except AwsError as err:
                 with self._lock:
                     self.api_error = self.api_error or err.message
         with self._lock:
@@ -98,13 +97,11 @@ def placement_scores(ec2: Any, instance_type: str, regions: Sequence[str],
     """(region, zone id) -> score 1..10 for a single-AZ gang of ``count`` nodes.
 
     Raises AwsError (translated) when the account or endpoint does not allow it."""
-    try:
+    with aws_call("GetSpotPlacementScores", instance_type):
         items = list(pages(ec2.get_spot_placement_scores, "SpotPlacementScores",
                            InstanceTypes=[instance_type], TargetCapacity=count,
                            TargetCapacityUnitType="units", SingleAvailabilityZone=True,
                            RegionNames=list(regions)))
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "GetSpotPlacementScores", instance_type) from exc
     return {(s["Region"], s["AvailabilityZoneId"]): int(s["Score"]) for s in items
             if s.get("AvailabilityZoneId") and s.get("Score") is not None}
 
@@ -124,15 +121,17 @@ def describe_instance_types(session: Any, region: str, names: Sequence[str]) -> 
         batch = wanted[i:i + 100]
         for _ in range(2):
             try:
-                items += list(pages(ec2.describe_instance_types, "InstanceTypes",
-                                    InstanceTypes=batch))
+                with aws_call("DescribeInstanceTypes", region):
+                    items += list(pages(ec2.describe_instance_types, "InstanceTypes",
+                                        InstanceTypes=batch))
                 break
-            except AWS_EXCEPTIONS as exc:
-                err = translate(exc, "DescribeInstanceTypes", region)
+            except AwsError as err:
                 unknown = _unknown_types(err) if err.code == "InvalidInstanceType" else set()
                 if not unknown:
-                    raise err from exc
+                    raise
                 batch = [t for t in batch if t not in unknown]
+                if not batch:  # asking for no types would list every type
+                    break
     return items
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import boto3
 
 from clusterkit.aws.clients import cached_client as client
-from clusterkit.aws.errors import AWS_EXCEPTIONS, translate
+from clusterkit.aws.errors import aws_call
 
 FALLBACK_REGION = "us-east-1"  # where to ask when the session has no region
 
@@ -16,9 +16,7 @@ FALLBACK_REGION = "us-east-1"  # where to ask when the session has no region
 def enabled_regions(session: boto3.Session) -> list[str]:
     """The regions enabled for the account (opted-in or not requiring opt-in), sorted."""
     ec2: Any = client(session, "ec2", session.region_name or FALLBACK_REGION)
-    try:
+    with aws_call("DescribeRegions", "enabled regions"):
         found = ec2.describe_regions(AllRegions=False)["Regions"]
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "DescribeRegions", "enabled regions") from exc
     return sorted(r["RegionName"] for r in found
                   if r.get("OptInStatus", "opt-in-not-required") != "not-opted-in")

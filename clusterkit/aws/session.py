@@ -3,14 +3,15 @@ the same retry policy (adaptive backoff for throttling) and the sandbox net guar
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import NoCredentialsError, ProfileNotFound
 
 from clusterkit import __version__
-from clusterkit.errors import CredentialsError, UsageError
+from clusterkit.aws.errors import aws_call
+from clusterkit.errors import UsageError
 from clusterkit.netguard import check_url
 
 RETRY_CONFIG = Config(
@@ -22,11 +23,14 @@ RETRY_CONFIG = Config(
 
 
 def make_session(region: str | None = None, profile: str | None = None) -> boto3.Session:
-    try:
+    with aws_call("open the session", profile):  # ProfileNotFound -> CredentialsError
         return boto3.Session(region_name=region, profile_name=profile)
-    except ProfileNotFound as exc:
-        raise CredentialsError(str(exc), "check --profile / AWS_PROFILE against "
-                               "~/.aws/config") from exc
+
+
+def _fresh(config: Config) -> Config:
+    """A deep copy: botocore rewrites the ``retries`` dict of the Config it is given in
+    place (max_attempts -> total_max_attempts), which would change RETRY_CONFIG itself."""
+    return copy.deepcopy(config)
 
 
 def _guard_request(request: Any, **_: Any) -> None:
@@ -41,11 +45,10 @@ def client(session: boto3.Session, service: str, region: str | None = None, *,
     lookup that has a fallback). ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_<SERVICE>``
     are honoured by botocore."""
     try:
-        made = session.client(service, region_name=region or session.region_name,
-                              config=RETRY_CONFIG.merge(config) if config else RETRY_CONFIG)
-    except NoCredentialsError as exc:
-        raise CredentialsError("no AWS credentials found",
-                               "run `aws configure`, set AWS_PROFILE, or use --sandbox") from exc
+        with aws_call(f"make an AWS {service} client"):  # e.g. NoCredentialsError
+            made = session.client(service, region_name=region or session.region_name,
+                                  config=_fresh(RETRY_CONFIG.merge(config) if config
+                                                else RETRY_CONFIG))
     except ValueError as exc:  # botocore's answer to a malformed endpoint URL
         raise UsageError(f"cannot make an AWS {service} client: {exc}",
                          "check AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_<SERVICE>") from exc

@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 
 from clusterkit.aws.clients import cached_client as client
-from clusterkit.aws.errors import AWS_EXCEPTIONS, error_code, translate
+from clusterkit.aws.errors import aws_call
 from clusterkit.aws.tags import cluster_filter, to_dict
 from clusterkit.plan.nodes import CLUSTER_TAG, REGION_TAG, RETAIN_TAG
 
@@ -22,12 +22,9 @@ GONE = frozenset({"InvalidGroup.NotFound", "InvalidLaunchTemplateId.NotFound",
 def _call(session: boto3.Session, service: str, region: str | None, op: str, what: str,
           **kwargs: Any) -> Any:
     """One call; a resource that is already gone counts as done (returns None)."""
-    try:
+    with aws_call(op, what, expected=GONE):
         return getattr(client(session, service, region), op)(**kwargs)
-    except AWS_EXCEPTIONS as exc:
-        if error_code(exc) in GONE:
-            return None
-        raise translate(exc, op, what) from exc
+    return None
 
 
 def security_groups(session: boto3.Session, region: str, cluster: str) -> list[str]:
@@ -64,12 +61,10 @@ def delete_placement_group(session: boto3.Session, region: str, name: str) -> No
 def file_systems(session: boto3.Session, region: str, cluster: str) -> list[dict[str, Any]]:
     """[{id, retain, size_bytes, created, region}] of the cluster's EFS file systems
     (``size_bytes``: EFS's metered size, updated by AWS about hourly)."""
-    try:
+    with aws_call("DescribeFileSystems", cluster):
         pages = client(session, "efs", region).get_paginator(
             "describe_file_systems").paginate()
         found = [f for page in pages for f in page["FileSystems"]]
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, "DescribeFileSystems", cluster) from exc
     out = []
     for fs in found:
         tags = to_dict(fs.get("Tags"))
@@ -102,12 +97,10 @@ def iam_path(cluster: str) -> str:
 
 def _iam_list(session: boto3.Session, op: str, key: str, cluster: str) -> list[str]:
     path = iam_path(cluster)
-    try:
+    with aws_call(op, path):
         pages = client(session, "iam").get_paginator(op).paginate(PathPrefix=path)
         return sorted(r[key[:-1] + "Name"] for page in pages for r in page[key]
                       if r.get("Path") == path)
-    except AWS_EXCEPTIONS as exc:
-        raise translate(exc, op, path) from exc
 
 
 def iam_roles(session: boto3.Session, cluster: str) -> list[str]:

@@ -27,8 +27,9 @@ from typing import Any
 
 from clusterkit.catalog.zones import ZoneType
 from clusterkit.errors import AwsError, CapacityError, QuotaError
+from clusterkit.kinds import Market, MarketPolicy
 
-MARKET_POLICIES = ("spot", "on-demand", "spot-then-on-demand")
+MARKET_POLICIES = tuple(p.value for p in MarketPolicy)
 DEFAULT_MIN_SCORE = 3
 NEUTRAL_SCORE = 5
 
@@ -39,7 +40,7 @@ class Offer:
     region: str
     az: str | None  # zone name, e.g. "us-east-1a"
     az_id: str | None  # zone id, e.g. "use1-az1"
-    market: str  # "spot" | "on-demand"
+    market: Market
     price: float | None  # USD/h per node in this market
     on_demand_price: float | None
     gpus: int
@@ -79,7 +80,7 @@ def ineligible_reason(offer: Offer, *, max_price: float | None, want_gpus: bool)
         return "no GPU"
     if max_price is not None and offer.price > max_price:
         return f"over max price ${max_price:g}/h"
-    if (max_price is None and offer.market == "spot" and offer.on_demand_price is not None
+    if (max_price is None and offer.market == Market.SPOT and offer.on_demand_price is not None
             and offer.price > offer.on_demand_price):
         return "spot above on-demand"
     return ""
@@ -158,10 +159,8 @@ def launch_candidates(offers: Sequence[Offer], *, count: int, market_policy: str
     ranked = [r for r in rank_offers(allowed, max_price=max_price, min_score=min_score,
                                      instance_types=instance_types, regions=regions)
               if r.rank is not None]
-    markets = {"spot": ["spot"], "on-demand": ["on-demand"],
-               "spot-then-on-demand": ["spot", "on-demand"]}[market_policy]
     out: list[Offer] = []
-    for market in markets:
+    for market in MarketPolicy(market_policy).markets:
         pool = [r for r in ranked if r.offer.market == market]
         out += _grouped([r.offer for r in pool if not r.demoted])
         out += _grouped([r.offer for r in pool if r.demoted])

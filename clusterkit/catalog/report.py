@@ -1,5 +1,5 @@
-"""The `clusterkit spot` result as table rows and JSON. PURE (builds a rich Table
-object but prints nothing)."""
+"""The `clusterkit spot` result: ranked offers, its JSON and the lines under the table.
+PURE (the table itself is drawn by cli.spot)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.table import Table
-
 from clusterkit.catalog.ranking import Offer, RankedOffer, rank_offers
+from clusterkit.kinds import Market
 
 
 @dataclass(frozen=True)
@@ -33,15 +32,11 @@ def build_report(offers: Sequence[Offer], *, count: int, instance_types: Sequenc
                  on_demand_source: str, notes: Sequence[str] = (),
                  max_price: float | None = None) -> SpotReport:
     """Rank the spot offers (the table lists spot offers; on-demand is a column)."""
-    spot = [o for o in offers if o.market == "spot"]
+    spot = [o for o in offers if o.market == Market.SPOT]
     ranked = rank_offers(spot, max_price=max_price, instance_types=instance_types,
                          regions=regions)
     return SpotReport(ranked, count, list(regions), list(instance_types), dict(region_errors),
                       on_demand_source, list(notes), max_price)
-
-
-def _money(value: float | None, digits: int = 4) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def offer_json(r: RankedOffer, count: int) -> dict[str, Any]:
@@ -65,31 +60,6 @@ def report_json(report: SpotReport) -> dict[str, Any]:
         "offers": [offer_json(r, report.count) for r in report.ranked],
         "region_errors": report.region_errors, "notes": report.notes,
     }
-
-
-def report_table(report: SpotReport) -> Table:
-    source = "Pricing API" if report.on_demand_source == "pricing-api" else "shipped snapshot"
-    table = Table(title=f"spot offers for {report.count} node(s), single AZ "
-                        f"(on-demand prices: {source})")
-    for name, justify, wrap in (
-            ("rank", "right", False), ("type", "left", False), ("region", "left", False),
-            ("AZ", "left", False), ("spot $/h", "right", False),
-            ("on-demand $/h", "right", False), ("discount", "right", False),
-            ("$/GPU-h", "right", False), ("placement score", "right", True),
-            ("note", "left", True)):
-        table.add_column(name, justify=justify, no_wrap=not wrap)  # type: ignore[arg-type]
-    for r in report.ranked:
-        o = r.offer
-        table.add_row(
-            "-" if r.rank is None else str(r.rank), o.instance_type, o.region,
-            f"{o.az} ({o.az_id})", _money(o.price), _money(o.on_demand_price),
-            "-" if o.discount is None else f"{100 * o.discount:.0f}%",
-            _money(o.per_gpu_hour), "?" if o.placement_score is None else str(o.placement_score),
-            r.note, style="dim" if r.rank is None else ("bold green" if r.rank == 1 else None))
-    for region, why in sorted(report.region_errors.items()):
-        table.add_row("-", "(all)", region, "-", "-", "-", "-", "-", "-",
-                      f"region failed: {why}", style="red")
-    return table
 
 
 def report_footer(report: SpotReport) -> list[str]:

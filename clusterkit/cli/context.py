@@ -142,7 +142,9 @@ def _entering_sandbox(callback: Callable[..., Any], offline: bool) -> Callable[.
         if obj.sandbox and not offline and not kwargs.get("offline"):
             from clusterkit.sandbox.client import enter_sandbox_mode
 
-            enter_sandbox_mode(obj.err_console)
+            endpoint = enter_sandbox_mode()
+            obj.err_console.print(f"[yellow]sandbox mode:[/yellow] AWS endpoint {endpoint}",
+                                  highlight=False)
         return callback(*args, **kwargs)
 
     setattr(run, WRAPPED, True)
@@ -153,7 +155,7 @@ def check_target_argument(_ctx: click.Context, _param: click.Parameter,
                           value: str | None) -> str | None:
     """Argument callback for NAME / SPEC|NAME: a cluster name, or an existing spec file
     that validates (exit 2 otherwise), checked before the command does anything."""
-    from clusterkit.cluster.common import check_target
+    from clusterkit.cluster.target import check_target
     from clusterkit.spec import load
 
     if check_target(value) and value is not None:

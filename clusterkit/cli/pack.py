@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from clusterkit.cli.context import get_ctx, json_option
+from clusterkit.cli.events import ConsoleReporter
 from clusterkit.cli.render import print_json
 
 
@@ -83,7 +84,8 @@ def pack(prefix: str, root: str, make_list: bool, exts: tuple[str, ...], chunks:
                            encoding=encoding, color=int(color), pass_through=pass_through,
                            pack_label=pack_label))
     ctx = get_ctx()
-    summary = do_pack(opts, ctx.err_console)
+    with ConsoleReporter(ctx.err_console, unit="images") as report:
+        summary = do_pack(opts, report)
     if ctx.json:
         print_json(summary.to_json())
     else:

@@ -1,21 +1,33 @@
-"""`clusterkit plan`, `up`, `status`, `down`: option wiring only."""
+"""`clusterkit plan`, `up`, `status`, `down`: option wiring, and the rendering of their
+results (the progress on the way is cli.events')."""
+
+from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
+from rich.console import Console
 
 from clusterkit.cli.context import check_target_argument, get_ctx, json_option
+from clusterkit.cli.events import ConsoleReporter
 from clusterkit.cli.remote import accept_option
 from clusterkit.cli.render import print_json
-from clusterkit.cluster.common import Runtime
+from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
+
+if TYPE_CHECKING:
+    from clusterkit.cluster.up import UpResult
 
 TIMEOUT_HELP = "Give up waiting after this many seconds (default 1800)."
 
 
-def _runtime(region: str | None = None) -> Runtime:
+def runtime(region: str | None = None) -> Runtime:
+    """The AWS session of --region/--profile, reporting progress on the command's console
+    (stdout, or stderr under --json)."""
     ctx = get_ctx()
-    return Runtime.make(region=region or ctx.region, profile=ctx.profile, console=ctx.console)
+    return Runtime.make(region=region or ctx.region, profile=ctx.profile,
+                        report=ConsoleReporter(ctx.console))
 
 
 @click.command()
@@ -26,14 +38,15 @@ def _runtime(region: str | None = None) -> Runtime:
 def plan(spec_file: str, offline: bool) -> None:
     """Show what `up` would create or change, the chosen offer and total $/h. Read-only."""
     from clusterkit.cluster.planning import do_plan
+    from clusterkit.plan.up import plan_lines
 
     ctx = get_ctx()
-    _, lines, data = do_plan(spec_file, offline=offline, profile=ctx.profile,
-                             rt=None if offline else _runtime(), region=ctx.region)
+    result = do_plan(spec_file, offline=offline, profile=ctx.profile,
+                     rt=None if offline else runtime(), region=ctx.region)
     if ctx.json:
-        print_json(data)
+        print_json(result.to_json())
     else:
-        for line in lines:
+        for line in plan_lines(result):
             ctx.console.print(line, highlight=False, markup=False)
 
 
@@ -65,11 +78,34 @@ def up(spec_file: str, timeout: float, no_wait_ssh: bool, yes: bool,
 
     ctx = get_ctx()
     ask = _ask if sys.stdin.isatty() else None
-    result = do_up(spec_file, rt=_runtime(), timeout=timeout, wait_ssh=not no_wait_ssh,
+    result = do_up(spec_file, rt=runtime(), timeout=timeout, wait_ssh=not no_wait_ssh,
                    yes=yes or ctx.yes, confirm=ask, region=ctx.region,
                    accept_host_keys=accept_host_keys)
+    render_up(ctx.console, result)
     if ctx.json:
-        print_json(result)
+        print_json(result.to_json())
+
+
+def render_up(console: Console, result: UpResult) -> None:
+    """The cluster as `up` left it: one line per node, and the ssh command that reaches
+    the master (checking the host keys `up` recorded, when it probed them)."""
+    cost = f"${result.hourly_usd:.4f}/h" if result.hourly_usd is not None else "$/h unknown"
+    console.print(f"[bold green]cluster {result.cluster} is up[/bold green]: "
+                  f"{len(result.nodes)} node(s) in {result.region}, {cost}", highlight=False)
+    for n in result.nodes:
+        console.print(f"  {n.index!s:>3} {n.role:<6} {n.instance_id} {n.type} {n.market} "
+                      f"{n.az} {n.ssh_address or '-'}", markup=False, highlight=False)
+    if not result.nodes:
+        return
+    master = result.nodes[0].ssh_address or "<master address>"
+    port = "" if result.ssh_port == 22 else f" -p {result.ssh_port}"
+    if result.known_hosts:
+        console.print(f"reach it: [bold]ssh -A{port} -o UserKnownHostsFile="
+                      f"{result.known_hosts} {result.ssh_user}@{master}[/bold]  (host keys "
+                      "recorded on first contact)", highlight=False)
+    else:
+        console.print(f"reach it: [bold]ssh -A{port} {result.ssh_user}@{master}[/bold]",
+                      highlight=False)
 
 
 @click.command()
@@ -81,20 +117,20 @@ def status(name: str | None, wide: bool) -> None:
 
     NAME is a cluster name (looked up in --region) or a spec file (its regions); without
     NAME every clusterkit cluster in --region is listed."""
-    from clusterkit.cluster.status import do_status, render
+    from clusterkit.cli.status_view import render_status
+    from clusterkit.cluster.status import do_status
 
     ctx = get_ctx()
-    rt = _runtime()
-    result = do_status(name, region=ctx.region, rt=rt)
-    if name and not result["nodes"]:  # not found: exit 1 (JSON error under --json)
-        raise ClusterkitError(f"no cluster {result['cluster'] or name} in "
-                              f"{', '.join(result['regions'])}",
+    result = do_status(name, region=ctx.region, rt=runtime())
+    if name and not result.nodes:  # not found: exit 1 (JSON error under --json)
+        raise ClusterkitError(f"no cluster {result.cluster or name} in "
+                              f"{', '.join(result.regions)}",
                               "check the name and --region; `clusterkit status` lists "
                               "every cluster")
     if ctx.json:
-        print_json(result)
+        print_json(result.to_json())
     else:
-        render(rt, result, wide=wide)
+        render_status(ctx.console, result, wide=wide)
 
 
 @click.command()
@@ -113,10 +149,10 @@ def down(target: str, yes: bool, timeout: float, delete_efs: bool) -> None:
     from clusterkit.cluster.down import do_down
 
     ctx = get_ctx()
-    result = do_down(target, yes=yes or ctx.yes, region=ctx.region, rt=_runtime(),
+    result = do_down(target, yes=yes or ctx.yes, region=ctx.region, rt=runtime(),
                      confirm=_ask, timeout=timeout, delete_efs=delete_efs)
     if ctx.json:
-        print_json(result)
+        print_json(result.to_json())
 
 
 COMMANDS = [plan, up, status, down]

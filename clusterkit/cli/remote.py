@@ -10,7 +10,9 @@ from typing import Any
 import click
 
 from clusterkit.cli.context import check_target_argument, get_ctx, json_option
+from clusterkit.cli.events import ConsoleReporter
 from clusterkit.cli.render import print_json
+from clusterkit.cluster.runtime import Runtime
 
 ACCEPT_HELP = ("Accept the changed host key of this node (index, name such as worker-2, "
                "or Name tag): only when you know why it changed. Repeatable.")
@@ -20,6 +22,14 @@ def accept_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--accept-new-host-key NODE`` (repeatable), for up, exec and ssh."""
     return click.option("--accept-new-host-key", "accept_host_keys", multiple=True,
                         metavar="NODE", help=ACCEPT_HELP)(func)
+
+
+def _runtime() -> Runtime:
+    """The AWS session of --region/--profile; progress and warnings (an accepted host
+    key) on stderr, as the nodes' own output owns stdout."""
+    ctx = get_ctx()
+    return Runtime.make(region=ctx.region, profile=ctx.profile,
+                        report=ConsoleReporter(ctx.err_console))
 
 
 def _login_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -63,15 +73,15 @@ def exec_(name: str, command: tuple[str, ...], nodes: tuple[str, ...],
     from clusterkit.cluster.remote_ops import do_exec
 
     ctx = get_ctx()
-    # A failure raises RemoteError; under --json its error object carries every node's
+    # A failure raises GroupError; under --json its error object carries every node's
     # result ("results"), so stdout stays one JSON document.
     results = do_exec(name, command, nodes=nodes, accept_host_keys=accept_host_keys,
                       region=ctx.region, profile=ctx.profile,
                       user=user, port=port, identity_file=identity_file, timeout=timeout,
                       connect_timeout=connect_timeout,
-                      out=sys.stderr if ctx.json else sys.stdout)
+                      out=sys.stderr if ctx.json else sys.stdout, rt=_runtime())
     if ctx.json:
-        print_json(results)
+        print_json(results.as_dict())
     else:
         ctx.err_console.print(f"[green]ok[/green] on {len(results)} node(s)")
 
@@ -110,7 +120,8 @@ def ssh(name: str, node: str | None, print_only: bool, accept_host_keys: tuple[s
     ctx = get_ctx()
     command = click.get_current_context().meta.get("remote_command", ())
     argv = do_ssh(name, node, command, accept_host_keys=accept_host_keys, region=ctx.region,
-                  profile=ctx.profile, user=user, port=port, identity_file=identity_file, print_only=print_only)
+                  profile=ctx.profile, user=user, port=port, identity_file=identity_file,
+                  print_only=print_only, rt=_runtime())
     click.echo(shlex.join(argv))
 
 

@@ -9,7 +9,9 @@ import click
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
 
+from clusterkit.catalog.report import SpotReport
 from clusterkit.cli.context import get_ctx, json_option
 from clusterkit.cli.render import print_json
 
@@ -30,6 +32,35 @@ def _progress(console: Console) -> Iterator[Callable[[int, int, str], None]]:
         yield update
 
 
+def _money(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def report_table(report: SpotReport) -> Table:
+    source = "Pricing API" if report.on_demand_source == "pricing-api" else "shipped snapshot"
+    table = Table(title=f"spot offers for {report.count} node(s), single AZ "
+                        f"(on-demand prices: {source})")
+    for name, justify, wrap in (
+            ("rank", "right", False), ("type", "left", False), ("region", "left", False),
+            ("AZ", "left", False), ("spot $/h", "right", False),
+            ("on-demand $/h", "right", False), ("discount", "right", False),
+            ("$/GPU-h", "right", False), ("placement score", "right", True),
+            ("note", "left", True)):
+        table.add_column(name, justify=justify, no_wrap=not wrap)  # type: ignore[arg-type]
+    for r in report.ranked:
+        o = r.offer
+        table.add_row(
+            "-" if r.rank is None else str(r.rank), o.instance_type, o.region,
+            f"{o.az} ({o.az_id})", _money(o.price), _money(o.on_demand_price),
+            "-" if o.discount is None else f"{100 * o.discount:.0f}%",
+            _money(o.per_gpu_hour), "?" if o.placement_score is None else str(o.placement_score),
+            r.note, style="dim" if r.rank is None else ("bold green" if r.rank == 1 else None))
+    for region, why in sorted(report.region_errors.items()):
+        table.add_row("-", "(all)", region, "-", "-", "-", "-", "-", "-",
+                      f"region failed: {why}", style="red")
+    return table
+
+
 @click.command()
 @click.argument("spec_file", required=False, type=click.Path(dir_okay=False))
 @click.option("--instance-types", help="Comma-separated instance types (replace the spec's).")
@@ -45,8 +76,8 @@ def spot(spec_file: str | None, instance_types: str | None, regions: str | None,
       clusterkit spot --instance-types p4d.24xlarge,p5.48xlarge \\
                       --regions us-east-1,us-west-2 --count 4
     """
-    from clusterkit.aws.offers import do_spot
-    from clusterkit.catalog.report import report_footer, report_json, report_table
+    from clusterkit.catalog.report import report_footer, report_json
+    from clusterkit.cluster.spot import do_spot
 
     ctx = get_ctx()
     with _progress(ctx.err_console) as progress:

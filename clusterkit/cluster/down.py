@@ -5,12 +5,16 @@ of every tagged resource still there. Safe to run twice and after a crashed `up`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from clusterkit.aws import instances, keypairs, teardown, volumes
 from clusterkit.cluster import kept_efs, record, stackops
-from clusterkit.cluster.common import Runtime, per_region, resolve_target, search_regions
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.cluster.target import per_region, resolve_target, search_regions
 from clusterkit.errors import AwsError, ClusterkitError
+from clusterkit.events import Kind, Stage
+from clusterkit.kinds import InstanceState
 from clusterkit.plan.stack import stack_name
 from clusterkit.remote import known_hosts
 
@@ -18,6 +22,21 @@ SG_BUSY = ("DependencyViolation", "InvalidGroup.InUse")
 
 
 KEPT = "EFS kept (retain)"
+
+
+@dataclass(frozen=True)
+class DownResult:
+    """What `down` found and deleted: per region, resource kind -> ids; and the EFS file
+    systems the cluster keeps (deletion_policy: retain), priced."""
+
+    cluster: str
+    regions: list[str]
+    deleted: dict[str, dict[str, list[str]]]
+    kept_efs: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "regions": self.regions, "deleted": self.deleted,
+                "kept_efs": self.kept_efs}
 
 
 def inventory(rt: Runtime, cluster: str, region: str) -> dict[str, list[str]]:
@@ -49,7 +68,7 @@ def _stack(rt: Runtime, region: str, cluster: str) -> dict[str, Any] | None:
 
 
 def _deleted(rt: Runtime, kind: str, ident: str) -> None:
-    rt.say(f"  [red]deleted[/red] {kind} {ident}")
+    rt.emit(Kind.PROGRESS, f"deleted {kind} {ident}", stage=Stage.DOWN, level=1)
 
 
 def _instances(rt: Runtime, cluster: str, region: str, deadline: float) -> None:
@@ -64,13 +83,13 @@ def _instances(rt: Runtime, cluster: str, region: str, deadline: float) -> None:
         instances.cancel_spot_requests(s, region, requests)
         for r in requests:
             _deleted(rt, "spot request", r)
-    todo = [n.instance_id for n in live if n.state not in ("shutting-down",)]
+    todo = [n.instance_id for n in live if n.state != InstanceState.SHUTTING_DOWN]
     if todo:
         instances.terminate_instances(s, region, todo)
     for iid in ids:
-        rt.say(f"  [red]terminating[/red] instance {iid}")
+        rt.emit(Kind.PROGRESS, f"terminating instance {iid}", stage=Stage.DOWN, level=1)
     while ids:
-        left = [n for n in instances.describe_nodes(s, region, ids) if n.state != "terminated"]
+        left = [n for n in instances.describe_nodes(s, region, ids) if n.state != InstanceState.TERMINATED]
         if not left:
             break
         if rt.clock() >= deadline:
@@ -123,9 +142,10 @@ def _efs(rt: Runtime, cluster: str, region: str, deadline: float, delete_efs: bo
     _mount_targets(rt, cluster, region, deadline)
     for fs in teardown.file_systems(s, region, cluster):
         if fs["retain"] and not delete_efs:
-            rt.say(f"  [yellow]kept[/yellow] EFS {kept_efs.describe(kept_efs.priced(fs))} "
-                   "(storage.efs.deletion_policy: retain): the next `up` of this cluster "
-                   f"mounts it; `clusterkit down {cluster} --delete-efs` deletes it")
+            rt.warn(f"kept EFS {kept_efs.describe(kept_efs.priced(fs))} "
+                    "(storage.efs.deletion_policy: retain): the next `up` of this cluster "
+                    f"mounts it; `clusterkit down {cluster} --delete-efs` deletes it",
+                    level=1, stage=Stage.DOWN)
             continue
         _retry(rt, deadline, lambda f=fs["id"]: teardown.delete_file_system(s, region, f),
                ("FileSystemInUse",))
@@ -188,8 +208,8 @@ def _iam(rt: Runtime, cluster: str) -> list[str]:
         else:
             kept.append(f"IAM role {role}")
     if kept:
-        rt.say(f"  [yellow]kept[/yellow] {', '.join(kept)}: the cluster's stack in "
-               f"{', '.join(sorted(live))} still uses them")
+        rt.warn(f"kept {', '.join(kept)}: the cluster's stack in "
+                f"{', '.join(sorted(live))} still uses them", level=1, stage=Stage.DOWN)
     return kept
 
 
@@ -210,7 +230,7 @@ def down_region(rt: Runtime, cluster: str, region: str, *, timeout: float,
 def _show(rt: Runtime, found: dict[str, dict[str, list[str]]]) -> None:
     for region, inv in found.items():
         for kind, ids in inv.items():
-            rt.say(f"{region}: {kind}: {', '.join(ids)}")
+            rt.info(f"{region}: {kind}: {', '.join(ids)}")
 
 
 def _confirm(cluster: str, delete_efs: bool, *, yes: bool,
@@ -231,8 +251,8 @@ def _forget(rt: Runtime, cluster: str, searched: Sequence[str], iam_kept: bool) 
     unsearched = [r for r in (rec.search if rec else ()) if r not in searched]
     if unsearched or iam_kept:
         where = f" in {', '.join(unsearched)}" if unsearched else " in another region"
-        rt.say(f"kept the local record of cluster {cluster}: it may still have resources"
-               f"{where} (`clusterkit down {cluster}` without --region searches them)")
+        rt.info(f"kept the local record of cluster {cluster}: it may still have resources"
+                f"{where} (`clusterkit down {cluster}` without --region searches them)")
         return False
     known_hosts.forget(cluster)
     return True
@@ -247,7 +267,7 @@ def _left(rt: Runtime, cluster: str, regions: Sequence[str],
 
 def down(rt: Runtime, cluster: str, regions: Sequence[str], *, yes: bool,
          confirm: Callable[[str], bool] | None = None, timeout: float = 1800.0,
-         delete_efs: bool = False) -> dict:
+         delete_efs: bool = False) -> DownResult:
     """Delete the cluster in every region of ``regions`` (every enabled region when
     empty, searched in parallel) where it has anything."""
     searched = search_regions(rt, regions)
@@ -255,20 +275,19 @@ def down(rt: Runtime, cluster: str, regions: Sequence[str], *, yes: bool,
     found = {r: _to_delete(inv, delete_efs) for r, inv in scan.items()}
     found = {r: inv for r, inv in found.items() if inv}
     kept = kept_efs.kept(rt, cluster, [r for r, inv in scan.items() if KEPT in inv])
-    result: dict[str, Any] = {"cluster": cluster, "regions": searched, "deleted": found,
-                              "kept_efs": [] if delete_efs else kept}
+    result = DownResult(cluster, searched, found, [] if delete_efs else kept)
     if not found:
         iam_kept = _iam(rt, cluster)
         where = ", ".join(searched) if len(searched) <= 3 else f"{len(searched)} regions"
-        rt.say(f"cluster {cluster}: nothing to delete in {where}")
-        _say_kept(rt, cluster, result["kept_efs"])
+        rt.done(Stage.DOWN, f"cluster {cluster}: nothing to delete in {where}")
+        _report_kept(rt, cluster, result.kept_efs)
         _forget(rt, cluster, searched, bool(iam_kept))
         return result
     _show(rt, found)
-    _say_kept(rt, cluster, [] if delete_efs else kept)
+    _report_kept(rt, cluster, [] if delete_efs else kept)
     _confirm(cluster, delete_efs, yes=yes, confirm=confirm)
     for region in found:
-        rt.say(f"deleting cluster {cluster} in {region}")
+        rt.started(Stage.DOWN, f"deleting cluster {cluster} in {region}")
         down_region(rt, cluster, region, timeout=timeout, delete_efs=delete_efs)
     iam_kept = _iam(rt, cluster)
     left = _left(rt, cluster, list(found), delete_efs)
@@ -276,23 +295,23 @@ def down(rt: Runtime, cluster: str, regions: Sequence[str], *, yes: bool,
         raise AwsError(f"cluster {cluster} is not gone: still there: " + "; ".join(
             f"{r}: {k} {', '.join(ids)}" for r, inv in left.items() for k, ids in inv.items()),
             f"run `clusterkit down {cluster}` again")
-    kept = f" (kept: {len(result['kept_efs'])} EFS file system(s))" if result["kept_efs"] else ""
+    kept = f" (kept: {len(result.kept_efs)} EFS file system(s))" if result.kept_efs else ""
     if _forget(rt, cluster, searched, bool(iam_kept)):
-        rt.say(f"[green]cluster {cluster} is gone[/green]{kept}")
+        rt.done(Stage.DOWN, f"cluster {cluster} is gone{kept}")
     else:
-        rt.say(f"[green]cluster {cluster} is deleted in {', '.join(found)}[/green]{kept}")
+        rt.done(Stage.DOWN, f"cluster {cluster} is deleted in {', '.join(found)}{kept}")
     return result
 
 
-def _say_kept(rt: Runtime, cluster: str, kept: Sequence[dict[str, Any]]) -> None:
+def _report_kept(rt: Runtime, cluster: str, kept: Sequence[dict[str, Any]]) -> None:
     for fs in kept:
-        rt.say(f"kept EFS file system {kept_efs.describe(fs)} ({kept_efs.PRICE_NOTE}); "
-               f"`clusterkit down {cluster} --delete-efs` deletes it")
+        rt.info(f"kept EFS file system {kept_efs.describe(fs)} ({kept_efs.PRICE_NOTE}); "
+                f"`clusterkit down {cluster} --delete-efs` deletes it")
 
 
 def do_down(target: str, *, yes: bool, region: str | None = None, profile: str | None = None,
             rt: Runtime | None = None, confirm: Callable[[str], bool] | None = None,
-            timeout: float = 1800.0, delete_efs: bool = False) -> dict:
+            timeout: float = 1800.0, delete_efs: bool = False) -> DownResult:
     """``region``: an explicit --region, narrowing the search to it. Without it the
     local record says where the cluster is, else every enabled region is searched."""
     rt = rt or Runtime.make(region=region, profile=profile)

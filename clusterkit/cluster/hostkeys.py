@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from clusterkit.cluster.common import Runtime
+from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, RemoteError
 from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node
@@ -24,7 +24,7 @@ def addresses(nodes: Sequence[Node]) -> dict[str, str]:
     for node in nodes:
         for via in (False, True):
             try:
-                out[ssh_address(node.raw, via_gateway=via)] = node.instance_id
+                out[ssh_address(node, via_gateway=via)] = node.instance_id
             except ClusterkitError:
                 continue
     return out
@@ -50,7 +50,7 @@ def check_and_record(rt: Runtime, cluster: str, nodes: Sequence[Node],
                                            if i not in blocked})
     for change in changed:
         if change.instance_id in allowed:
-            rt.say(f"[yellow]accepted the new host key of {change.describe()}[/yellow]")
+            rt.warn(f"accepted the new host key of {change.describe()}")
     known_hosts.sync(cluster, addresses(nodes), port)
     if refused:
         raise known_hosts.changed_error(refused)
@@ -63,7 +63,7 @@ def prepare(rt: Runtime, cluster: str, nodes: Sequence[Node], route: Sequence[No
     empty and lets the SSH client refuse), and write known_hosts for every node."""
     allowed = accepted_ids(nodes, accept)
     check = [n for n in nodes if n.instance_id in allowed or n in route]
-    presented = presented_keys([n.raw for n in check], port, timeout) if check else {}
+    presented = presented_keys(check, port, timeout) if check else {}
     missing = [n for n in nodes if n.instance_id in allowed and n.instance_id not in presented]
     if missing:
         names = ", ".join(selection.labels(nodes)[n.instance_id] for n in missing)

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clusterkit.aws import teardown
-from clusterkit.cluster.common import Runtime, per_region
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.cluster.target import per_region
 from clusterkit.plan.spend import EFS_GB_MONTH
 from clusterkit.spec.model import Spec
 

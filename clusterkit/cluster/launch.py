@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from clusterkit.aws import instances, lookup
+from clusterkit.aws.offers import search_offers
 from clusterkit.catalog.prices import on_demand_price
 from clusterkit.catalog.ranking import (
     Offer,
@@ -15,13 +16,22 @@ from clusterkit.catalog.ranking import (
     launch_candidates,
     walk_candidates,
 )
-from clusterkit.cluster.common import Runtime, base_tags
+from clusterkit.cluster.lookups import base_tags
+from clusterkit.cluster.pins import launch_regions
+from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError, CapacityError
-from clusterkit.plan.nodes import PRICE_TAG, Node, format_slots, launch_tags, node_index
+from clusterkit.events import Stage
+from clusterkit.kinds import DEAD_STATES, InstanceState, Market, MarketPolicy
+from clusterkit.plan.nodes import (
+    PRICE_TAG,
+    Node,
+    format_slots,
+    launch_tags,
+    node_index,
+    node_order,
+)
 from clusterkit.plan.pinning import PinReport
 from clusterkit.spec.model import Spec
-
-DEAD_STATES = ("shutting-down", "terminated", "stopping", "stopped")
 
 
 def first_candidate(rt: Runtime | None, spec: Spec) -> Offer:
@@ -32,9 +42,9 @@ def first_candidate(rt: Runtime | None, spec: Spec) -> Offer:
     if rt is not None:
         zones = lookup.availability_zones(rt.session, spec.region)
         az = zones[0]["name"] if zones else az
-    market = "on-demand" if spec.nodes.market == "on-demand" else "spot"
+    market = Market.ON_DEMAND if spec.nodes.market == MarketPolicy.ON_DEMAND else Market.SPOT
     od = on_demand_price(itype, spec.region)
-    price = od if market == "on-demand" else None
+    price = od if market == Market.ON_DEMAND else None
     return Offer(itype, spec.region, az, None, market, price, od, 0)
 
 
@@ -43,23 +53,20 @@ def candidates(rt: Runtime, spec: Spec, region: str | None = None,
     """Ranked offers from the spot search, only in the regions (``region``: --region,
     honoured or rejected) where every pinned resource exists (``report``, else looked
     up here); the first-candidate fallback in the first such region if the search fails."""
-    from clusterkit.aws.offers import search_offers
-    from clusterkit.cluster.pins import launch_regions
-
     if report is None:
         report = launch_regions(rt, spec, region)
         for line in report.lines():
-            rt.say(f"pinned: {line}")
+            rt.info(f"pinned: {line}")
     regions = report.qualifying
     fallback = replace(spec, region=regions[0])
     try:
         result = search_offers(rt.session, instance_types=spec.nodes.instance_types,
                                regions=regions, count=spec.nodes.count)
     except AwsError as exc:
-        rt.say(f"[yellow]offer search failed ({exc}); using the spec's first type[/yellow]")
+        rt.warn(f"offer search failed ({exc}); using the spec's first type")
         return [first_candidate(rt, fallback)]
     for where, why in sorted(result.region_errors.items()):
-        rt.say(f"[yellow]no offers from {where}: {why}[/yellow]")
+        rt.warn(f"no offers from {where}: {why}")
     if not result.offers:
         return [first_candidate(rt, fallback)]
     return launch_candidates(result.offers, count=spec.nodes.count,
@@ -80,10 +87,10 @@ def scale_candidates(rt: Runtime, spec: Spec, nodes: Sequence[Node]) -> list[Off
 
 def offer_of(nodes: Sequence[Node]) -> Offer:
     """The offer new nodes of an existing cluster use: the master's type, AZ, market."""
-    first = sorted((n for n in nodes if n.live), key=lambda n: (n.index is None, n.index))[0]
+    first = sorted((n for n in nodes if n.live), key=node_order)[0]
     od = on_demand_price(first.instance_type, first.region)
     price = first.price if first.price is not None else (
-        od if first.market == "on-demand" else None)
+        od if first.market == Market.ON_DEMAND else None)
     return Offer(first.instance_type, first.region, first.az, None, first.market, price, od, 0)
 
 
@@ -109,35 +116,36 @@ def gang_launch(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
         placement_group=placement_group)
     # The creation tags are on the instances whether or not the response echoes them.
     return [replace(n, tags={**tags, **n.tags},
-                    index=node_index({**tags, **n.tags}, n.raw.get("AmiLaunchIndex")))
+                    index=node_index({**tags, **n.tags}, n.launch_index))
             for n in launched]
 
 
 def capacity_hint(market_policy: str) -> str:
     """What to try when no offer had capacity, fitting the spec's market: on-demand is
     suggested only where the spec does not already allow it."""
-    if market_policy == "spot":
+    if market_policy == MarketPolicy.SPOT:
         return ("try later, add instance types or regions, or allow on-demand "
                 "(nodes.market: spot-then-on-demand)")
     return "try later, or add instance types or regions"
 
 
 def walk(rt: Runtime, offers: Sequence[Offer], try_launch: Callable[[Offer], list[Node]],
-         *, market_policy: str = "spot") -> tuple[Offer, list[Node]]:
+         *, market_policy: str = MarketPolicy.SPOT) -> tuple[Offer, list[Node]]:
     """``walk_candidates`` with every attempt and its outcome printed: capacity errors
     move on; quota, credential and other errors stop at once. When every offer lacked
     capacity, the hint fits ``market_policy``."""
     numbers = iter(range(1, len(offers) + 1))
 
     def attempt(offer: Offer) -> list[Node]:
-        rt.say(f"launch attempt {next(numbers)}/{len(offers)}: {describe_offer(offer)}")
+        rt.started(Stage.LAUNCH,
+                   f"launch attempt {next(numbers)}/{len(offers)}: {describe_offer(offer)}")
         try:
             return try_launch(offer)
         except CapacityError as exc:
-            rt.say(f"  [yellow]no capacity: {exc.code}: {exc.message}[/yellow]")
+            rt.warn(f"no capacity: {exc.code}: {exc.message}", level=1, stage=Stage.LAUNCH)
             raise
         except AwsError as exc:
-            rt.say(f"  [red]failed: {exc.message}[/red]")
+            rt.error(f"failed: {exc.message}", level=1, stage=Stage.LAUNCH)
             raise
 
     try:
@@ -153,7 +161,7 @@ def _dead(nodes: Sequence[Node], when: str) -> None:
     dead = [n for n in nodes if n.state in DEAD_STATES]
     if dead:
         why = "spot capacity was reclaimed (or a node was stopped)" if any(
-            n.market == "spot" for n in dead) else "a node was stopped or terminated"
+            n.market == Market.SPOT for n in dead) else "a node was stopped or terminated"
         raise CapacityError(
             f"{len(dead)} node(s) stopped {when}: "
             + ", ".join(f"{n.instance_id} {n.state}" for n in dead),
@@ -172,7 +180,7 @@ def wait_running(rt: Runtime, region: str, ids: Sequence[str], *, deadline: floa
     while True:
         nodes = instances.describe_nodes(rt.session, region, ids)
         _dead(nodes, "before running")
-        if len(nodes) == len(ids) and all(n.state == "running" for n in nodes):
+        if len(nodes) == len(ids) and all(n.state == InstanceState.RUNNING for n in nodes):
             return nodes
         if rt.clock() >= deadline:
             raise AwsError(f"nodes not running before the deadline: {', '.join(ids)}",

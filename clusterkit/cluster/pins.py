@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from clusterkit.aws.endpoints import check_regions
 from clusterkit.aws.pinned import locate
-from clusterkit.cluster.common import Runtime
+from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
 from clusterkit.plan.pinning import PinReport, allowed_regions, pinned_resources
 from clusterkit.spec.model import Spec

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from clusterkit.aws import stack as cfn
 from clusterkit.catalog import instances as catalog
@@ -13,12 +12,16 @@ from clusterkit.catalog.prices import on_demand_price, spot_snapshot
 from clusterkit.catalog.ranking import Offer, launch_candidates
 from clusterkit.catalog.zones import ZoneType, label, zone_block, zone_type
 from clusterkit.cluster import launch
-from clusterkit.cluster.common import Runtime, facts, find_nodes, key_pair_missing
+from clusterkit.cluster.caller import ssh_source_cidr
+from clusterkit.cluster.lookups import facts, key_pair_missing
 from clusterkit.cluster.pins import checked_regions, pin_report, same_region
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.cluster.target import find_nodes
+from clusterkit.kinds import Market
 from clusterkit.plan.nodes import node_actions
 from clusterkit.plan.pinning import offline_lines, pinned_resources
 from clusterkit.plan.stack import stack_name, stack_parameters
-from clusterkit.plan.up import Choice, UpPlan, plan_lines, plan_up
+from clusterkit.plan.up import Choice, UpPlan, plan_up
 from clusterkit.spec.model import Spec
 
 
@@ -40,10 +43,10 @@ def snapshot_offers(spec: Spec, regions: Sequence[str] = ()) -> list[Offer]:
             od = on_demand_price(itype, region)
             for az_id, price in sorted(spot_snapshot(itype, region).items()):
                 kind = zone_type(az_id)
-                offers.append(Offer(itype, region, az_id, az_id, "spot", price, od, gpus,
+                offers.append(Offer(itype, region, az_id, az_id, Market.SPOT, price, od, gpus,
                                     zone_type=kind, blocked=zone_block(
                                         kind, opted_in=None, has_subnet=None)))
-            offers.append(Offer(itype, region, f"{region} (any AZ)", None, "on-demand", od,
+            offers.append(Offer(itype, region, f"{region} (any AZ)", None, Market.ON_DEMAND, od,
                                 od, gpus))
     return offers
 
@@ -90,7 +93,9 @@ def plan_online(rt: Runtime, spec: Spec, only_region: str | None = None) -> UpPl
             next(iter(launch.candidates(rt, spec, only_region, report)), None)
     region = region or (offer.region if offer else allowed[0])
     current = cfn.describe_stack(rt.session, region, stack_name(spec.name))
-    found = facts(rt, spec, region, current=current["parameters"] if current else None)
+    cidr = ssh_source_cidr(spec)  # the caller's address: the one lookup outside AWS
+    found = facts(rt, spec, region, current=current["parameters"] if current else None,
+                  ssh_cidr=cidr)
     return plan_up(spec, region=region, stack_status=current["status"] if current else None,
                    stack_params=current["parameters"] if current else None,
                    wanted_params=stack_parameters(spec, found),
@@ -99,15 +104,13 @@ def plan_online(rt: Runtime, spec: Spec, only_region: str | None = None) -> UpPl
 
 
 def do_plan(spec_file: str, *, offline: bool = False, profile: str | None = None,
-            rt: Runtime | None = None, region: str | None = None,
-            ) -> tuple[UpPlan, list[str], dict[str, Any]]:
-    """``region`` (--region): plan for that one of the spec's regions, or exit 2."""
+            rt: Runtime | None = None, region: str | None = None) -> UpPlan:
+    """``region`` (--region): plan for that one of the spec's regions, or exit 2. The
+    plan's lines (plan.up.plan_lines) and JSON (``to_json``) are how it is shown."""
     from clusterkit.spec import load
 
     spec = load(spec_file)
     if offline:
-        result = plan_offline(spec, region)
-    else:
-        rt = rt or Runtime.make(region=spec.region, profile=profile)
-        result = plan_online(rt, spec, region)
-    return result, plan_lines(result), result.to_json()
+        return plan_offline(spec, region)
+    rt = rt or Runtime.make(region=spec.region, profile=profile)
+    return plan_online(rt, spec, region)

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
 from clusterkit.cluster import hostkeys
-from clusterkit.cluster.common import Runtime, find_nodes, resolve_target
-from clusterkit.errors import ClusterkitError, RemoteError
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.cluster.target import find_nodes, resolve_target
+from clusterkit.errors import ClusterkitError
+from clusterkit.kinds import InstanceState
 from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node
 from clusterkit.remote import fanout, sshcmd
-from clusterkit.remote.address import ssh_address
-from clusterkit.remote.connect import Hop, Login
+from clusterkit.remote.address import targets
+from clusterkit.remote.connect import Login
+from clusterkit.remote.results import GroupResult
 from clusterkit.spec.model import Ssh
 
 
@@ -48,7 +51,7 @@ def cluster_nodes(rt: Runtime, cluster: str, regions: Sequence[str]) -> list[Nod
 def require_running(nodes: Sequence[Node], chosen: Sequence[Node]) -> None:
     """Refuse, naming them, when any chosen node is not running."""
     labels = selection.labels(nodes)
-    down = [n for n in chosen if n.state != "running"]
+    down = [n for n in chosen if n.state != InstanceState.RUNNING]
     if down:
         raise ClusterkitError(
             f"{len(down)} of the chosen node(s) not running: " + ", ".join(
@@ -58,53 +61,16 @@ def require_running(nodes: Sequence[Node], chosen: Sequence[Node]) -> None:
 
 
 def _running(nodes: Sequence[Node]) -> list[Node]:
-    return [n for n in nodes if n.state == "running"]
-
-
-def hops(nodes: Sequence[Node], chosen: Sequence[Node]) -> list[fanout.Target]:
-    """Where to dial each chosen node: the master directly, workers through it."""
-    labels = selection.labels(nodes)
-    master = selection.gateway(_running(nodes))
-    via = Hop(labels[master.instance_id], ssh_address(master.raw)) if master else None
-    out = []
-    for node in chosen:
-        label = labels[node.instance_id]
-        if node is master:
-            out.append(fanout.Target(via))  # type: ignore[arg-type]
-        elif via is None:
-            raise ClusterkitError(f"{label}: cluster has no running master (index 0) to "
-                                  "reach it through", "`clusterkit up <spec>` replaces it")
-        else:
-            out.append(fanout.Target(Hop(label, ssh_address(node.raw, via_gateway=True)),
-                                     via))
-    return out
-
-
-def _meta(nodes: Sequence[Node]) -> dict[str, dict[str, Any]]:
-    labels = selection.labels(nodes)
-    return {labels[n.instance_id]: {"index": n.index, "role": n.role,
-                                    "instance_id": n.instance_id} for n in nodes}
-
-
-def _summary(results: dict[str, dict[str, Any]]) -> RemoteError | None:
-    bad = {k: r for k, r in results.items() if not r["ok"]}
-    if not bad:
-        return None
-    why = "; ".join(f"{k} ({r['error'] or 'exit ' + str(r['exit_code'])})"
-                    for k, r in bad.items())
-    hints = list(dict.fromkeys(r["hint"] for r in bad.values() if r["hint"]))
-    return RemoteError(f"command failed on {len(bad)} of {len(results)} node(s): {why}",
-                       " / ".join(hints) or "each node's output is above; --json prints "
-                       "every node's result", results=results)
+    return [n for n in nodes if n.state == InstanceState.RUNNING]
 
 
 def do_exec(target: str, command: Sequence[str], *, nodes: Sequence[str] = (),
             accept_host_keys: Sequence[str] = (), region: str | None = None, profile: str | None = None, user: str | None = None,
             port: int | None = None, identity_file: str | None = None,
             timeout: float | None = None, connect_timeout: float = 15.0,
-            out: TextIO | None = None, rt: Runtime | None = None) -> dict[str, dict[str, Any]]:
+            out: TextIO | None = None, rt: Runtime | None = None) -> GroupResult:
     """Run ``command`` (words joined by spaces, as ssh does) on the selected nodes at once;
-    {node: result}. Any failure raises one RemoteError whose ``results`` has every node.
+    one NodeResult per node. Any failure raises one GroupError carrying every node's.
     A chosen node that is not running fails the command before anything runs.
     ``accept_host_keys``: nodes whose changed host key to accept (probed first)."""
     rt = rt or Runtime.make(region=region, profile=profile)
@@ -115,14 +81,8 @@ def do_exec(target: str, command: Sequence[str], *, nodes: Sequence[str] = (),
     require_running(found, chosen)
     hostkeys.prepare(rt, login.cluster, _running(found), (), port=login.port,
                      accept=accept_host_keys, timeout=min(5.0, connect_timeout))
-    results = fanout.run_all(login, hops(found, chosen), " ".join(command),
-                             timeout=timeout, out=out)
-    meta = _meta(found)
-    results = {k: {**meta[k], **r} for k, r in results.items()}
-    failure = _summary(results)
-    if failure:
-        raise failure
-    return results
+    return fanout.run_all(login, targets(found, chosen), " ".join(command),
+                          timeout=timeout, out=out)
 
 
 def do_ssh(target: str, node: str | None = None, command: Sequence[str] = (), *,
@@ -137,12 +97,12 @@ def do_ssh(target: str, node: str | None = None, command: Sequence[str] = (), *,
     found = cluster_nodes(rt, login.cluster, regions)
     chosen = selection.select_one(found, node)
     require_running(found, [chosen])
-    (hop,) = hops(found, [chosen])
+    (dial,) = targets(found, [chosen])
     master = selection.gateway(_running(found))
-    route = [chosen, *([master] if hop.via is not None and master else [])]
+    route = [chosen, *([master] if dial.via is not None and master else [])]
     hostkeys.prepare(rt, login.cluster, _running(found), route, port=login.port,
                      accept=accept_host_keys)
-    argv = sshcmd.prepare(login, hop.hop, hop.via, command)
+    argv = sshcmd.prepare(login, dial.hop, dial.via, command)
     if not print_only:
         sys.stdout.flush()
         sshcmd.exec_ssh(argv)

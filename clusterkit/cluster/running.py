@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 
 from clusterkit.aws import instances
 from clusterkit.catalog.prices import on_demand_price
-from clusterkit.cluster.common import Runtime
+from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
-from clusterkit.plan.nodes import Node
+from clusterkit.kinds import InstanceState
+from clusterkit.plan.nodes import Node, node_order
 
 # States that still hold the instance (and, but for "stopped", bill for it).
-STILL_THERE = ("pending", "running", "stopping", "stopped")
+STILL_THERE = (InstanceState.PENDING, InstanceState.RUNNING, InstanceState.STOPPING,
+               InstanceState.STOPPED)
 
 
 @dataclass
@@ -47,7 +49,7 @@ def _price(node: Node) -> tuple[float | None, str]:
 def running_lines(cluster: str, nodes: Sequence[Node], regions: Sequence[str]) -> list[str]:
     """PURE. The lines naming what still runs and the command that removes it."""
     there = sorted((n for n in nodes if n.state in STILL_THERE),
-                   key=lambda n: (n.region, n.index is None, n.index or 0, n.instance_id))
+                   key=lambda n: (n.region, *node_order(n)))
     if not there:
         where = regions[0] if regions else "its region"
         return [f"no instance of cluster {cluster} is running",
@@ -87,6 +89,6 @@ def report_failure(rt: Runtime, trail: Trail, exc: BaseException) -> None:
         exc.hint = lines[-1] + (f"; {exc.hint}" if exc.hint else "")
         return
     what = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-    rt.say(f"[red]up {what}[/red]")
+    rt.error(f"up {what}")
     for line in lines:
-        rt.say(line)
+        rt.info(line)

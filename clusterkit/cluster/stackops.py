@@ -1,27 +1,25 @@
-"""Create, update or delete the cluster's stack and wait, printing stack events live."""
+"""Create, update or delete the cluster's stack and wait, reporting stack events live."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from clusterkit.aws import stack as cfn
-from clusterkit.cluster.common import Runtime
+from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError
+from clusterkit.events import Kind, Stage
 
 OK = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "DELETE_COMPLETE"})
-STYLE = {"COMPLETE": "green", "FAILED": "red", "IN_PROGRESS": "yellow"}
 
 
-def _style(status: str) -> str:
-    for suffix, style in STYLE.items():
-        if status.endswith(suffix):
-            return "red" if "ROLLBACK" in status else style
-    return "white"
+def _kind(status: str) -> Kind:
+    """A failed or rolled-back resource is an error event, any other one progress."""
+    return Kind.ERROR if status.endswith("FAILED") or "ROLLBACK" in status else Kind.PROGRESS
 
 
 def wait_stack(rt: Runtime, region: str, stack_id: str, *, timeout: float,
                seen: set[str] | None = None) -> str:
-    """Poll until the stack leaves *_IN_PROGRESS; print each new event once."""
+    """Poll until the stack leaves *_IN_PROGRESS; report each new stack event once."""
     seen = set() if seen is None else seen
     deadline = rt.clock() + timeout
     while True:
@@ -29,10 +27,9 @@ def wait_stack(rt: Runtime, region: str, stack_id: str, *, timeout: float,
             if ev["id"] in seen:
                 continue
             seen.add(ev["id"])
-            style = _style(ev["status"])
             reason = f"  {ev['reason']}" if ev["reason"] else ""
-            rt.say(f"  [dim]stack[/dim] {ev['resource']:<26} [{style}]{ev['status']}"
-                   f"[/{style}]{reason}")
+            rt.emit(_kind(ev["status"]), f"stack {ev['resource']:<26} {ev['status']}{reason}",
+                    stage=Stage.STACK, level=1)
         status, reason = cfn.stack_status(rt.session, region, stack_id)
         if not status.endswith("_IN_PROGRESS"):
             return status
@@ -52,19 +49,19 @@ def deploy(rt: Runtime, region: str, name: str, action: str, params: Mapping[str
     """Run ``action`` ("create" | "recreate" | "update" | "none") and return the stack."""
     current = cfn.describe_stack(rt.session, region, name)
     if current and current["status"].endswith("_IN_PROGRESS"):
-        rt.say(f"stack {name} is {current['status']}: waiting for it")
+        rt.started(Stage.STACK, f"stack {name} is {current['status']}: waiting for it")
         wait_stack(rt, region, current["id"], timeout=timeout)
     if action == "recreate" and current:
         delete(rt, region, name, timeout=timeout)
         action = "create"
     if action == "create":
-        rt.say(f"creating stack {name} in {region}")
+        rt.started(Stage.STACK, f"creating stack {name} in {region}")
         stack_id = cfn.create_stack(rt.session, region, name, params, tags)
         status = wait_stack(rt, region, stack_id, timeout=timeout)
     elif action == "update":
         assert current is not None
         seen = _seen_before(rt, region, current["id"])
-        rt.say(f"updating stack {name}")
+        rt.started(Stage.STACK, f"updating stack {name}")
         if not cfn.update_stack(rt.session, region, name, params, tags):
             return current
         status = wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)

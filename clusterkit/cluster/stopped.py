@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clusterkit.aws import instances
-from clusterkit.cluster.common import Runtime
+from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError
+from clusterkit.events import Stage
+from clusterkit.kinds import InstanceState
 
 
 def start_stopped(rt: Runtime, region: str, ids: Sequence[str], *, deadline: float) -> None:
@@ -18,11 +20,11 @@ def start_stopped(rt: Runtime, region: str, ids: Sequence[str], *, deadline: flo
     stopped, then start them all in one call. `up` then waits for them to run."""
     if not ids:
         return
-    rt.say(f"starting {len(ids)} stopped node(s): {', '.join(ids)} (their instance store "
-           "was wiped; the bootstrap rebuilds it)")
+    rt.started(Stage.START, f"starting {len(ids)} stopped node(s): {', '.join(ids)} (their "
+               "instance store was wiped; the bootstrap rebuilds it)")
     while True:
         nodes = instances.describe_nodes(rt.session, region, ids)
-        busy = [n.instance_id for n in nodes if n.state == "stopping"]
+        busy = [n.instance_id for n in nodes if n.state == InstanceState.STOPPING]
         if not busy:
             break
         if rt.clock() >= deadline:
@@ -30,4 +32,4 @@ def start_stopped(rt: Runtime, region: str, ids: Sequence[str], *, deadline: flo
                            "run `clusterkit up` again once they have stopped")
         rt.sleep(rt.poll)
     instances.start_instances(rt.session, region,
-                              [n.instance_id for n in nodes if n.state == "stopped"])
+                              [n.instance_id for n in nodes if n.state == InstanceState.STOPPED])

@@ -5,18 +5,24 @@ from the spec is changed; a difference it cannot apply to running nodes is refus
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from clusterkit.aws import efs, instances, keypairs, lookup
 from clusterkit.aws import stack as cfn
 from clusterkit.catalog.ranking import Offer
 from clusterkit.cluster import hostkeys, launch, pins, record, stackops, stopped
-from clusterkit.cluster.common import Runtime, base_tags, facts, find_nodes, key_pair_missing
+from clusterkit.cluster.caller import ssh_source_cidr
+from clusterkit.cluster.lookups import base_tags, facts, key_pair_missing
 from clusterkit.cluster.running import Trail, report_failure
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.cluster.target import find_nodes
 from clusterkit.errors import AwsError, CapacityError, ClusterkitError, UsageError
+from clusterkit.events import Kind, Stage
 from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.drift import refused, spec_drift
-from clusterkit.plan.nodes import Node, node_actions
+from clusterkit.plan.nodes import Node, node_actions, node_order
 from clusterkit.plan.spend import spend
 from clusterkit.plan.stack import key_pair_name, stack_action, stack_name, stack_parameters
 from clusterkit.plan.up import Choice, UpPlan, plan_up
@@ -28,10 +34,49 @@ from clusterkit.spec.model import Spec
 Confirm = Callable[[str], bool]
 
 
+@dataclass(frozen=True)
+class UpNode:
+    """One node of the cluster `up` left running, as the result lists it."""
+
+    index: int | None
+    role: str
+    instance_id: str
+    type: str
+    az: str
+    market: str
+    ssh_address: str | None
+    private_ip: str | None
+    host_key: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "role": self.role, "instance_id": self.instance_id,
+                "type": self.type, "az": self.az, "market": self.market,
+                "ssh_address": self.ssh_address, "private_ip": self.private_ip,
+                "host_key": self.host_key}
+
+
+@dataclass(frozen=True)
+class UpResult:
+    """What `up` built: the nodes in index order, the cluster's $/h, and how to reach the
+    master (login user, port, the known_hosts file its host keys went to, if any)."""
+
+    cluster: str
+    region: str
+    hourly_usd: float | None
+    nodes: tuple[UpNode, ...]
+    ssh_user: str = "ubuntu"
+    ssh_port: int = 22
+    known_hosts: Path | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "region": self.region, "hourly_usd": self.hourly_usd,
+                "nodes": [n.to_json() for n in self.nodes]}
+
+
 def do_up(spec_file: str, *, rt: Runtime | None = None, profile: str | None = None,
           timeout: float = 1800.0, wait_ssh: bool = True, yes: bool = False,
           confirm: Confirm | None = None, region: str | None = None,
-          accept_host_keys: Sequence[str] = ()) -> dict[str, Any]:
+          accept_host_keys: Sequence[str] = ()) -> UpResult:
     """``yes`` skips the question; ``confirm`` asks it (None: no terminal to ask on, so
     anything that would spend money is refused unless ``yes``). ``region`` (--region)
     restricts new nodes to that one of the spec's regions, or is refused (exit 2)."""
@@ -43,19 +88,23 @@ def do_up(spec_file: str, *, rt: Runtime | None = None, profile: str | None = No
               only_region=region, accept_host_keys=accept_host_keys)
 
 
-def read_region(rt: Runtime, spec: Spec, region: str,
+def read_region(rt: Runtime, spec: Spec, region: str, cidr: str,
                 ) -> tuple[dict[str, Any] | None, dict[str, str], str]:
-    """Read-only: the stack as it is, the parameters it should have, the VPC id."""
+    """Read-only: the stack as it is, the parameters it should have (SSH from ``cidr``),
+    the VPC id."""
     current = cfn.describe_stack(rt.session, region, stack_name(spec.name))
-    found = facts(rt, spec, region, current=current["parameters"] if current else None)
+    found = facts(rt, spec, region, current=current["parameters"] if current else None,
+                  ssh_cidr=cidr)
     return current, stack_parameters(spec, found), found.vpc_id
 
 
-def prepare_region(rt: Runtime, spec: Spec, region: str, timeout: float) -> dict[str, Any]:
+def prepare_region(rt: Runtime, spec: Spec, region: str, timeout: float,
+                   cidr: str) -> dict[str, Any]:
     """Key pair and stack in ``region``, created or updated only if they differ."""
-    current, params, vpc_id = read_region(rt, spec, region)
+    current, params, vpc_id = read_region(rt, spec, region, cidr)
     if key_pair_missing(rt, spec, region):
-        rt.say(f"importing your SSH public key as key pair {key_pair_name(spec.name)}")
+        rt.started(Stage.KEY_PAIR,
+                   f"importing your SSH public key as key pair {key_pair_name(spec.name)}")
         keypairs.import_key_pair(rt.session, region, key_pair_name(spec.name),
                                  local_public_key(spec.ssh.identity_file), base_tags(spec))
     action = stack_action(current["status"] if current else None,
@@ -76,11 +125,11 @@ def _choice(offers: Sequence[Offer]) -> Choice | None:
 
 
 def read_plan(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
-              offers: Sequence[Offer]) -> UpPlan:
+              offers: Sequence[Offer], cidr: str) -> UpPlan:
     """What `up` will do, from read calls only (the region of a new cluster is its first
     launch candidate's)."""
     where = region or (offers[0].region if offers else spec.region)
-    current, params, _ = read_region(rt, spec, where)
+    current, params, _ = read_region(rt, spec, where, cidr)
     return plan_up(spec, region=where, stack_status=current["status"] if current else None,
                    stack_params=current["parameters"] if current else None,
                    wanted_params=params, key_pair_missing=key_pair_missing(rt, spec, where),
@@ -103,11 +152,11 @@ def _check_plan(rt: Runtime, spec: Spec, plan: UpPlan, *, yes: bool,
                 confirm: Confirm | None) -> None:
     """Show what differs and what will be spent, and ask."""
     for diff in plan.drift:
-        rt.say(f"spec differs: {diff.describe()}")
+        rt.info(f"spec differs: {diff.describe()}")
     if not plan.asks:
         return
     for line in spend(plan, spec).lines:
-        rt.say(line)
+        rt.info(line)
     if yes:
         return
     if confirm is None:
@@ -132,7 +181,7 @@ def _mount_target(rt: Runtime, spec: Spec, region: str, stack: dict[str, Any],
         return
     if efs.ensure_mount_target(rt.session, region, fs_id, subnet,
                                outputs["SecurityGroupId"]):
-        rt.say(f"created EFS mount target for {fs_id} in {nodes[0].az}")
+        rt.done(Stage.MOUNT_TARGET, f"created EFS mount target for {fs_id} in {nodes[0].az}")
     while not efs.mount_target_ready(rt.session, region, fs_id, subnet):
         if rt.clock() >= deadline:
             raise AwsError(f"EFS mount target of {fs_id} not available in time",
@@ -148,12 +197,12 @@ def _retag(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node]) -> None:
 
 
 def _launch(rt: Runtime, spec: Spec, offers: Sequence[Offer], slots: Sequence[int],
-            stacks: dict[str, dict[str, Any]], timeout: float,
+            stacks: dict[str, dict[str, Any]], timeout: float, cidr: str,
             trail: Trail) -> tuple[str, list[Node]]:
     def try_launch(offer: Offer) -> list[Node]:
         trail.touch(offer.region)
         if offer.region not in stacks:
-            stacks[offer.region] = prepare_region(rt, spec, offer.region, timeout)
+            stacks[offer.region] = prepare_region(rt, spec, offer.region, timeout, cidr)
         stack = stacks[offer.region]
         subnet = lookup.default_subnet(rt.session, offer.region, stack["vpc_id"], offer.az or "")
         launched = launch.gang_launch(
@@ -164,7 +213,8 @@ def _launch(rt: Runtime, spec: Spec, offers: Sequence[Offer], slots: Sequence[in
         return launched
 
     offer, new = launch.walk(rt, offers, try_launch, market_policy=spec.nodes.market)
-    rt.say(f"[green]launched {len(new)} node(s)[/green]: {', '.join(n.instance_id for n in new)}")
+    rt.done(Stage.LAUNCH, f"launched {len(new)} node(s): "
+            f"{', '.join(n.instance_id for n in new)}")
     return offer.region, new
 
 
@@ -173,34 +223,37 @@ def _wait_new(rt: Runtime, region: str, new: Sequence[Node], deadline: float) ->
     try:
         launch.wait_running(rt, region, ids, deadline=deadline)
     except ClusterkitError:
-        rt.say(f"[red]terminating the {len(ids)} node(s) of this launch[/red]")
+        rt.emit(Kind.ERROR, f"terminating the {len(ids)} node(s) of this launch",
+                stage=Stage.TERMINATE)
         instances.terminate_instances(rt.session, region, ids)
         raise
 
 
 def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = True,
        yes: bool = False, confirm: Confirm | None = None,
-       only_region: str | None = None, accept_host_keys: Sequence[str] = ()) -> dict[str, Any]:
+       only_region: str | None = None, accept_host_keys: Sequence[str] = ()) -> UpResult:
     deadline = rt.clock() + timeout
     pins.checked_regions(spec, only_region)  # unknown or foreign regions: before any call
     region, nodes = find_nodes(rt, spec.name, spec.regions)
     pins.same_region(spec, region, only_region)
     if region:
-        rt.say(f"cluster {spec.name}: {len([n for n in nodes if n.live])} node(s) in {region}")
+        rt.info(f"cluster {spec.name}: {len([n for n in nodes if n.live])} node(s) in {region}")
     refuse_drift(spec, region, nodes)
     actions = node_actions(spec.name, spec.nodes.count, nodes)
     offers: list[Offer] = []
     if actions.launch:
         offers = launch.scale_candidates(rt, spec, nodes) if region else \
             launch.candidates(rt, spec, only_region)
-    plan = read_plan(rt, spec, region, nodes, offers)
+    cidr = ssh_source_cidr(spec)  # the caller's address: the one lookup outside AWS
+    plan = read_plan(rt, spec, region, nodes, offers, cidr)
     _check_plan(rt, spec, plan, yes=yes, confirm=confirm)
     trail = Trail(spec.name)
     trail.touch(region, [n for n in nodes if n.live])
     trail.touch(plan.region)
     try:
         return _apply(rt, spec, region, nodes, offers, deadline=deadline, wait_ssh=wait_ssh,
-                      timeout=timeout, trail=trail, accept_host_keys=accept_host_keys)
+                      timeout=timeout, cidr=cidr, trail=trail,
+                      accept_host_keys=accept_host_keys)
     except (Exception, KeyboardInterrupt) as exc:
         report_failure(rt, trail, exc)
         raise
@@ -208,20 +261,20 @@ def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tru
 
 def _apply(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
            offers: Sequence[Offer], *, deadline: float, wait_ssh: bool, timeout: float,
-           trail: Trail, accept_host_keys: Sequence[str] = ()) -> dict[str, Any]:
+           cidr: str, trail: Trail, accept_host_keys: Sequence[str] = ()) -> UpResult:
     """The changes `up` confirmed: stack, surplus nodes, launch, tags, mount target, SSH."""
     actions = node_actions(spec.name, spec.nodes.count, nodes)
     record.save(spec, region or (offers[0].region if offers else spec.region))
     stacks: dict[str, dict[str, Any]] = {}
     if region:
-        stacks[region] = prepare_region(rt, spec, region, timeout)
+        stacks[region] = prepare_region(rt, spec, region, timeout, cidr)
     if actions.terminate:
-        rt.say(f"terminating surplus node(s): {', '.join(actions.terminate)}")
+        rt.started(Stage.TERMINATE, f"terminating surplus node(s): {', '.join(actions.terminate)}")
         instances.terminate_instances(rt.session, region or spec.region, actions.terminate)
     stopped.start_stopped(rt, region or spec.region, actions.start, deadline=deadline)
     new: list[Node] = []
     if actions.launch:
-        region, new = _launch(rt, spec, offers, actions.launch, stacks, timeout, trail)
+        region, new = _launch(rt, spec, offers, actions.launch, stacks, timeout, cidr, trail)
         _wait_new(rt, region, new, deadline)
     assert region is not None
     record.save(spec, region)
@@ -233,7 +286,8 @@ def _apply(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
     host_keys = _wait_ssh(rt, spec, region, running, new, deadline) if wait_ssh else {}
     hostkeys.check_and_record(rt, spec.name, running, host_keys, port=spec.ssh.port,
                               accept=accept_host_keys)
-    return _report(rt, spec, region, running, host_keys)
+    known = record_host_keys(spec, running, host_keys)
+    return up_result(spec, region, running, host_keys, known)
 
 
 def _elapsed(seconds: float) -> str:
@@ -242,7 +296,7 @@ def _elapsed(seconds: float) -> str:
 
 
 class _SshProgress:
-    """Lines for the SSH wait: each node as it answers, and k/N ready with the elapsed
+    """Progress of the SSH wait: each node as it answers, and k/N ready with the elapsed
     time at the first round and then every ``every`` seconds."""
 
     def __init__(self, rt: Runtime, total: int, every: float = 10.0) -> None:
@@ -253,32 +307,35 @@ class _SshProgress:
 
     def on_ready(self, iid: str, address: str) -> None:
         self.ready += 1
-        self.rt.say(f"  {iid} reachable at {address} ({self.ready}/{self.total} ready, "
-                    f"{_elapsed(self.rt.clock() - self.start)})")
+        self.rt.emit(Kind.PROGRESS, f"{iid} reachable at {address} ({self.ready}/{self.total} "
+                     f"ready, {_elapsed(self.rt.clock() - self.start)})", stage=Stage.SSH,
+                     node=iid, done=self.ready, total=self.total, level=1)
 
     def on_round(self, ready: int, total: int) -> None:
         now = self.rt.clock()
         if self.last is None or now - self.last >= self.every:
             self.last = now
-            self.rt.say(f"  waiting for SSH: {ready}/{total} ready, "
-                        f"{_elapsed(now - self.start)} elapsed")
+            self.rt.emit(Kind.PROGRESS, f"waiting for SSH: {ready}/{total} ready, "
+                         f"{_elapsed(now - self.start)} elapsed", stage=Stage.SSH,
+                         done=ready, total=total, level=1)
 
 
 def _wait_ssh(rt: Runtime, spec: Spec, region: str, running: Sequence[Node],
               new: Sequence[Node], deadline: float) -> dict[str, str]:
     """SSH on every node until the deadline; a node terminated meanwhile (spot reclaim)
     aborts at once, and the nodes of this launch are terminated (never half a cluster)."""
-    rt.say(f"waiting for SSH on {len(running)} node(s)")
+    rt.started(Stage.SSH, f"waiting for SSH on {len(running)} node(s)")
     ids = [n.instance_id for n in running]
     progress = _SshProgress(rt, len(running))
     try:
         return wait_reachable(
-            [n.raw for n in running], port=spec.ssh.port, deadline=deadline,
+            running, port=spec.ssh.port, deadline=deadline,
             on_ready=progress.on_ready, on_round=progress.on_round, clock=rt.clock,
             interval=rt.poll, check=lambda: launch.check_alive(rt, region, ids))
     except CapacityError:
         if new:
-            rt.say(f"[red]terminating the {len(new)} node(s) of this launch[/red]")
+            rt.emit(Kind.ERROR, f"terminating the {len(new)} node(s) of this launch",
+                    stage=Stage.TERMINATE)
             instances.terminate_instances(rt.session, region, [n.instance_id for n in new])
         raise
 
@@ -287,43 +344,28 @@ def safe_address(node: Node, *, via_gateway: bool = False) -> str | None:
     """The SSH address (or the one the master dials, ``via_gateway``), or None where the
     address hook refuses it (sandbox mode without a sandbox address for this instance)."""
     try:
-        return ssh_address(node.raw, via_gateway=via_gateway)
+        return ssh_address(node, via_gateway=via_gateway)
     except ClusterkitError:
         return None
 
 
-def _say_how_to_reach(rt: Runtime, spec: Spec, ordered: Sequence[Node],
-                      host_keys: dict[str, str]) -> None:
-    """Record the probed host keys, under the address you dial and the one the master
-    dials (`clusterkit ssh`/`exec` reach workers through it), and print an ssh command."""
-    keys = {addr: host_keys[n.instance_id] for n in ordered for via in (False, True)
+def record_host_keys(spec: Spec, nodes: Sequence[Node],
+                     host_keys: dict[str, str]) -> Path | None:
+    """Write the probed host keys to the cluster's known_hosts, under the address you dial
+    and the one the master dials (`clusterkit ssh`/`exec` reach workers through it); the
+    file, or None when no key was probed."""
+    keys = {addr: host_keys[n.instance_id] for n in nodes for via in (False, True)
             if (addr := safe_address(n, via_gateway=via)) and host_keys.get(n.instance_id)}
-    master = safe_address(ordered[0]) or "<master address>"
-    port = "" if spec.ssh.port == 22 else f" -p {spec.ssh.port}"
-    if keys:
-        known = known_hosts.record(spec.name, keys, spec.ssh.port)
-        rt.say(f"reach it: [bold]ssh -A{port} -o UserKnownHostsFile={known} "
-               f"{spec.ssh.user}@{master}[/bold]  (host keys recorded on first contact)")
-    else:
-        rt.say(f"reach it: [bold]ssh -A{port} {spec.ssh.user}@{master}[/bold]")
+    return known_hosts.record(spec.name, keys, spec.ssh.port) if keys else None
 
 
-def _report(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node],
-            host_keys: dict[str, str]) -> dict[str, Any]:
-    ordered = sorted(nodes, key=lambda n: (n.index is None, n.index or 0))
-    total = cluster_hourly(ordered)
-    cost = f"${total:.4f}/h" if total is not None else "$/h unknown"
-    rt.say(f"[bold green]cluster {spec.name} is up[/bold green]: {len(ordered)} node(s) in "
-           f"{region}, {cost}")
-    out = []
-    for n in ordered:
-        address = safe_address(n)
-        rt.say(f"  {n.index!s:>3} {n.role:<6} {n.instance_id} {n.instance_type} {n.market} "
-               f"{n.az} {address or '-'}")
-        out.append({"index": n.index, "role": n.role, "instance_id": n.instance_id,
-                    "type": n.instance_type, "az": n.az, "market": n.market,
-                    "ssh_address": address, "private_ip": n.private_ip,
-                    "host_key": host_keys.get(n.instance_id)})
-    if ordered:
-        _say_how_to_reach(rt, spec, ordered, host_keys)
-    return {"cluster": spec.name, "region": region, "hourly_usd": total, "nodes": out}
+def up_result(spec: Spec, region: str, nodes: Sequence[Node], host_keys: dict[str, str],
+              known: Path | None) -> UpResult:
+    """The nodes in index order with their addresses and host keys (``known``: the
+    known_hosts file ``record_host_keys`` wrote)."""
+    ordered = sorted(nodes, key=node_order)
+    rows = tuple(UpNode(n.index, n.role, n.instance_id, n.instance_type, n.az, n.market,
+                        safe_address(n), n.private_ip, host_keys.get(n.instance_id))
+                 for n in ordered)
+    return UpResult(spec.name, region, cluster_hourly(ordered), rows, ssh_user=spec.ssh.user,
+                    ssh_port=spec.ssh.port, known_hosts=known)

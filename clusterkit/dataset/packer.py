@@ -22,24 +22,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import cv2
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.text import Text
 
 from clusterkit.dataset.codec import CodecOptions, make_record
 from clusterkit.dataset.listing import Item, ListOptions, make_lists, read_list
 from clusterkit.dataset.recordio import IndexedRecordWriter
 from clusterkit.errors import UsageError
+from clusterkit.events import Event, Kind, Reporter, Stage, null_reporter
 
 WINDOW_PER_THREAD = 32
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
@@ -86,15 +74,6 @@ class PackSummary:
                          "bad": [{"path": p, "reason": why} for p, why in r.bad]}
                         for r in self.packed],
         }
-
-
-class RateColumn(ProgressColumn):
-    """images/s over the whole run so far (steadier than rich's sliding speed)."""
-
-    def render(self, task: Task) -> Text:
-        elapsed = task.elapsed or 0.0
-        rate = task.completed / elapsed if elapsed > 0 else 0.0
-        return Text(f"{rate:,.0f} images/s", style="progress.data.speed")
 
 
 def tune_malloc() -> None:
@@ -176,13 +155,19 @@ def pack_list(lst: str, writer: IndexedRecordWriter, root: str, codec: CodecOpti
     return result
 
 
-def _progress(console: Console) -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    RateColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-                    console=console, transient=False)
+def _advance(report: Reporter, name: str, total: int) -> Callable[[int], None]:
+    """A PROGRESS event (items done of ``total``) for each step of one list."""
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        report(Event(Kind.PROGRESS, name, stage=Stage.PACK, done=done, total=total))
+
+    return advance
 
 
-def _pack_all(opts: PackOptions, console: Console, summary: PackSummary) -> None:
+def _pack_all(opts: PackOptions, report: Reporter, summary: PackSummary) -> None:
     working_dir, lists = find_lists(opts.prefix)
     if not lists:
         raise UsageError(f"no .lst file found with prefix {opts.prefix}",
@@ -190,23 +175,23 @@ def _pack_all(opts: PackOptions, console: Console, summary: PackSummary) -> None
     tune_malloc()
     cv2.setNumThreads(1)  # parallelism comes from the pool; OpenCV's own threads only contend
 
-    def report(path: str, why: str) -> None:
-        console.print(f"[yellow]skipped[/yellow] {escape(path)}: {escape(why)}", soft_wrap=True)
+    def skipped(path: str, why: str) -> None:
+        report(Event(Kind.WARNING, f"skipped {path}: {why}", stage=Stage.PACK))
 
     writers: list[IndexedRecordWriter] = []
     try:  # all or nothing: every .rec/.idx is renamed into place only when all are complete
         for lst in lists:
             base = os.path.join(working_dir, os.path.splitext(os.path.basename(lst))[0])
             writers.append(IndexedRecordWriter(base + ".idx", base + ".rec"))
-            with _progress(console) as progress:
-                task = progress.add_task(os.path.basename(lst), total=_count_lines(lst))
-                result = pack_list(lst, writers[-1], opts.root, opts.codec, opts.num_thread,
-                                   report, lambda n, t=task: progress.advance(t, n))
+            name, total = os.path.basename(lst), _count_lines(lst)
+            report(Event(Kind.STAGE_STARTED, name, stage=Stage.PACK, total=total))
+            result = pack_list(lst, writers[-1], opts.root, opts.codec, opts.num_thread,
+                               skipped, _advance(report, name, total))
             summary.packed.append(result)
             rate = result.packed / result.seconds if result.seconds else 0.0
-            console.print(f"{escape(result.rec)}: {result.packed} images in "
-                          f"{result.seconds:.1f}s ({rate:,.0f} images/s), "
-                          f"{len(result.bad)} skipped", soft_wrap=True)
+            report(Event(Kind.STAGE_DONE, f"{result.rec}: {result.packed} images in "
+                         f"{result.seconds:.1f}s ({rate:,.0f} images/s), "
+                         f"{len(result.bad)} skipped", stage=Stage.PACK))
         for writer in writers:
             writer.commit()
     except BaseException:
@@ -235,9 +220,9 @@ def sigterm_unwinds() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def do_pack(opts: PackOptions, console: Console | None = None) -> PackSummary:
-    """im2rec.py `--list` (write `.lst` files) or pack mode (every matching `.lst` -> .rec/.idx)."""
-    console = console or Console(stderr=True, highlight=False)
+def do_pack(opts: PackOptions, report: Reporter = null_reporter) -> PackSummary:
+    """im2rec.py `--list` (write `.lst` files) or pack mode (every matching `.lst` -> .rec/.idx).
+    Progress, skipped images and per-list results go to ``report`` as events."""
     opts = _absolute(opts)
     if not os.path.isdir(opts.root):
         raise UsageError(f"image root {opts.root} is not a directory")
@@ -246,14 +231,13 @@ def do_pack(opts: PackOptions, console: Console | None = None) -> PackSummary:
         if opts.make_list:
             summary.lists, summary.classes = make_lists(opts.prefix, opts.root, opts.lists)
         else:
-            _pack_all(opts, console, summary)
+            _pack_all(opts, report, summary)
     if opts.make_list:
         for path in summary.lists:
-            console.print(f"wrote {escape(path)} ({_count_lines(path)} images)", soft_wrap=True)
+            report(Event(Kind.INFO, f"wrote {path} ({_count_lines(path)} images)"))
         return summary
     bad = summary.bad_count
-    console.print(f"[bold]{bad or 'no'} bad file{'s' if bad != 1 else ''} "
-                  f"skipped[/bold] in total")
+    report(Event(Kind.INFO, f"{bad or 'no'} bad file{'s' if bad != 1 else ''} skipped in total"))
     return summary
 
 

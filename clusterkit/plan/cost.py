@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from clusterkit.kinds import BILLED_STATES, InstanceState
 from clusterkit.plan.nodes import Node
 
 
@@ -21,15 +22,14 @@ def hours_between(start_iso: str, now: datetime) -> float:
 
 def node_cost(node: Node, now: datetime) -> float | None:
     """USD so far at the recorded $/h (EC2 bills per second; a minimum of 60 s)."""
-    if node.price is None or node.state not in ("pending", "running", "stopping",
-                                                  "shutting-down"):
+    if node.price is None or node.state not in BILLED_STATES:
         return None
     hours = max(hours_between(node.launch_time, now), 60 / 3600)
     return round(node.price * hours, 4)
 
 
 def cluster_hourly(nodes: Sequence[Node]) -> float | None:
-    prices = [n.price for n in nodes if n.live and n.state != "stopped"]
+    prices = [n.price for n in nodes if n.live and n.state != InstanceState.STOPPED]
     if any(p is None for p in prices):
         return None
     return round(sum(p for p in prices if p is not None), 4)

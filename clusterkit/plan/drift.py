@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from clusterkit.kinds import MarketPolicy
 from clusterkit.plan.nodes import Node
 from clusterkit.spec.model import Spec
 
 # The markets a node may run in under each `nodes.market` policy.
-POLICY_MARKETS = {"spot": ("spot",), "on-demand": ("on-demand",),
-                  "spot-then-on-demand": ("spot", "on-demand")}
+POLICY_MARKETS = {policy.value: policy.markets for policy in MarketPolicy}
 
 
 class Apply(Enum):
@@ -45,7 +45,7 @@ def _values(nodes: Sequence[Node], attr: str) -> list[str]:
 
 
 def _image(node: Node) -> str:
-    return str(node.raw.get("ImageId") or "")
+    return node.image_id
 
 
 def spec_drift(spec: Spec, nodes: Sequence[Node]) -> list[Difference]:

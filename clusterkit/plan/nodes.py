@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from clusterkit.kinds import LIVE_STATES, STOPPED_STATES, Market, Role
 
 CLUSTER_TAG = "clusterkit:cluster"
 ROLE_TAG = "clusterkit:role"
@@ -22,46 +23,53 @@ SLOTS_TAG = "clusterkit:slots"
 PRICE_TAG = "clusterkit:price"
 RETAIN_TAG = "clusterkit:retain"
 REGION_TAG = "clusterkit:region"  # on the IAM role (global): the region of its stack
-LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
-STOPPED_STATES = ("stopping", "stopped")  # `up` starts these again
 
 
 @dataclass(frozen=True)
 class Node:
-    """One instance of a cluster as observed in EC2 (plain data)."""
+    """One instance of a cluster as observed in EC2 (plain data, built once in
+    ``aws/instances.py``; nothing outside ``aws/`` sees the EC2 dict). The address to SSH
+    to is not a field: ``remote.address.ssh_address(node)`` resolves it when dialling,
+    because the sandbox maps an address only once the node has booted."""
 
     instance_id: str
     index: int | None
     state: str
     instance_type: str
     az: str
-    market: str  # "spot" | "on-demand"
+    market: Market
     region: str
     launch_time: str = ""  # ISO 8601
     public_ip: str | None = None
-    private_ip: str | None = None
+    private_ip: str | None = None  # the in-cluster address (nodes talk inside the VPC)
     subnet_id: str | None = None
     price: float | None = None  # USD/h recorded at launch
     tags: Mapping[str, str] = field(default_factory=dict)
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    image_id: str = ""
+    launch_index: int | None = None  # AmiLaunchIndex: its place in its RunInstances call
+    volume_ids: tuple[str, ...] = ()  # EBS volumes attached at launch (the root volume)
 
     @property
-    def role(self) -> str:
-        return "master" if self.index == 0 else "worker"
+    def role(self) -> Role:
+        return Role.MASTER if self.index == 0 else Role.WORKER
+
+    @property
+    def name(self) -> str:
+        """The ``Name`` tag, else the instance id."""
+        return self.tags.get("Name") or self.instance_id
 
     @property
     def live(self) -> bool:
         return self.state in LIVE_STATES
 
-    @property
-    def volume_ids(self) -> list[str]:
-        """EBS volumes attached at launch (the root volume), from the EC2 description."""
-        return [m["Ebs"]["VolumeId"] for m in self.raw.get("BlockDeviceMappings", ())
-                if m.get("Ebs", {}).get("VolumeId")]
+
+def node_order(node: Node) -> tuple[bool, int, str]:
+    """Sort key: the master first, workers by index, nodes without an index last."""
+    return node.index is None, node.index or 0, node.instance_id
 
 
-def role_of(index: int) -> str:
-    return "master" if index == 0 else "worker"
+def role_of(index: int) -> Role:
+    return Role.MASTER if index == 0 else Role.WORKER
 
 
 def node_name(cluster: str, index: int) -> str:
@@ -116,7 +124,7 @@ def launch_tags(cluster: str, slots: Sequence[int]) -> dict[str, str]:
     if len(slots) == 1:
         return {**tags, **wanted_tags(cluster, slots[0])}
     roles = {role_of(i) for i in slots}
-    return {**tags, ROLE_TAG: roles.pop() if len(roles) == 1 else "pending",
+    return {**tags, ROLE_TAG: roles.pop() if len(roles) == 1 else Role.PENDING,
             "Name": f"{cluster}-node"}
 
 
@@ -154,13 +162,3 @@ def node_actions(cluster: str, count: int, nodes: Sequence[Node]) -> NodeActions
     missing = tuple(i for i in range(count) if i not in keep)
     start = tuple(n.instance_id for _, n in sorted(keep.items()) if n.state in STOPPED_STATES)
     return NodeActions(missing, tuple(terminate), tuple(retag), start)
-
-
-def placement_of(nodes: Sequence[Node]) -> tuple[str, str, str, str] | None:
-    """(region, az, instance type, market) of the cluster's live nodes (the master's
-    when they differ), so added nodes join the same AZ and type."""
-    live = sorted((n for n in nodes if n.live), key=lambda n: (n.index is None, n.index or 0))
-    if not live:
-        return None
-    first = live[0]
-    return first.region, first.az, first.instance_type, first.market

@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clusterkit.errors import UsageError
-from clusterkit.plan.nodes import Node
+from clusterkit.kinds import Role
+from clusterkit.plan.nodes import Node, node_order
 
-ROLES = {"master": "master", "worker": "worker", "workers": "worker"}
+ROLES = {"master": Role.MASTER, "worker": Role.WORKER, "workers": Role.WORKER}  # word -> role
 
 
 def node_label(node: Node) -> str:
     """How a node is named in output and per-node results: its Name tag, else its id."""
-    return node.tags.get("Name") or node.instance_id
+    return node.name
 
 
 def labels(nodes: Sequence[Node]) -> dict[str, str]:
@@ -30,7 +31,7 @@ def labels(nodes: Sequence[Node]) -> dict[str, str]:
 
 def ordered(nodes: Sequence[Node]) -> list[Node]:
     """Master first, then workers by index; untagged nodes (no index) last."""
-    return sorted(nodes, key=lambda n: (n.index is None, n.index or 0, n.instance_id))
+    return sorted(nodes, key=node_order)
 
 
 def _matches(node: Node, selector: str) -> bool:

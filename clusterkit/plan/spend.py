@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clusterkit.kinds import Market, MarketPolicy
 from clusterkit.plan.nodes import node_name
 from clusterkit.plan.up import UpPlan
 from clusterkit.spec.model import Spec
@@ -53,11 +54,11 @@ def _node_lines(plan: UpPlan, spec: Spec) -> tuple[list[str], float | None, floa
     if worst_each is not None and (choice.price is None or worst_each > choice.price):
         worst = round(worst_each * launch, 4)
         why = ("spot-then-on-demand: if spot has no capacity `up` falls back to on-demand"
-               if spec.nodes.market == "spot-then-on-demand"
+               if spec.nodes.market == MarketPolicy.SPOT_THEN_ON_DEMAND
                else "if this offer has no capacity `up` tries the next one")
         lines.append(f"  worst case {_money(worst)} ({why}; the dearest candidate "
                      f"{_money(worst_each)} each)")
-    if choice.market == "spot":
+    if choice.market == Market.SPOT:
         lines.append("  spot: the price moves with the market and AWS may reclaim nodes")
     return lines, now, worst
 

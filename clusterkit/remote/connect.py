@@ -15,6 +15,7 @@ from fabric import Config, Connection
 
 from clusterkit.errors import RemoteError
 from clusterkit.netguard import check_address
+from clusterkit.plan.nodes import Node
 from clusterkit.remote import known_hosts
 
 
@@ -39,6 +40,16 @@ class Hop:
 
     label: str
     address: str
+
+
+@dataclass(frozen=True)
+class Target:
+    """A node to run on: where to dial it, and ``via``, the gateway hop for workers
+    (None: dialled directly)."""
+
+    node: Node
+    hop: Hop
+    via: Hop | None = None
 
 
 class _Connection(Connection):

@@ -1,4 +1,5 @@
-"""Run one command on many nodes at once over Fabric; every node's result is kept.
+"""Run one command on many nodes at once over Fabric; every node's result is kept
+(``remote/results.py``), and any failure raises one ``GroupError`` with all of them.
 
 Output is streamed live, each line prefixed with its node's label. Workers are reached
 through one shared connection to the gateway (the master), opened first; a node that
@@ -12,25 +13,17 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, TextIO
 
 from fabric import Connection
 from invoke.exceptions import CommandTimedOut
 
-from clusterkit.errors import RemoteError
-from clusterkit.remote.connect import Hop, Login, connect, describe
+from clusterkit.errors import GroupError, RemoteError
+from clusterkit.remote.connect import Login, Target, connect, describe
+from clusterkit.remote.results import GroupResult, NodeResult
 
 TAIL_CHARS = 64 * 1024  # of stdout / stderr kept per node in the results
 MAX_THREADS = 64
-
-
-@dataclass(frozen=True)
-class Target:
-    """A node to run on; ``via`` is the gateway hop for workers (None: dialled directly)."""
-
-    hop: Hop
-    via: Hop | None = None
 
 
 class PrefixedStream:
@@ -63,19 +56,17 @@ def _tail(text: str) -> str:
     return text[-TAIL_CHARS:]
 
 
-def _result(target: Target, **fields: Any) -> dict[str, Any]:
-    base = {"address": target.hop.address, "via": target.via.address if target.via else None,
-            "ok": False, "exit_code": None, "stdout": "", "stderr": "", "error": None,
-            "hint": None}
-    return {**base, **fields}
+def _result(target: Target, **fields: Any) -> NodeResult:
+    return NodeResult(target.node, target.hop.label, target.hop.address,
+                      target.via.address if target.via else None, **fields)
 
 
-def _failed(target: Target, err: RemoteError, **fields: Any) -> dict[str, Any]:
+def _failed(target: Target, err: RemoteError, **fields: Any) -> NodeResult:
     return _result(target, error=err.message, hint=err.hint, **fields)
 
 
 def _run_one(login: Login, target: Target, conn: Connection, command: str,
-             timeout: float | None, out: TextIO | None, lock: threading.Lock) -> dict[str, Any]:
+             timeout: float | None, out: TextIO | None, lock: threading.Lock) -> NodeResult:
     start = time.monotonic()
     streams = [PrefixedStream(target.hop.label, out, lock) for _ in range(2)] if out else []
     kwargs: dict[str, Any] = {"warn": True, "pty": False, "in_stream": False,
@@ -96,12 +87,11 @@ def _run_one(login: Login, target: Target, conn: Connection, command: str,
         # invoke can return the killed command's result (exit -1) instead of raising
         # CommandTimedOut when its timer thread has not quite finished yet.
         return _timed_out(target, res, timeout, start)
-    return _result(target, ok=res.exited == 0, exit_code=res.exited,
-                   stdout=_tail(res.stdout), stderr=_tail(res.stderr),
-                   seconds=round(time.monotonic() - start, 3))
+    return _result(target, exit_code=res.exited, stdout=_tail(res.stdout),
+                   stderr=_tail(res.stderr), seconds=round(time.monotonic() - start, 3))
 
 
-def _timed_out(target: Target, res: Any, timeout: float, start: float) -> dict[str, Any]:
+def _timed_out(target: Target, res: Any, timeout: float, start: float) -> NodeResult:
     return _result(target, stdout=_tail(res.stdout), stderr=_tail(res.stderr),
                    error=f"timed out after {timeout:g} s",
                    hint="raise --timeout, or check what the command waits for",
@@ -140,9 +130,11 @@ def _connections(login: Login, targets: Sequence[Target], gw: Connection | None,
 
 
 def run_all(login: Login, targets: Sequence[Target], command: str, *,
-            timeout: float | None = None, out: TextIO | None = None) -> dict[str, dict[str, Any]]:
-    """``command`` on every target concurrently: {label: result} in target order. A result
-    has ok, exit_code, stdout/stderr (tails), error + hint (could not run), address, via."""
+            timeout: float | None = None, out: TextIO | None = None,
+            warn: bool = False) -> GroupResult:
+    """``command`` on every target concurrently, waiting for all of them; one NodeResult
+    per target, in target order. Unless ``warn``, a failure on any node (could not run,
+    timed out, exit code not 0) raises one GroupError carrying every node's result."""
     lock = threading.Lock()
     gw, gw_error = _gateway(login, targets)
     conns = _connections(login, targets, gw, gw_error)
@@ -150,10 +142,14 @@ def run_all(login: Login, targets: Sequence[Target], command: str, *,
     try:
         futures = {t.hop.label: pool.submit(_run_one, login, t, c, command, timeout, out, lock)
                    for t in targets if isinstance(c := conns[t.hop.label], Connection)}
-        return {t.hop.label: futures[t.hop.label].result() if t.hop.label in futures
-                else _failed(t, conns[t.hop.label]) for t in targets}  # type: ignore[arg-type]
+        group = GroupResult(futures[t.hop.label].result() if t.hop.label in futures
+                            else _failed(t, conns[t.hop.label])  # type: ignore[arg-type]
+                            for t in targets)
     finally:  # also on Ctrl-C: closing the transports first ends the remote reads at once
         for conn in [c for c in conns.values() if isinstance(c, Connection)] + [gw]:
             if conn is not None:
                 conn.close()
         pool.shutdown(wait=True)
+    if group.failed and not warn:
+        raise GroupError(group)
+    return group

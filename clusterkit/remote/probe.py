@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import paramiko
 
 from clusterkit.errors import ClusterkitError, NotEmulated, RemoteError, UsageError
+from clusterkit.plan.nodes import Node
 from clusterkit.remote.address import ssh_address
 
 DEFAULT_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
@@ -36,25 +36,25 @@ def ssh_handshake(address: str, port: int, timeout: float = 5.0) -> str:
             transport.close()
 
 
-def wait_reachable(instances: Sequence[Mapping[str, Any]], *, port: int, deadline: float,
+def wait_reachable(nodes: Sequence[Node], *, port: int, deadline: float,
                    on_ready: Callable[[str, str], None] | None = None,
                    interval: float = 1.0,
                    clock: Callable[[], float] = time.monotonic,
                    check: Callable[[], None] | None = None,
                    on_round: Callable[[int, int], None] | None = None) -> dict[str, str]:
-    """Wait until every instance answers SSH; {instance_id: host key line}.
+    """Wait until every node answers SSH; {instance_id: host key line}.
 
     ``deadline`` is a ``clock()`` value; RemoteError names the nodes still silent.
     ``check`` runs before every wait between rounds and aborts the wait by raising
     (the caller's "is every node still alive?"). ``on_round(ready, total)`` follows each
     round that leaves nodes waiting, so the caller can show the wait."""
-    pending = {i["InstanceId"]: i for i in instances}
+    pending = {n.instance_id: n for n in nodes}
     found: dict[str, str] = {}
     last_error: dict[str, str] = {}
     while pending:
-        for iid, inst in list(pending.items()):
+        for iid, node in list(pending.items()):
             try:  # the sandbox maps an address only once its node has booted
-                address = ssh_address(inst)
+                address = ssh_address(node)
             except NotEmulated:  # the sandbox cannot run this node: waiting won't help
                 raise
             except ClusterkitError as exc:
@@ -115,14 +115,14 @@ def local_public_key(identity_file: str | None = None) -> str:
                      "name an existing EC2 key pair in ssh.key_name")
 
 
-def presented_keys(instances: Sequence[Mapping[str, Any]], port: int,
+def presented_keys(nodes: Sequence[Node], port: int,
                    timeout: float = 5.0) -> dict[str, str]:
-    """{instance id: host key line} each instance presents now, dialled directly (as the
-    `up` probe does); instances that do not answer are left out."""
+    """{instance id: host key line} each node presents now, dialled directly (as the
+    `up` probe does); nodes that do not answer are left out."""
     out: dict[str, str] = {}
-    for inst in instances:
+    for node in nodes:
         try:
-            out[inst["InstanceId"]] = ssh_handshake(ssh_address(inst), port, timeout=timeout)
+            out[node.instance_id] = ssh_handshake(ssh_address(node), port, timeout=timeout)
         except (ClusterkitError, OSError, paramiko.SSHException, EOFError):
             continue
     return out

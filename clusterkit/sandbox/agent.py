@@ -1,6 +1,7 @@
 """The node agent: runs in the emulator's process and reads moto's in-process
-EC2 backends every 0.1 s, so each tagged instance that is ``running`` has a
-real sshd on its own loopback address, and EBS state has its loop devices."""
+EC2 backends every 0.1 s (through ``moto_models``, the one place that does), so each
+tagged instance that is ``running`` has a real sshd on its own loopback address, and EBS
+state has its loop devices."""
 
 from __future__ import annotations
 
@@ -13,29 +14,20 @@ from pathlib import Path
 from typing import Any
 
 from clusterkit.sandbox import node as nodes
-from clusterkit.sandbox.disks import Disks, VolumeView
+from clusterkit.sandbox.disks import Disks
+from clusterkit.sandbox.moto_models import InstanceView, read_instances
 from clusterkit.sandbox.state import ADDRESSES_FILE, NODES_FILE, read_json, write_json
 
 log = logging.getLogger("clusterkit.sandbox.agent")
-CLUSTER_TAG = "clusterkit:cluster"
 TICK = 0.1
 SSH_NOT_EMULATED = ("SSH node not emulated on this machine (the sandbox needs root and "
                     "/usr/sbin/sshd to run sshd on 127.0.0.N:22)")
 
 
 @dataclass
-class InstanceView:
-    instance_id: str
-    state: str
-    cluster: str
-    hostname: str
-    public_keys: list[str]
-    instance_store_gb: list[int]
-    region: str
+class EmulatedNode:
+    """An instance the agent runs as a loopback sshd (its address, root, process)."""
 
-
-@dataclass
-class Node:
     view: InstanceView
     address: str
     root: Path
@@ -60,50 +52,6 @@ def address_for(index: int, block: int = 0) -> str:
     return f"127.{block}.{third}.{offset + 2}"
 
 
-def _instance_store(instance_type: str) -> list[int]:
-    from moto.ec2.models.instance_types import INSTANCE_TYPES
-
-    info = INSTANCE_TYPES.get(instance_type, {}).get("InstanceStorageInfo") or {}
-    sizes: list[int] = []
-    for disk in info.get("Disks", []):
-        sizes += [int(disk.get("SizeInGB", 1))] * int(disk.get("Count", 1))
-    return sizes
-
-
-def _backends() -> list[tuple[str, Any]]:
-    from moto.backends import get_backend
-
-    found = []
-    for account in list(get_backend("ec2").values()):
-        for region, backend in list(account.items()):
-            found.append((region, backend))
-    return found
-
-
-def read_instances() -> tuple[list[InstanceView], list[VolumeView], dict[str, str | None]]:
-    """Tagged instances, non-root volume attachments, snapshots -> source volume."""
-    views, volumes, snapshots = [], [], {}
-    for region, backend in _backends():
-        for inst in list(backend.all_instances()):
-            tags = backend.tags.get(inst.id, {})
-            if CLUSTER_TAG not in tags:
-                continue
-            pair = backend.key_pairs.get(inst.key_name) if inst.key_name else None
-            keys = [pair.material_public.decode()] if pair is not None else []
-            host = "ip-" + (inst.private_ip or "10.0.0.1").replace(".", "-")
-            views.append(InstanceView(inst.id, inst._state.name, tags[CLUSTER_TAG], host, keys,
-                                      _instance_store(inst.instance_type), region))
-        for vol in list(backend.volumes.values()):
-            att = vol.attachment
-            iid = None
-            if att is not None and att.device != getattr(att.instance, "root_device_name", ""):
-                iid = att.instance.id
-            volumes.append(VolumeView(vol.id, int(vol.size), vol.snapshot_id, iid))
-        for snap in list(backend.snapshots.values()):
-            snapshots[snap.id] = getattr(snap.volume, "id", None)
-    return views, volumes, snapshots
-
-
 class Agent:
     def __init__(self, state_dir: Path, caps: dict[str, Any], block: int = 0) -> None:
         self.dir = state_dir
@@ -114,7 +62,7 @@ class Agent:
             iid: entry["address"] if isinstance(entry, dict) else entry
             for iid, entry in (read_json(state_dir / ADDRESSES_FILE, {}) or {}).items()}
         self.unemulated: dict[str, str] = {}  # instance id -> why it has no SSH node
-        self.nodes: dict[str, Node] = {}
+        self.nodes: dict[str, EmulatedNode] = {}
         self.disks = Disks(self.run_dir, bool(caps.get("loop_devices")))
         self.efs_dir = self.run_dir / "efs"
         self.efs_dir.mkdir(parents=True, exist_ok=True)
@@ -159,7 +107,7 @@ class Agent:
         if node is None:
             if view.state == "terminated":
                 return
-            node = Node(view, self._address(view.instance_id),
+            node = EmulatedNode(view, self._address(view.instance_id),
                         self.run_dir / "nodes" / view.instance_id)
             self.nodes[view.instance_id] = node
         node.view = view
@@ -173,13 +121,13 @@ class Agent:
             shutil.rmtree(node.root, ignore_errors=True)
             node.state = "terminated"
 
-    def _spec(self, node: Node) -> nodes.NodeSpec:
+    def _spec(self, node: EmulatedNode) -> nodes.NodeSpec:
         return nodes.NodeSpec(node.view.instance_id, node.address, node.view.hostname,
                               node.view.public_keys, node.root, self.efs_dir,
                               namespaces=bool(self.caps.get("namespaces")),
                               md=bool(self.caps.get("md_raid")))
 
-    def _boot(self, node: Node) -> None:
+    def _boot(self, node: EmulatedNode) -> None:
         if not self.caps.get("ssh_nodes"):
             node.state = "not emulated"
             self.unemulated[node.view.instance_id] = SSH_NOT_EMULATED
@@ -204,7 +152,7 @@ class Agent:
             log.error("node %s: sshd did not listen, see %s", spec.instance_id,
                       node.root / "sshd.log")
 
-    def _halt(self, node: Node) -> None:
+    def _halt(self, node: EmulatedNode) -> None:
         if node.proc is not None:
             nodes.stop(node.proc.pid, node.ns)
             try:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import MutableMapping
 
-from rich.console import Console
-
 from clusterkit.netguard import SANDBOX_ENV, check_url
 from clusterkit.sandbox.control import require_running
 from clusterkit.sandbox.state import ADDRESS_MAP_ENV, ADDRESSES_FILE, DIR_ENV, state_dir
@@ -50,10 +48,8 @@ def apply(env: MutableMapping[str, str], directory: str | None = None) -> dict[s
     return values
 
 
-def enter_sandbox_mode(console: Console) -> None:
-    """Set AWS_ENDPOINT_URL and throwaway credentials for the running sandbox,
-    and say so (stderr) on every run."""
+def enter_sandbox_mode() -> str:
+    """Set AWS_ENDPOINT_URL and throwaway credentials for the running sandbox; the
+    endpoint (the CLI says so on every run)."""
     os.environ[SANDBOX_ENV] = "1"
-    values = apply(os.environ)
-    console.print(f"[yellow]sandbox mode:[/yellow] AWS endpoint {values['AWS_ENDPOINT_URL']}",
-                  highlight=False)
+    return apply(os.environ)["AWS_ENDPOINT_URL"]

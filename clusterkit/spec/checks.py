@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from clusterkit.catalog import families, instances, prices
 from clusterkit.errors import SpecIssue
+from clusterkit.kinds import MarketPolicy
 from clusterkit.spec import model
 from clusterkit.spec.model import Spec
 
@@ -47,7 +48,7 @@ def _nodes(spec: Spec, add: Add) -> None:
     if nodes.count > model.SANE_NODE_LIMIT and not nodes.allow_large:
         add("nodes.count", f"{nodes.count} nodes is more than {model.SANE_NODE_LIMIT}",
             "if you really mean it, add `allow_large: true` under nodes")
-    if nodes.market == "on-demand" and nodes.max_price is not None:
+    if nodes.market == MarketPolicy.ON_DEMAND and nodes.max_price is not None:
         add("nodes.max_price", "max_price is ignored for the on-demand market",
             "remove max_price, or use market: spot", "warning")
 
@@ -230,7 +231,7 @@ def _cuda_arch(pkg: str, cuda: tuple[int, int | None], itype: instances.Instance
 
 def _max_price(spec: Spec, add: Add) -> None:
     nodes = spec.nodes
-    if nodes.max_price is None or nodes.market == "on-demand":
+    if nodes.max_price is None or nodes.market == MarketPolicy.ON_DEMAND:
         return
     above = []
     for name in nodes.instance_types:

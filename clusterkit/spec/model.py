@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-MARKETS = ("spot", "on-demand", "spot-then-on-demand")
+from clusterkit.kinds import MarketPolicy
+
+MARKETS = tuple(p.value for p in MarketPolicy)
 FRAMEWORKS = ("mxnet", "torchrun")
 VOLUME_TYPES = ("gp2", "gp3", "io1", "io2", "st1", "sc1")
 ROOT_VOLUME_TYPES = ("gp2", "gp3", "io1", "io2")
@@ -52,7 +54,7 @@ class RootVolume:
 class Nodes:
     count: int = 1
     instance_types: tuple[str, ...] = ()
-    market: str = "spot"
+    market: str = MarketPolicy.SPOT.value
     max_price: float | None = None  # USD per node-hour; None = up to on-demand
     image: Image = field(default_factory=Image)
     placement_group: bool = True

@@ -15,7 +15,7 @@ from typing import Any
 from clusterkit.errors import SpecIssue
 from clusterkit.spec.keys import SPEC, Key, walk_keys
 from clusterkit.spec.model import Location
-from clusterkit.spec.yamlload import Node
+from clusterkit.spec.yamlload import Located
 
 BAD = object()  # a value that failed its check; the builder uses the default instead
 _KIND_OK = {
@@ -40,13 +40,13 @@ class Walk:
         self.issues.append(SpecIssue(loc.file, loc.line, loc.col, path, message, hint, level))
 
 
-def walk_spec(root: Node, w: Walk) -> dict[str, Any]:
+def walk_spec(root: Located, w: Walk) -> dict[str, Any]:
     w.locations[""] = root.loc
     out = _object(root, SPEC, "", w)
     return out if isinstance(out, dict) else {}
 
 
-def _value(node: Node, key: Key, path: str, w: Walk) -> Any:
+def _value(node: Located, key: Key, path: str, w: Walk) -> Any:
     """Check one value; record its location; BAD if it does not pass."""
     scalar = node.kind not in ("map", "seq")
     w.locations[path] = node.loc if scalar and node.kind != "null" else (node.key_loc or node.loc)
@@ -54,7 +54,7 @@ def _value(node: Node, key: Key, path: str, w: Walk) -> Any:
         return _null(node, key, path, w)
     if key.type == "integer" and node.kind == "float" and math.isfinite(node.value) \
             and float(node.value).is_integer():
-        node = Node("int", int(node.value), node.loc, node.key_loc)  # 4.0 is 4, as in JSON
+        node = Located("int", int(node.value), node.loc, node.key_loc)  # 4.0 is 4, as in JSON
     if node.kind not in _KIND_OK[key.type]:
         w.add(node.loc, path, f"expected {_TYPE_NAME[key.type]}, got {_describe(node)}",
               _type_hint(node, key))
@@ -68,17 +68,17 @@ def _value(node: Node, key: Key, path: str, w: Walk) -> Any:
     return _scalar(node, key, path, w)
 
 
-def _null(node: Node, key: Key, path: str, w: Walk) -> Any:
+def _null(node: Located, key: Key, path: str, w: Walk) -> Any:
     if key.required:
         w.add(node.key_loc or node.loc, path, f"{path} must not be empty",
               f"give it {_TYPE_NAME[key.type]}" + (f", e.g. {key.example}" if key.example else ""))
         return BAD
     if key.type == "object":  # `efs:` with nothing under it: the section with its defaults
-        return _object(Node("map", {}, node.loc, node.key_loc), key, path, w)
+        return _object(Located("map", {}, node.loc, node.key_loc), key, path, w)
     return None
 
 
-def _describe(node: Node) -> str:
+def _describe(node: Located) -> str:
     if node.kind == "str":
         return f"the string {node.value!r}"
     if node.kind in ("int", "float"):
@@ -89,7 +89,7 @@ def _describe(node: Node) -> str:
             "binary": "binary data"}.get(node.kind, node.kind)
 
 
-def _type_hint(node: Node, key: Key) -> str:
+def _type_hint(node: Located, key: Key) -> str:
     if node.kind == "str" and key.type in ("integer", "number"):
         if re.fullmatch(r"\s*[-+]?[0-9.]+\s*", node.value):
             return "write the number without quotes"
@@ -106,7 +106,7 @@ def _type_hint(node: Node, key: Key) -> str:
     return f"see `clusterkit schema` for the expected {_TYPE_NAME[key.type]}"
 
 
-def _object(node: Node, key: Key, path: str, w: Walk) -> Any:
+def _object(node: Located, key: Key, path: str, w: Walk) -> Any:
     keys = key.keys or {}
     out: dict[str, Any] = {}
     for name, child in node.value.items():
@@ -130,7 +130,7 @@ def _object(node: Node, key: Key, path: str, w: Walk) -> Any:
     return out
 
 
-def _unknown(child: Node, name: str, path: str, known: list[str], w: Walk) -> None:
+def _unknown(child: Located, name: str, path: str, known: list[str], w: Walk) -> None:
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     if close:
         hint = f"did you mean `{close[0]}`?"
@@ -144,7 +144,7 @@ def _unknown(child: Node, name: str, path: str, known: list[str], w: Walk) -> No
     w.add(child.key_loc or child.loc, path, f"unknown key {name!r} in {parent}", hint)
 
 
-def _array(node: Node, key: Key, path: str, w: Walk) -> Any:
+def _array(node: Located, key: Key, path: str, w: Walk) -> Any:
     items: list[Any] = []
     seen: dict[Any, int] = {}
     ok = True
@@ -173,7 +173,7 @@ def _array(node: Node, key: Key, path: str, w: Walk) -> Any:
     return items if ok or items else BAD
 
 
-def _map(node: Node, key: Key, path: str, w: Walk) -> Any:
+def _map(node: Located, key: Key, path: str, w: Walk) -> Any:
     out: dict[str, Any] = {}
     for name, child in node.value.items():
         child_path = f"{path}.{name}"
@@ -193,7 +193,7 @@ def _pattern_words(path: str) -> str:
     return "letters, digits and _, not starting with a digit"
 
 
-def _scalar(node: Node, key: Key, path: str, w: Walk) -> Any:
+def _scalar(node: Located, key: Key, path: str, w: Walk) -> Any:
     value = node.value
     if isinstance(value, float) and not math.isfinite(value):
         w.add(node.loc, path, f"{value} is not a finite number", "write a plain number")

@@ -1,6 +1,6 @@
 """YAML text -> a tree of located plain values. PURE apart from reading the file.
 
-Every mapping key, mapping value and sequence item becomes a ``Node`` that knows
+Every mapping key, mapping value and sequence item becomes a ``Located`` that knows
 where it starts (1-based line and column). Anything YAML allows that a cluster
 spec has no use for is refused with a located ``SpecIssue`` instead of a
 traceback: tabs, duplicate keys, aliases (so no alias bombs), custom tags,
@@ -30,8 +30,8 @@ _NON_PRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd
 
 
 @dataclass(frozen=True)
-class Node:
-    """A located value: ``value`` is dict[str, Node], list[Node] or a plain scalar."""
+class Located:
+    """A located value: ``value`` is dict[str, Located], list[Located] or a plain scalar."""
 
     kind: str  # map | seq | str | int | float | bool | null | timestamp | binary
     value: Any
@@ -39,7 +39,7 @@ class Node:
     key_loc: Location | None = field(default=None, compare=False)
 
     def plain(self) -> Any:
-        """The value with every Node unwrapped (dicts, lists, scalars)."""
+        """The value with every Located unwrapped (dicts, lists, scalars)."""
         if self.kind == "map":
             return {k: v.plain() for k, v in self.value.items()}
         if self.kind == "seq":
@@ -137,8 +137,8 @@ def _prescan(text: str, file: str) -> list[SpecIssue]:
     return []
 
 
-def parse(text: str, file: str) -> tuple[Node | None, list[SpecIssue]]:
-    """YAML text -> the root mapping Node, or None and the located reasons why not."""
+def parse(text: str, file: str) -> tuple[Located | None, list[SpecIssue]]:
+    """YAML text -> the root mapping (a Located), or None and the located reasons why not."""
     issues = _prescan(text, file)
     if issues:
         return None, issues
@@ -180,40 +180,40 @@ def _a(kind: str) -> str:
 
 
 def _convert(loader: _Loader, node: yaml.Node, file: str, issues: list[SpecIssue],
-             key_loc: Location | None, path: str) -> Node:
+             key_loc: Location | None, path: str) -> Located:
     loc = _loc(file, node.start_mark)
     if node.tag.startswith("!"):
         raise _Refused(node.start_mark, f"custom tag {node.tag} is not supported",
                        "remove the tag; a spec uses plain YAML values", path)
     if isinstance(node, yaml.MappingNode):
-        return Node("map", _convert_map(loader, node, file, issues, path), loc, key_loc)
+        return Located("map", _convert_map(loader, node, file, issues, path), loc, key_loc)
     if isinstance(node, yaml.SequenceNode):
         items = [_convert(loader, item, file, issues, None, f"{path}[{i}]")
                  for i, item in enumerate(node.value)]
-        return Node("seq", items, loc, key_loc)
+        return Located("seq", items, loc, key_loc)
     return _convert_scalar(loader, node, loc, key_loc, path)
 
 
 def _convert_scalar(loader: _Loader, node: yaml.ScalarNode, loc: Location,
-                    key_loc: Location | None, path: str) -> Node:
+                    key_loc: Location | None, path: str) -> Located:
     kind = _SCALAR_KINDS.get(node.tag.removeprefix(_YAML_TAG)) if node.tag.startswith(
         _YAML_TAG) else None
     if kind is None:
         raise _Refused(node.start_mark, f"unsupported YAML type {node.tag}",
                        "use plain strings, numbers, booleans, lists and mappings", path)
     if kind in ("timestamp", "binary"):
-        return Node(kind, node.value, loc, key_loc)
+        return Located(kind, node.value, loc, key_loc)
     try:
         value = loader.construct_object(node)
     except Exception as exc:  # noqa: BLE001 - PyYAML raises ValueError/KeyError on bad `!!int x`
         raise _Refused(node.start_mark, f"{node.value!r} is not a valid {kind}",
                        "remove the explicit !! tag or fix the value", path) from exc
-    return Node(kind, value, loc, key_loc)
+    return Located(kind, value, loc, key_loc)
 
 
 def _convert_map(loader: _Loader, node: yaml.MappingNode, file: str,
-                 issues: list[SpecIssue], path: str) -> dict[str, Node]:
-    out: dict[str, Node] = {}
+                 issues: list[SpecIssue], path: str) -> dict[str, Located]:
+    out: dict[str, Located] = {}
     for key_node, value_node in node.value:
         key_loc = _loc(file, key_node.start_mark)
         if not isinstance(key_node, yaml.ScalarNode) or key_node.value == "":

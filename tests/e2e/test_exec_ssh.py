@@ -2,8 +2,9 @@
 server + a real OpenSSH sshd per node on loopback), reached with Fabric and with the
 system `ssh` binary, through the master, with a real ssh-agent. Nothing is mocked.
 
-One cluster for the module (about 2 s to bring up); the tests run in file order and
-the last one takes it down."""
+One cluster for the module (about 2 s to bring up), shared by tests that may run in
+any order or alone (`-k`): each restores what it changes, and the fixture's teardown
+takes the cluster down and checks that nothing of it is left."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ import pytest
 from clusterkit.cluster.down import do_down
 from clusterkit.cluster.remote_ops import do_exec, do_ssh
 from clusterkit.cluster.up import do_up
-from clusterkit.errors import RemoteError
+from clusterkit.errors import GroupError, RemoteError
 from clusterkit.remote import known_hosts
+from tests import support
 from tests.e2e.test_up_down import SANDBOX_AMI
 from tests.integration.conftest import leftovers, runtime, write_spec
 
@@ -42,7 +44,6 @@ class Cluster:
     nodes: list[dict[str, Any]]  # from `up`: index order
     hostnames: list[str]  # of the sandbox nodes, index order
     agent_sock: str
-    down: bool = False
 
     @property
     def known(self) -> Path:
@@ -70,38 +71,40 @@ def _start_agent(where: Path, key: Path) -> tuple[subprocess.Popen, str]:
 
 @pytest.fixture(scope="module")
 def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    if os.geteuid() != 0:
-        pytest.skip("the sandbox's SSH nodes need root")
+    support.require_root("the sandbox's SSH nodes")
     where = tmp_path_factory.mktemp("execssh")
-    key = where / "id_ed25519"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    fingerprint = subprocess.run(["ssh-keygen", "-lf", f"{key}.pub"], capture_output=True,
-                                 text=True, check=True).stdout.split()[1]
+    key = support.ssh_keygen(where / "id_ed25519")
+    fingerprint = support.fingerprint(key)
     agent, sock = _start_agent(where, key)
-    name = f"ex-{uuid.uuid4().hex[:6]}"
+    name = support.unique_name("ex")
     spec = write_spec(where, name=name, count=3, ami=SANDBOX_AMI, placement_group=False)
     with pytest.MonkeyPatch.context() as mp:
-        for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION"):
+        for var in support.FOREIGN_AWS_VARS:
             mp.delenv(var, raising=False)
         for var, value in sandbox.env.items():
             mp.setenv(var, value)
         mp.setenv("HOME", str(where))  # no ~/.ssh keys: the agent is the only way in
         mp.setenv("CLUSTERKIT_HOME", str(where / "ckhome"))
         mp.setenv("SSH_AUTH_SOCK", sock)
-        handle = None
         try:
-            nodes = do_up(str(spec), yes=True, rt=runtime(), timeout=120)["nodes"]
+            nodes = do_up(str(spec), yes=True, rt=runtime(), timeout=120).to_json()["nodes"]
             records = sandbox.nodes()
-            handle = Cluster(name, spec, key, fingerprint, nodes,
-                             [records[n["instance_id"]]["hostname"] for n in nodes], sock)
-            yield handle
+            yield Cluster(name, spec, key, fingerprint, nodes,
+                          [records[n["instance_id"]]["hostname"] for n in nodes], sock)
         finally:
             try:
-                if handle is None or not handle.down:
-                    do_down(str(spec), yes=True, rt=runtime())
+                _down_leaves_nothing(spec, name)
             finally:
                 agent.send_signal(signal.SIGTERM)
                 agent.wait(5)
+
+
+def _down_leaves_nothing(spec: Path, name: str) -> None:
+    """The module's teardown, checked: no AWS resource of the cluster is left, and its
+    known_hosts file is gone with it."""
+    do_down(str(spec), yes=True, rt=runtime())
+    assert leftovers(name) == {}
+    assert not known_hosts.known_hosts_path(name).exists()
 
 
 def _cli(*args: str, check: bool = False) -> subprocess.CompletedProcess:
@@ -113,25 +116,27 @@ def test_exec_runs_everywhere_workers_through_the_master(cluster: Cluster):
     live = StringIO()
     results = do_exec(cluster.name, ["hostname"], rt=runtime(), out=live)
     assert len(results) == 3
-    assert [r["stdout"].strip() for r in results.values()] == cluster.hostnames
+    assert [r.stdout.strip() for r in results.values()] == cluster.hostnames
     assert len(set(cluster.hostnames)) == 3
     master = cluster.nodes[0]["ssh_address"]
-    assert [r["via"] for r in results.values()] == [None, master, master]
-    assert [r["index"] for r in results.values()] == [0, 1, 2]
-    assert all(r["ok"] and r["exit_code"] == 0 for r in results.values())
+    assert [r.via for r in results.values()] == [None, master, master]
+    assert [r.node.index for r in results.values()] == [0, 1, 2]
+    assert all(r.ok and r.exit_code == 0 for r in results.values())
+    assert list(results.succeeded) == list(results) and not results.failed
     lines = sorted(live.getvalue().splitlines())
-    assert lines == sorted(f"[{label}] {r['stdout'].strip()}" for label, r in results.items())
+    assert lines == sorted(f"[{label}] {r.stdout.strip()}" for label, r in results.items())
 
 
 def test_exec_failure_on_one_node_keeps_every_result(cluster: Cluster):
     worker2 = cluster.hostnames[2]
     command = ["test", '"$(hostname)"', "!=", worker2]
-    with pytest.raises(RemoteError) as caught:
+    with pytest.raises(GroupError) as caught:
         do_exec(str(cluster.spec), command, rt=runtime())
-    results = caught.value.results
-    assert [r["exit_code"] for r in results.values()] == [0, 0, 1]
-    assert [r["ok"] for r in results.values()] == [True, True, False]
-    failed = list(results)[2]
+    results = caught.value.group
+    assert [r.exit_code for r in results.values()] == [0, 0, 1]
+    assert [r.ok for r in results.values()] == [True, True, False]
+    (failed,) = results.failed
+    assert failed == list(results)[2] and len(results.succeeded) == 2
     assert failed in caught.value.message and "1 of 3" in caught.value.message
 
     proc = _cli("--json", "exec", cluster.name, "--", *command)  # the real CLI: exit 1
@@ -174,31 +179,35 @@ def test_agent_is_forwarded_not_copied(cluster: Cluster):
                       nodes=["0", "2"], rt=runtime())
     assert list(results) == [f"{cluster.name}-master-0", f"{cluster.name}-worker-2"]
     for result in results.values():
-        assert cluster.fingerprint in result["stdout"]  # the agent on this machine answers
-        assert "id_ed25519" not in result["stdout"]  # and no key file landed on the node
+        assert cluster.fingerprint in result.stdout  # the agent on this machine answers
+        assert "id_ed25519" not in result.stdout  # and no key file landed on the node
 
 
 def test_identity_file_without_agent(cluster: Cluster, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("SSH_AUTH_SOCK")
-    with pytest.raises(RemoteError) as caught:
+    with pytest.raises(GroupError) as caught:
         do_exec(cluster.name, ["true"], nodes=["master"], rt=runtime())
     assert "authentication failed" in caught.value.message
     assert "ssh-add" in caught.value.hint
     results = do_exec(cluster.name, ["echo", "$USER"], identity_file=str(cluster.key),
                       rt=runtime())
-    assert [r["stdout"].strip() for r in results.values()] == ["ubuntu"] * 3  # login name
+    assert [r.stdout.strip() for r in results.values()] == ["ubuntu"] * 3  # login name
 
 
 def test_timeout_fails_that_node_only(cluster: Cluster):
-    start = time.monotonic()
-    with pytest.raises(RemoteError) as caught:
+    """Nodes 0 and 2 sleep past the 0.5 s timeout and fail with that reason; the call
+    does not wait for their sleep: the marker they would write after it is absent."""
+    marker = f"/tmp/ck-slept-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(GroupError) as caught:
         do_exec(cluster.name, ["test $(hostname) = " + cluster.hostnames[1], "||",
-                               "sleep 10"], timeout=0.5, rt=runtime())
-    assert time.monotonic() - start < 5
-    results = caught.value.results
-    assert [r["ok"] for r in results.values()] == [False, True, False]
-    assert all("timed out after 0.5 s" in r["error"]
-               for r in results.values() if not r["ok"])
+                               "{", "sleep", "10;", "touch", marker, ";", "}"],
+                timeout=0.5, rt=runtime())
+    after = do_exec(cluster.name, ["test", "!", "-e", marker, "&&", "echo", "absent"],
+                    rt=runtime())
+    assert [r.stdout.strip() for r in after.values()] == ["absent"] * 3
+    results = caught.value.group
+    assert [r.ok for r in results.values()] == [False, True, False]
+    assert all("timed out after 0.5 s" in r.error for r in results.failed.values())
 
 
 def test_host_key_mismatch_or_missing_is_refused(cluster: Cluster):
@@ -210,21 +219,21 @@ def test_host_key_mismatch_or_missing_is_refused(cluster: Cluster):
     labels = [f"{cluster.name}-{role}" for role in ("master-0", "worker-1", "worker-2")]
     try:
         _replace_instance_key(cluster, worker1, _other_key(cluster.key.parent))
-        with pytest.raises(RemoteError) as caught:
+        with pytest.raises(GroupError) as caught:
             do_exec(cluster.name, ["true"], rt=runtime())
-        res = caught.value.results
-        assert [res[label]["ok"] for label in labels] == [True, False, True]
-        assert "host key does not match" in res[labels[1]]["error"]
-        assert res[labels[1]]["error"].count("SHA256:") == 2
-        assert f"--accept-new-host-key {labels[1]}" in res[labels[1]]["hint"]
-        assert res[labels[1]]["exit_code"] is None
+        res = caught.value.group
+        assert [res[label].ok for label in labels] == [True, False, True]
+        assert "host key does not match" in res[labels[1]].error
+        assert res[labels[1]].error.count("SHA256:") == 2
+        assert f"--accept-new-host-key {labels[1]}" in res[labels[1]].hint
+        assert res[labels[1]].exit_code is None
 
         _replace_instance_key(cluster, master, _other_key(cluster.key.parent))
-        with pytest.raises(RemoteError) as caught:
+        with pytest.raises(GroupError) as caught:
             do_exec(cluster.name, ["true"], rt=runtime())
-        res = caught.value.results
-        assert not any(r["ok"] for r in res.values())
-        assert "through gateway" in res[labels[2]]["error"]  # refused at the master
+        res = caught.value.group
+        assert not res.succeeded
+        assert "through gateway" in res[labels[2]].error  # refused at the master
 
         cluster.host_keys.write_text(saved_keys)
         keys = json.loads(saved_keys)
@@ -269,7 +278,7 @@ def test_changed_host_key_refused_by_up_exec_ssh_until_accepted(cluster: Cluster
 
         results = do_exec(cluster.name, ["hostname"], nodes=["worker-1"],
                           accept_host_keys=["worker-1"], rt=runtime())
-        assert [r["stdout"].strip() for r in results.values()] == [cluster.hostnames[1]]
+        assert [r.stdout.strip() for r in results.values()] == [cluster.hostnames[1]]
         assert json.loads(cluster.host_keys.read_text())[worker1] == real
 
         _replace_instance_key(cluster, worker1, fake)
@@ -285,18 +294,8 @@ def test_changed_host_key_refused_by_up_exec_ssh_until_accepted(cluster: Cluster
         cluster.host_keys.write_text(saved_keys)
 
 
-def test_down_leaves_nothing(cluster: Cluster):
-    do_down(str(cluster.spec), yes=True, rt=runtime())
-    cluster.down = True
-    assert leftovers(cluster.name) == {}
-    assert not cluster.known.exists()
-
-
 def _other_key(where: Path) -> str:
-    path = where / f"other-{uuid.uuid4().hex[:6]}"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
-                   check=True)
-    return " ".join(Path(f"{path}.pub").read_text().split()[:2])
+    return support.public_key(support.ssh_keygen(where / support.unique_name("other")))
 
 
 def _replace_instance_key(cluster: Cluster, instance_id: str, key: str) -> None:

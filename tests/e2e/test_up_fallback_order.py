@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import csv
 import re
-import subprocess
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +27,7 @@ from botocore.exceptions import ClientError
 from click.testing import CliRunner
 
 from clusterkit.cli.main import cli
+from tests import support
 from tests.integration.conftest import leftovers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,18 +145,16 @@ def spec(sandbox_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    (tmp_path / ".ssh").mkdir()
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
-                    str(tmp_path / ".ssh" / "id_ed25519")], check=True)
+    support.user_ssh_key(tmp_path)
     path = tmp_path / "fallback.yaml"
-    path.write_text(SPEC.format(name=f"fb-{uuid.uuid4().hex[:6]}"))
+    path.write_text(SPEC.format(name=support.unique_name("fb")))
     yield path
     _cli(monkeypatch, None, "down", str(path), "--yes")  # after a failed assert, too
 
 
 def _cli(monkeypatch: pytest.MonkeyPatch, inject: FailRunInstances | None, *args: str):
     """`clusterkit --sandbox ARGS` with ``inject`` hooked on the session it makes."""
-    import clusterkit.cluster.common as common
+    import clusterkit.cluster.runtime as common
 
     real = common.make_session
 

@@ -12,8 +12,6 @@ throttling after retries, no capacity, or Ctrl-C): every other call is real HTTP
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,11 +21,12 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto.server import ThreadedMotoServer
 from rich.console import Console
 
-from clusterkit.cluster.common import Runtime
+from clusterkit.cli.events import ConsoleReporter
+from clusterkit.cluster.runtime import Runtime
 from clusterkit.sandbox import ec2_gaps
+from tests import support
 
 REGION = "us-east-1"
 AMI = "ami-12c6146b"  # one of moto's built-in images
@@ -42,32 +41,19 @@ def is_mutating(operation: str) -> bool:
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     ec2_gaps.install()  # the same emulator gap-fills the sandbox server makes
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with support.moto_server() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture
 def moto_env(moto_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
     # No reset between tests: reloading moto's EC2 backend costs about a second per
     # test. Every test uses its own cluster name, and leftovers are counted per name.
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "SSH_AUTH_SOCK",
-                 "CLUSTERKIT_ADDRESS_MAP"):
+    for name in ("SSH_AUTH_SOCK", "CLUSTERKIT_ADDRESS_MAP"):
         monkeypatch.delenv(name, raising=False)
-    env = {"AWS_ENDPOINT_URL": moto_server, "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
-           "AWS_DEFAULT_REGION": REGION, "CLUSTERKIT_SANDBOX": "1", "HOME": str(tmp_path),
-           "CLUSTERKIT_CALLER_CIDR": "127.0.0.1/32"}
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    ssh_dir = tmp_path / ".ssh"
-    ssh_dir.mkdir()
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
-                    str(ssh_dir / "id_ed25519")], check=True)
+    support.aws_env(monkeypatch, moto_server, REGION, CLUSTERKIT_SANDBOX="1",
+                    HOME=str(tmp_path), CLUSTERKIT_CALLER_CIDR="127.0.0.1/32")
+    support.user_ssh_key(tmp_path)
     return moto_server
 
 
@@ -110,7 +96,8 @@ def runtime(calls: Calls | None = None) -> Runtime:
     session = boto3.Session(region_name=REGION)
     if calls is not None:
         session.events.register("before-call", calls.hook)
-    return Runtime(session=session, console=Console(stderr=True, width=120), poll=0.05)
+    return Runtime(session=session, report=ConsoleReporter(Console(stderr=True, width=120)),
+                   poll=0.05)
 
 
 @pytest.fixture
@@ -170,13 +157,10 @@ def leftovers(cluster: str, region: str = REGION) -> dict[str, list[str]]:
 def cli_env(sandbox_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The CLI in sandbox mode (CLUSTERKIT_SANDBOX=1 wants a running sandbox), with a
     fresh HOME holding the user's SSH key and no agent."""
-    if os.geteuid() != 0:
-        pytest.skip("the sandbox's SSH nodes need root")
+    support.require_root("the sandbox's SSH nodes")
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    (tmp_path / ".ssh").mkdir()
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
-                    str(tmp_path / ".ssh" / "id_ed25519")], check=True)
+    support.user_ssh_key(tmp_path)
     return sandbox_env
 
 
@@ -195,10 +179,13 @@ ssh:
 {extra}"""
 
 
-def write_spec(tmp_path: Path, name: str = "pv", count: int = 2, market: str = "on-demand",
-               extra: str = "", *, ami: str = AMI, placement_group: bool = True) -> Path:
-    """A small c5.large cluster spec; ``extra`` lines are appended inside ``ssh:``
-    (indent them) or, unindented, as new top-level sections."""
+def write_spec(tmp_path: Path, name: str | None = None, count: int = 2,
+               market: str = "on-demand", extra: str = "", *, ami: str = AMI,
+               placement_group: bool = True) -> Path:
+    """A small c5.large cluster spec (named uniquely unless ``name`` is given); ``extra``
+    lines are appended inside ``ssh:`` (indent them) or, unindented, as new top-level
+    sections."""
+    name = name or support.unique_name("pv")
     path = tmp_path / f"{name}-{count}.yaml"
     path.write_text(SPEC.format(name=name, count=count, market=market, ami=ami, extra=extra,
                                 placement_group=str(placement_group).lower()))

@@ -46,7 +46,7 @@ def test_down_by_name_finds_the_cluster_in_another_region(calls: Calls, tmp_path
     assert set(_roles("fx-east2").values()) == {EAST2}
     calls.reset()
     result = do_down("fx-east2", yes=True, rt=runtime(calls))  # session region: us-east-1
-    assert list(result["deleted"]) == [EAST2]
+    assert list(result.deleted) == [EAST2]
     assert "DescribeRegions" not in calls.by_operation()  # the record said where
     assert leftovers("fx-east2", EAST2) == {} and leftovers("fx-east2") == {}
     assert "is gone" in capsys.readouterr().err
@@ -58,14 +58,14 @@ def test_without_a_record_every_region_is_searched(calls: Calls, tmp_path, capsy
     do_up(str(spec), yes=True, rt=runtime(), wait_ssh=False)
     statedir.remove_cluster_dir("fx-lost")  # a lost laptop
     result = do_status("fx-lost", rt=runtime(calls))
-    assert [n["region"] for n in result["nodes"]] == [EAST2]
+    assert [n.region for n in result.nodes] == [EAST2]
     assert calls.by_operation()["DescribeRegions"] == 1
-    searched = {r for r in result["regions"]}
+    searched = {r for r in result.regions}
     assert {"us-east-1", EAST2, "eu-west-1"} <= searched
     # --region narrows the search: not there
-    assert do_status("fx-lost", region="us-east-1", rt=runtime())["nodes"] == []
+    assert do_status("fx-lost", region="us-east-1", rt=runtime()).nodes == []
     down = do_down("fx-lost", yes=True, rt=runtime())
-    assert list(down["deleted"]) == [EAST2]
+    assert list(down.deleted) == [EAST2]
     assert leftovers("fx-lost", EAST2) == {}
     assert "is gone" in capsys.readouterr().err
 

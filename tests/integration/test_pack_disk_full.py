@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import support
 from tests.unit.dataset_images import photo, write_image
 
 IMAGE_COUNT = 1500  # .lst lines: several MiB of records, far over every limit below
@@ -83,8 +84,7 @@ def few_names(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def small_fs() -> Iterator[Path]:
     """A 256 KiB tmpfs, unmounted afterwards whatever happens."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
+    support.require_root("mounting a tmpfs")
     point = Path(tempfile.mkdtemp(prefix="ck-pack-full-"))
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "ckfull", str(point)],
                    check=True)

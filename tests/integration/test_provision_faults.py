@@ -1,6 +1,8 @@
 """Fault tolerance of `up`: fail it at each of its mutating AWS calls in turn (server
-error, throttling that outlasted the retries, no capacity, Ctrl-C); after each, `down`
-must leave zero resources of the cluster in the emulator, and a fresh `up` must work.
+error, throttling that outlasted the retries, no capacity, Ctrl-C). Each (call, fault)
+pair has one expected outcome (EXPECTED: the error class `up` stops with, or that it
+recovers) and no mutating call follows a fault that stops it; after each, `down` must
+leave zero resources of the cluster in the emulator, and a fresh `up` must work.
 Every failed `up` must say what still runs: each instance, its $/h, and the exact
 `clusterkit down NAME --region R` that removes it.
 
@@ -15,7 +17,8 @@ import pytest
 
 from clusterkit.cluster.down import do_down
 from clusterkit.cluster.up import do_up
-from clusterkit.errors import ClusterkitError
+from clusterkit.errors import AwsError, CapacityError, ClusterkitError
+from tests import support
 from tests.integration.conftest import (
     REGION,
     Calls,
@@ -30,35 +33,62 @@ EFS = "storage:\n  efs: {mount: /efs, deletion_policy: delete}\n"
 CLEAN_UP = ["ImportKeyPair", "CreateStack", "RunInstances", "CreateTags", "CreateTags",
             "CreateMountTarget"]
 FAULTS = ["InternalError", "RequestLimitExceeded", "InsufficientInstanceCapacity", "SIGINT"]
+RECOVERS = "recovers"
+# What `up` does when call k meets each fault (columns in FAULTS order). A server error
+# or throttling that outlasted botocore's retries stops `up` (AwsError, exit 1); Ctrl-C
+# stops it (KeyboardInterrupt: the CLI exits 130). No capacity before the nodes exist
+# moves on to the next launch candidate, whose walk repeats that call and succeeds; once
+# the nodes run there is no other candidate, and `up` stops with CapacityError (exit 1).
+EXPECTED = [
+    ("ImportKeyPair", (AwsError, AwsError, RECOVERS, KeyboardInterrupt)),
+    ("CreateStack", (AwsError, AwsError, RECOVERS, KeyboardInterrupt)),
+    ("RunInstances", (AwsError, AwsError, RECOVERS, KeyboardInterrupt)),
+    ("CreateTags", (AwsError, AwsError, CapacityError, KeyboardInterrupt)),
+    ("CreateTags", (AwsError, AwsError, CapacityError, KeyboardInterrupt)),
+    ("CreateMountTarget", (AwsError, AwsError, CapacityError, KeyboardInterrupt)),
+]
+CASES = [(k, fault, row[1][j]) for k, row in enumerate(EXPECTED, start=1)
+         for j, fault in enumerate(FAULTS)]
 
 
-def _spec(tmp_path):
-    return write_spec(tmp_path, name="flt", count=2, extra=EFS)
+def _spec(tmp_path) -> tuple[str, str]:
+    name = support.unique_name("flt")
+    return name, str(write_spec(tmp_path, name=name, count=2, extra=EFS))
+
+
+def _mutating(calls: Calls) -> list[str]:
+    return [op for _, op in calls.log if is_mutating(op)]
+
+
+def test_expected_table_follows_the_clean_up():
+    assert [call for call, _ in EXPECTED] == CLEAN_UP
+    assert all(len(outcomes) == len(FAULTS) for _, outcomes in EXPECTED)
 
 
 def test_clean_up_makes_exactly_these_mutating_calls(calls: Calls, tmp_path):
-    do_up(str(_spec(tmp_path)), yes=True, rt=runtime(calls), wait_ssh=False)
-    assert [op for _, op in calls.log if is_mutating(op)] == CLEAN_UP
-    left = leftovers("flt")
+    name, spec = _spec(tmp_path)
+    do_up(spec, yes=True, rt=runtime(calls), wait_ssh=False)
+    assert _mutating(calls) == CLEAN_UP
+    left = leftovers(name)
     # every resource type the stack makes is really there, so the checks below count
     for kind in ("instances", "volumes", "security_groups", "launch_templates", "key_pairs",
                  "stacks", "file_systems", "mount_targets", "iam_roles", "instance_profiles"):
         assert left.get(kind), kind
-    do_down(str(_spec(tmp_path)), yes=True, rt=runtime())
-    assert leftovers("flt") == {}
+    do_down(spec, yes=True, rt=runtime())
+    assert leftovers(name) == {}
 
 
-def _failed_up(spec: str, calls: Calls, capsys) -> str | None:
-    """Run `up`; what it told the user when it failed (the error's message and hint,
-    or what it printed on Ctrl-C), None when it succeeded."""
+def _failed_up(spec: str, calls: Calls, capsys) -> tuple[BaseException | None, str]:
+    """Run `up`: the exception it stopped with (None when it succeeded) and what it
+    told the user about it (the error's message and hint, or what it printed on Ctrl-C)."""
     capsys.readouterr()
     try:
         do_up(spec, yes=True, rt=runtime(calls), wait_ssh=False)
     except ClusterkitError as exc:
-        return f"{exc.message}\nhint: {exc.hint}"
-    except KeyboardInterrupt:
-        return capsys.readouterr().err
-    return None
+        return exc, f"{exc.message}\nhint: {exc.hint}"
+    except KeyboardInterrupt as exc:
+        return exc, capsys.readouterr().err
+    return None, ""
 
 
 def assert_tells_what_runs(said: str, cluster: str) -> None:
@@ -74,37 +104,55 @@ def assert_tells_what_runs(said: str, cluster: str) -> None:
         assert "still running" not in said and "is running" in said, said
 
 
-@pytest.mark.parametrize("fault", FAULTS)
-@pytest.mark.parametrize("k", range(1, len(CLEAN_UP) + 1),
-                         ids=[f"{i}-{op}" for i, op in enumerate(CLEAN_UP, start=1)])
+def assert_outcome(k: int, fault: str, expected: object, caught: BaseException | None,
+                   calls: Calls) -> None:
+    """``up`` ended as EXPECTED says, and made no mutating call after a fatal fault."""
+    if expected == RECOVERS:
+        assert caught is None, caught
+        # the fault fired once; the next candidate's walk made that call again
+        assert _mutating(calls) == CLEAN_UP[:k] + CLEAN_UP[k - 1:]
+        return
+    assert type(caught) is expected, (expected, caught)
+    assert _mutating(calls) == CLEAN_UP[:k]
+    if isinstance(caught, AwsError):
+        assert caught.code == fault and caught.exit_code == 1, caught
+
+
+@pytest.mark.parametrize(("k", "fault", "expected"), CASES,
+                         ids=[f"{k}-{CLEAN_UP[k - 1]}-{f}" for k, f, _ in CASES])
 def test_up_fails_at_call_k_then_down_leaves_nothing(calls: Calls, tmp_path, k, fault,
-                                                     capsys):
-    spec = str(_spec(tmp_path))
+                                                     expected, capsys):
+    name, spec = _spec(tmp_path)
     calls.fail_at, calls.fault = k, fault
-    # a capacity error at CreateStack moves on to the next candidate, which may succeed
-    said = _failed_up(spec, calls, capsys)
+    caught, said = _failed_up(spec, calls, capsys)
     assert calls.mutating_seen >= k  # the fault really fired
-    if said is not None:
-        assert_tells_what_runs(said, "flt")
+    assert_outcome(k, fault, expected, caught, calls)
+    if caught is not None:
+        assert_tells_what_runs(said, name)
+    if isinstance(caught, KeyboardInterrupt):
+        assert "up interrupted" in said, said
+    else:
+        assert len(leftovers(name).get("instances", [])) == (2 if caught is None or k > 3
+                                                             else 0)
     do_down(spec, yes=True, rt=runtime())
-    assert leftovers("flt") == {}, f"after {fault} at call {k} ({CLEAN_UP[k - 1]})"
+    assert leftovers(name) == {}, f"after {fault} at call {k} ({CLEAN_UP[k - 1]})"
     fresh = Calls()
     do_up(spec, yes=True, rt=runtime(fresh), wait_ssh=False)
     assert fresh.mutating()["RunInstances"] == 1
-    assert len(leftovers("flt")["instances"]) == 2
+    assert len(leftovers(name)["instances"]) == 2
     do_down(spec, yes=True, rt=runtime())
-    assert leftovers("flt") == {}
+    assert leftovers(name) == {}
 
 
 def test_up_resumes_after_each_fault_without_down(calls: Calls, tmp_path, capsys):
     """An interrupted `up` is finished by the next `up`: no duplicate nodes."""
-    spec = str(_spec(tmp_path))
+    name, spec = _spec(tmp_path)
     for k in range(1, len(CLEAN_UP) + 1):
         calls.reset()
         calls.fail_at, calls.fault = k, "SIGINT"
-        said = _failed_up(spec, calls, capsys)
-        assert said is not None and "up interrupted" in said, k
-        assert_tells_what_runs(said, "flt")
+        caught, said = _failed_up(spec, calls, capsys)
+        assert isinstance(caught, KeyboardInterrupt) and "up interrupted" in said, k
+        assert_tells_what_runs(said, name)
         do_up(spec, yes=True, rt=runtime(), wait_ssh=False)
-        assert len(leftovers("flt")["instances"]) == 2, k
+        assert len(leftovers(name)["instances"]) == 2, k
         do_down(spec, yes=True, rt=runtime())

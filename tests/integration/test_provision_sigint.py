@@ -77,7 +77,7 @@ def test_sigint_to_up_then_down_leaves_nothing_then_up_works(cli_env, tmp_path, 
     do_down(spec, yes=True, rt=runtime())
     assert leftovers(name) == {}
     result = do_up(spec, yes=True, rt=runtime(), wait_ssh=False, timeout=120)
-    assert [n["role"] for n in result["nodes"]] == ["master", "worker"]
+    assert [n.role for n in result.nodes] == ["master", "worker"]
     assert len(leftovers(name)["instances"]) == 2
     do_down(spec, yes=True, rt=runtime())
     assert leftovers(name) == {}

@@ -14,6 +14,7 @@ from clusterkit.cluster import launch
 from clusterkit.cluster.planning import do_plan
 from clusterkit.cluster.up import up
 from clusterkit.errors import UsageError
+from clusterkit.plan.up import plan_lines
 from tests.integration.conftest import AMI, runtime
 
 SPEC = """\
@@ -56,7 +57,8 @@ def test_plan_goes_where_the_snapshot_and_key_pair_are(moto_env: str, tmp_path: 
     key = _key_pair("us-west-2", f"k-{uuid.uuid4().hex[:6]}")
     snap = _snapshot("us-west-2")
     spec = _spec(tmp_path, regions="us-east-1, us-west-2", key=key, snapshot=snap)
-    plan, lines, data = do_plan(spec, rt=runtime())
+    plan = do_plan(spec, rt=runtime())
+    lines, data = plan_lines(plan), plan.to_json()
     assert plan.region == "us-west-2" and data["choice"]["region"] == "us-west-2"
     assert f"note: pinned: snapshot {snap} (storage.dataset.snapshot): found in us-west-2; " \
         "missing in us-east-1" in lines
@@ -109,8 +111,9 @@ def test_region_option_restricts_or_is_refused(moto_env: str, calls, tmp_path: P
     for region in ("us-east-1", "us-west-2"):
         _key_pair(region, key)
     spec = _spec(tmp_path, regions="us-east-1, us-west-2", key=key, snapshot=None)
-    assert do_plan(spec, rt=runtime())[0].region == "us-east-1"
-    plan, lines, _ = do_plan(spec, rt=runtime(), region="us-west-2")
+    assert do_plan(spec, rt=runtime()).region == "us-east-1"
+    plan = do_plan(spec, rt=runtime(), region="us-west-2")
+    lines = plan_lines(plan)
     assert plan.region == "us-west-2" and plan.choice and plan.choice.region == "us-west-2"
     assert f"note: pinned: key pair {key} (ssh.key_name): found in us-west-2" in lines
     assert "note: --region us-west-2: only us-west-2 of the spec's regions" in lines

@@ -18,6 +18,7 @@ import pytest
 from clusterkit.sandbox import disks
 from clusterkit.sandbox.control import do_start, do_status, do_stop, mounts_under
 from clusterkit.sandbox.state import NODES_FILE, STATE_FILE, pid_alive, read_json
+from tests import support
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.root]
 
@@ -144,14 +145,21 @@ def test_done_when(tmp_path: Path) -> None:
     assert not (where / "run").exists()
     assert mounts_under(where) == []
     assert disks.loops_under(where) == []
-    leftover = subprocess.run(["pgrep", "-f", str(where)], capture_output=True, text=True)
-    assert leftover.stdout == ""
+    assert _pgrep(str(where)) == []
+
+
+def _pgrep(pattern: str) -> list[str]:
+    """Pids of processes whose command line contains ``pattern`` (pgrep -f)."""
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+    assert out.returncode in (0, 1), out.stderr  # 1: none matched; anything else: broken
+    return out.stdout.split()
 
 
 def test_stop_sweeps_after_a_crashed_daemon(tmp_path: Path) -> None:
     """kill -9 the daemon while a node runs with a volume mounted inside it and a
     detached job: `stop` still leaves no process, mount or loop device."""
     where = tmp_path / "state"
+    job = support.unique_name("ck-detached-job")
     status = do_start(where)
     try:
         ec2, key = _ec2_with_key_pair(status["endpoint"], tmp_path)
@@ -167,13 +175,16 @@ def test_stop_sweeps_after_a_crashed_daemon(tmp_path: Path) -> None:
         dev = f"/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_{vol['VolumeId'].replace('-', '')}"
         known = tmp_path / "known_hosts"
         known.write_text(f"{node['address']} {node['host_key']}\n")
+        # the detached job's command line carries a marker no other process on the host has
         script = (f"for i in $(seq 50); do [ -b {dev} ] && break; sleep 0.1; done; "
                   f"mkfs.ext4 -q {dev} && mkdir -p /data && mount {dev} /data && "
-                  "(setsid sleep 600 >/dev/null 2>&1 < /dev/null &) ; echo ok")
+                  f"(setsid bash -c 'exec -a {job} sleep 600' >/dev/null 2>&1 < /dev/null &)"
+                  " && echo ok")
         out = subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes",
                               "-o", f"UserKnownHostsFile={known}", f"root@{node['address']}",
                               script], capture_output=True, text=True, timeout=60)
-        assert out.stdout.strip() == "ok", out.stderr
+        assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+        support.wait_for(lambda: _pgrep(job), f"detached job {job} running")
         assert len(disks.loops_under(where)) >= 2  # the volume + the instance store
     finally:
         os.kill(status["pid"], 9)
@@ -183,5 +194,4 @@ def test_stop_sweeps_after_a_crashed_daemon(tmp_path: Path) -> None:
     assert mounts_under(where) == []
     assert not (where / "run").exists()
     assert not _ssh_open(node["address"])
-    leftover = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True)
-    assert leftover.stdout == ""
+    assert _pgrep(job) == []

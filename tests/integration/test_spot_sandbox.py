@@ -5,33 +5,25 @@ GetProducts item in the shape AWS returns (moto has no Pricing API)."""
 from __future__ import annotations
 
 import json
-import logging
-import socket
 from collections.abc import Iterator
 from datetime import datetime, timezone
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from clusterkit.aws.pricing import parse_price_list, product_filters
 from clusterkit.sandbox import spot_prices
+from tests import support
 
 
 @pytest.fixture(scope="module")
 def ec2() -> Iterator[object]:
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     assert spot_prices.install() == 1756  # 1780 rows, 24 without a spot price
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
     try:
-        yield boto3.client("ec2", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                           aws_access_key_id="testing", aws_secret_access_key="testing")
+        with support.moto_server() as url:
+            yield boto3.client("ec2", endpoint_url=url, region_name="us-east-1",
+                               aws_access_key_id="testing", aws_secret_access_key="testing")
     finally:
-        server.stop()
         spot_prices.uninstall()
 
 

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
-import os
 import re
-import socket
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -27,7 +24,6 @@ import pytest
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import ClientError
 from click.testing import CliRunner
-from moto.server import ThreadedMotoServer
 
 from clusterkit.aws.errors import translate
 from clusterkit.aws.offers import search_offers
@@ -37,6 +33,7 @@ from clusterkit.catalog.ranking import Offer, launch_candidates, walk_candidates
 from clusterkit.cli.main import cli
 from clusterkit.errors import CapacityError, QuotaError
 from clusterkit.sandbox import spot_prices
+from tests import support
 
 PRICES = Path(instances.__file__).parent / "data" / "aws-prices.csv"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "imagenet-p4d-spot.yaml"
@@ -45,31 +42,15 @@ AMI = "ami-12c6146b"  # one of moto's built-in images
 ZONE_NAMES = {"use1-az1": "us-east-1b", "use1-az6": "us-east-1a", "usw2-az1": "us-west-2b"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     spot_prices.install()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    saved = dict(os.environ)
-    os.environ.update(AWS_ENDPOINT_URL=f"http://{host}:{port}", AWS_ACCESS_KEY_ID="testing",
-                      AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
-    for var in ("AWS_PROFILE", "AWS_REGION", "AWS_SESSION_TOKEN"):
-        os.environ.pop(var, None)
     try:
-        yield os.environ["AWS_ENDPOINT_URL"]
+        with support.moto_server() as url, pytest.MonkeyPatch.context() as mp:
+            support.aws_env(mp, url)
+            yield url
     finally:
-        server.stop()
         spot_prices.uninstall()
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def _recorded(types: set[str], regions: set[str]) -> list[dict[str, str]]:
@@ -139,7 +120,8 @@ def test_region_error_does_not_hide_others(endpoint: str) -> None:
     from rich.console import Console
 
     from clusterkit.aws.offers import every_region_failed
-    from clusterkit.catalog.report import build_report, report_json, report_table
+    from clusterkit.catalog.report import build_report, report_json
+    from clusterkit.cli.spot import report_table
 
     session = make_session("us-east-1")
     session.events.register("before-call.ec2.DescribeAvailabilityZones", _fail_in("eu-west-1"))

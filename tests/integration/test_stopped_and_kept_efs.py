@@ -39,8 +39,8 @@ def test_stopped_node_is_shown_named_by_exec_and_started_by_up(calls: Calls, tmp
     worker = _by_index("stp")[2]["InstanceId"]
     boto3.client("ec2", REGION).stop_instances(InstanceIds=[worker])
 
-    rows = {r["index"]: r for r in do_status("stp", rt=runtime())["nodes"]}
-    assert rows[2]["state"] == "stopped" and rows[1]["state"] == "running"
+    rows = {r.index: r for r in do_status("stp", rt=runtime()).nodes}
+    assert rows[2].state == "stopped" and rows[1].state == "running"
 
     with pytest.raises(ClusterkitError) as err:
         do_exec("stp", ["true"], rt=runtime())
@@ -80,12 +80,12 @@ def test_kept_efs_is_listed_reused_by_up_and_deleted_on_request(calls: Calls, tm
     do_up(str(spec), yes=True, rt=runtime(), wait_ssh=False)
     (fs_id,) = leftovers("kefs")["file_systems"]
     result = do_down("kefs", yes=True, rt=runtime())
-    (kept,) = result["kept_efs"]
+    (kept,) = result.kept_efs
     assert kept["id"] == fs_id and kept["region"] == REGION
     assert kept["size_gb"] >= 0 and kept["usd_per_month"] == round(kept["size_gb"] * 0.30, 2)
     assert "$0.30/GB-month" in capsys.readouterr().err
     assert set(leftovers("kefs")) == {"file_systems"}
-    assert [f["id"] for f in do_status("kefs", rt=runtime())["kept_efs"]] == [fs_id]
+    assert [f["id"] for f in do_status("kefs", rt=runtime()).kept_efs] == [fs_id]
 
     # the next `up` mounts the kept file system instead of making another
     do_up(str(spec), yes=True, rt=runtime(), wait_ssh=False)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 
 from clusterkit.catalog.ranking import Offer
-from clusterkit.catalog.report import build_report, report_footer, report_json, report_table
+from clusterkit.catalog.report import build_report, report_footer, report_json
+from clusterkit.cli.spot import report_table
 
 OFFERS = [
     Offer("p4d.24xlarge", "us-east-1", "us-east-1b", "use1-az1", "spot", 2.4655, 21.957642, 8),

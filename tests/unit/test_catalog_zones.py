@@ -68,11 +68,13 @@ def test_offline_plan_marks_local_zone_and_never_picks_it(tmp_path) -> None:
     from pathlib import Path
 
     from clusterkit.cluster.planning import do_plan
+    from clusterkit.plan.up import plan_lines
 
     example = Path(__file__).parents[2] / "examples" / "imagenet-p4d-spot.yaml"
     spec = tmp_path / "p5.yaml"
     spec.write_text(example.read_text().replace("[p4d.24xlarge]", "[p5.48xlarge]"))
-    plan, lines, _ = do_plan(str(spec), offline=True)
+    plan = do_plan(str(spec), offline=True)
+    lines = plan_lines(plan)
     assert plan.choice is not None
     assert zone_type(plan.choice.az or "") is ZoneType.AVAILABILITY_ZONE
     assert (plan.choice.region, plan.choice.az) == ("us-west-2", "usw2-az1")  # $12.69/h

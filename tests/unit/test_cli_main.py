@@ -3,10 +3,12 @@
 import subprocess
 import sys
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from clusterkit import __version__
+from clusterkit.cli.context import check_spec_argument, check_target_argument, leaf_commands
 from clusterkit.cli.main import cli
 
 DESIGN_COMMANDS = {
@@ -39,15 +41,32 @@ def test_unknown_command_is_usage_error_exit_2():
 
 
 BAD_SPEC = "name: ok\nregion: us-east-1\nnodes: {count: 0, instance_types: [c5.large]}\n"
-SPEC_COMMANDS = [["plan"], ["plan", "--offline"], ["up"], ["spot"], ["status"], ["down", "--yes"],
-                 ["deploy-dataset", "--snapshot", "snap-0123456789abcdef0"], ["train"],
-                 ["ssh", "--print"]]
+SPEC = "SPEC"  # replaced by the bad spec's path
+SPEC_COMMANDS = [["validate", SPEC], ["plan", SPEC], ["plan", "--offline", SPEC], ["up", SPEC],
+                 ["spot", SPEC], ["status", SPEC], ["down", "--yes", SPEC],
+                 ["exec", SPEC, "--", "true"], ["ssh", "--print", SPEC],
+                 ["deploy-dataset", "--snapshot", "snap-0123456789abcdef0", SPEC],
+                 ["train", SPEC], ["logs", SPEC], ["stop", SPEC]]
+
+
+def _takes_a_spec(command: click.Command) -> bool:
+    """SPEC_FILE, SPEC|NAME or NAME arguments: each may be given a spec file."""
+    return any(isinstance(p, click.Argument) and (p.name in ("spec_file", "spec_files") or
+               p.callback in (check_spec_argument, check_target_argument))
+               for p in command.params)
+
+
+def test_every_command_taking_a_spec_has_a_bad_spec_case():
+    tested = {argv[0] for argv in SPEC_COMMANDS}
+    wanted = {c.name for c in leaf_commands(cli) if _takes_a_spec(c)}
+    assert wanted and wanted <= tested, wanted - tested
 
 
 @pytest.mark.parametrize("argv", SPEC_COMMANDS, ids=lambda a: " ".join(a))
 def test_no_aws_call_before_the_spec_validates(argv, tmp_path, monkeypatch):
     """Credentials and an endpoint are set (a closed loopback port), so a command that
-    skipped validation would reach botocore; every API call is recorded there."""
+    skipped validation would reach botocore; every API call is recorded there. Commands
+    that are not yet available validate their spec first, like the others."""
     import botocore.client
 
     calls = []
@@ -65,12 +84,11 @@ def test_no_aws_call_before_the_spec_validates(argv, tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     bad = tmp_path / "bad.yaml"
     bad.write_text(BAD_SPEC)
-    result = CliRunner().invoke(cli, [*argv, str(bad)])
+    result = CliRunner().invoke(cli, [str(bad) if a == SPEC else a for a in argv])
     assert calls == []
-    assert "Traceback" not in result.output
-    if "not yet available" not in result.output:
-        assert result.exit_code == 2, result.output
-        assert f"{bad}:3:" in result.output and "nodes.count" in result.output
+    assert "Traceback" not in result.output and "not yet available" not in result.output
+    assert result.exit_code == 2, result.output
+    assert f"{bad}:3:" in result.output and "nodes.count" in result.output
 
 
 def test_unexpected_exception_is_one_line_not_a_traceback(monkeypatch, tmp_path):

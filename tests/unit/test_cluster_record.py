@@ -11,7 +11,7 @@ import pytest
 
 from clusterkit import statedir
 from clusterkit.cluster import record
-from clusterkit.cluster.common import resolve_target
+from clusterkit.cluster.target import resolve_target
 from clusterkit.spec import loads
 
 SPEC = """\

@@ -3,23 +3,18 @@ dials (its private IP), so `exec`/`ssh` check both hops strictly."""
 
 from __future__ import annotations
 
-import io
 from types import SimpleNamespace
 
-from rich.console import Console
-
-from clusterkit.cluster.common import Runtime
-from clusterkit.cluster.up import _say_how_to_reach
+from clusterkit.cluster.up import record_host_keys
 from clusterkit.plan.nodes import Node
 from clusterkit.remote import known_hosts
 from clusterkit.spec.model import Ssh
 
 
 def _node(index: int, public: str, private: str) -> Node:
-    raw = {"InstanceId": f"i-{index}", "PublicIpAddress": public, "PrivateIpAddress": private}
     return Node(instance_id=f"i-{index}", index=index, state="running",
                 instance_type="c5.large", az="a", market="spot", region="r",
-                public_ip=public, private_ip=private, raw=raw)
+                public_ip=public, private_ip=private)
 
 
 def test_host_keys_recorded_under_public_and_private_address(tmp_path, monkeypatch):
@@ -27,10 +22,17 @@ def test_host_keys_recorded_under_public_and_private_address(tmp_path, monkeypat
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv(known_hosts.HOME_ENV, str(tmp_path))
     spec = SimpleNamespace(name="c1", ssh=Ssh())  # the two fields this step reads
-    rt = Runtime(session=None, console=Console(file=io.StringIO()))
     nodes = [_node(0, "54.0.0.1", "10.0.0.1"), _node(1, "54.0.0.2", "10.0.0.2")]
-    _say_how_to_reach(rt, spec, nodes,  # type: ignore[arg-type]
-                      {"i-0": "ssh-ed25519 K0", "i-1": "ssh-ed25519 K1"})
+    known = record_host_keys(spec, nodes,  # type: ignore[arg-type]
+                             {"i-0": "ssh-ed25519 K0", "i-1": "ssh-ed25519 K1"})
+    assert known == known_hosts.known_hosts_path("c1")
     assert known_hosts.known_hosts_path("c1").read_text().splitlines() == [
         "10.0.0.1 ssh-ed25519 K0", "10.0.0.2 ssh-ed25519 K1",
         "54.0.0.1 ssh-ed25519 K0", "54.0.0.2 ssh-ed25519 K1"]
+
+
+def test_no_probed_key_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(known_hosts.HOME_ENV, str(tmp_path))
+    spec = SimpleNamespace(name="c2", ssh=Ssh())
+    assert record_host_keys(spec, [_node(0, "54.0.0.1", "10.0.0.1")], {}) is None  # type: ignore[arg-type]
+    assert not known_hosts.known_hosts_path("c2").exists()

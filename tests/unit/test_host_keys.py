@@ -5,33 +5,29 @@ current addresses. Real keys from ssh-keygen; no network."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import paramiko
 import pytest
-from rich.console import Console
 
 from clusterkit import statedir
 from clusterkit.cluster import hostkeys
-from clusterkit.cluster.common import Runtime
+from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import RemoteError
+from clusterkit.events import Collect, Kind
 from clusterkit.plan.nodes import Node, wanted_tags
 from clusterkit.remote import known_hosts
 from clusterkit.remote.connect import Hop, Login, describe
+from tests import support
 
 
 def _key(where: Path, name: str) -> str:
-    path = where / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
-                   check=True)
-    return " ".join(Path(f"{path}.pub").read_text().split()[:2])
+    return support.public_key(support.ssh_keygen(where / name))
 
 
 def node(iid: str, index: int, public: str, private: str) -> Node:
-    raw = {"InstanceId": iid, "PublicIpAddress": public, "PrivateIpAddress": private}
     return Node(iid, index, "running", "c5.large", "us-east-1a", "on-demand", "us-east-1",
-                tags=wanted_tags("hk", index), raw=raw)
+                public_ip=public, private_ip=private, tags=wanted_tags("hk", index))
 
 
 @pytest.fixture
@@ -39,7 +35,7 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv(statedir.HOME_ENV, str(tmp_path / "home"))
     monkeypatch.delenv("CLUSTERKIT_ADDRESS_MAP", raising=False)
     keys = {n: _key(tmp_path, n) for n in ("a", "b", "c", "d")}
-    rt = Runtime(session=None, console=Console(stderr=True, width=200))
+    rt = Runtime(session=None, report=Collect())
     return rt, keys
 
 
@@ -50,9 +46,7 @@ def _known(cluster: str) -> dict[str, str]:
 
 def test_fingerprint_is_openssh_sha256(tmp_path):
     key = _key(tmp_path, "k")
-    out = subprocess.run(["ssh-keygen", "-lf", str(tmp_path / "k.pub")], capture_output=True,
-                         text=True, check=True).stdout.split()[1]
-    assert known_hosts.fingerprint(key) == out
+    assert known_hosts.fingerprint(key) == support.fingerprint(tmp_path / "k")
 
 
 def test_first_contact_records_per_instance_and_both_addresses(env):
@@ -93,6 +87,9 @@ def test_accepting_one_node_records_its_new_key_only(env):
     assert known_hosts.instance_keys("hk") == {"i-0": keys["a"], "i-1": keys["d"]}
     hostkeys.check_and_record(rt, "hk", nodes, {"i-0": keys["c"]}, accept=["0"])
     assert known_hosts.instance_keys("hk")["i-0"] == keys["c"]
+    warned = rt.report.texts(Kind.WARNING)  # type: ignore[attr-defined]
+    assert [w.split(" (")[0] for w in warned] == ["accepted the new host key of hk-worker-1",
+                                                  "accepted the new host key of hk-master-0"]
     assert _known("hk")["127.0.0.2"] == keys["c"]
 
 

@@ -30,7 +30,7 @@ def _spec(**over: object):
 def _node(i: int, *, itype: str = "c5.large", market: str = "spot", region: str = "us-east-1",
           ami: str = "ami-11111111", state: str = "running", price: float | None = 0.04) -> Node:
     return Node(f"i-{i}", i, state, itype, f"{region}a", market, region, price=price,
-                tags=wanted_tags("t", i), raw={"ImageId": ami})
+                tags=wanted_tags("t", i), image_id=ami)
 
 
 CLUSTER = [_node(0), _node(1)]
@@ -93,7 +93,7 @@ def test_plan_carries_the_drift_and_says_up_refuses_it():
 def test_only_changes_that_spend_or_remove_nodes_ask():
     assert not _plan(_spec(), CLUSTER).asks  # nothing to do
     retag_only = [_node(0), Node("i-1", 1, "running", "c5.large", "us-east-1a", "spot",
-                                 "us-east-1", raw={"ImageId": "ami-11111111"})]
+                                 "us-east-1", image_id="ami-11111111")]
     plan = _plan(_spec(), retag_only)
     assert plan.mutates and not plan.asks  # writing missing tags costs nothing
     assert _plan(_spec(count=1), CLUSTER).asks  # removes a worker

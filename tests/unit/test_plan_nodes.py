@@ -14,7 +14,6 @@ from clusterkit.plan.nodes import (
     node_actions,
     node_index,
     parse_slots,
-    placement_of,
     wanted_tags,
 )
 
@@ -87,10 +86,12 @@ def test_node_without_index_is_terminated():
     assert node_actions("c", 1, [node("i-0", 0), node("i-x", None, tags={})]).terminate == ("i-x",)
 
 
-def test_placement_follows_the_master():
-    nodes = [node("i-1", 1, az="us-east-1b"), node("i-0", 0, az="us-east-1c")]
-    assert placement_of(nodes) == ("us-east-1", "us-east-1c", "p4d.24xlarge", "spot")
-    assert placement_of([node("i-0", 0, state="terminated")]) is None
+def test_added_nodes_follow_the_master():
+    from clusterkit.cluster.launch import offer_of
+
+    offer = offer_of([node("i-1", 1, az="us-east-1b"), node("i-0", 0, az="us-east-1c")])
+    assert (offer.region, offer.az, offer.instance_type, offer.market) == \
+        ("us-east-1", "us-east-1c", "p4d.24xlarge", "spot")
 
 
 def test_launch_tags_are_true_for_every_instance_of_the_launch():
@@ -105,12 +106,27 @@ def test_launch_tags_are_true_for_every_instance_of_the_launch():
     assert launch_tags("c", [0, 1])["clusterkit:role"] == "pending"
 
 
-def test_volume_ids_come_from_the_block_device_mappings():
-    from clusterkit.plan.nodes import Node
+def test_node_is_built_once_from_the_ec2_description():
+    """aws.instances.to_node reads everything callers need (volumes, image, launch index,
+    addresses); no EC2 dict travels further."""
+    from clusterkit.aws.instances import to_node
 
-    raw = {"BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {"VolumeId": "vol-1"}},
+    raw = {"InstanceId": "i-1", "State": {"Name": "running"}, "InstanceType": "c5.large",
+           "Placement": {"AvailabilityZone": "us-east-1a"}, "ImageId": "ami-1",
+           "AmiLaunchIndex": 1, "PublicIpAddress": "54.1.2.3", "PrivateIpAddress": "10.0.0.2",
+           "Tags": [{"Key": "clusterkit:slots", "Value": "3-4"}, {"Key": "Name", "Value": "n"}],
+           "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {"VolumeId": "vol-1"}},
                                    {"DeviceName": "/dev/sdb", "VirtualName": "ephemeral0"}]}
-    node = Node("i-1", 0, "running", "c5.large", "us-east-1a", "on-demand", "us-east-1",
-                raw=raw)
-    assert node.volume_ids == ["vol-1"]
-    assert Node("i-2", 1, "pending", "c5.large", "a", "spot", "r").volume_ids == []
+    node = to_node(raw, "us-east-1")
+    assert node.volume_ids == ("vol-1",) and node.image_id == "ami-1"
+    assert (node.launch_index, node.index, node.role, node.name) == (1, 4, "worker", "n")
+    assert (node.public_ip, node.private_ip, node.az) == ("54.1.2.3", "10.0.0.2", "us-east-1a")
+    assert to_node({"InstanceId": "i-2"}, "r").volume_ids == ()
+
+
+def test_node_order_master_first_unindexed_last():
+    from clusterkit.plan.nodes import node_order
+
+    nodes = [node("i-b", None), node("i-2", 2), node("i-a", None), node("i-0", 0)]
+    assert [n.instance_id for n in sorted(nodes, key=node_order)] == \
+        ["i-0", "i-2", "i-a", "i-b"]

@@ -8,11 +8,18 @@ import json
 import pytest
 
 from clusterkit.errors import ClusterkitError, NetworkSafetyError, NotEmulated
-from clusterkit.remote.address import ssh_address
+from clusterkit.plan.nodes import Node
+from clusterkit.remote.address import ssh_address, targets
 from clusterkit.remote.probe import wait_reachable
 
-INSTANCE = {"InstanceId": "i-0abc", "PublicIpAddress": "54.1.2.3",
-            "PrivateIpAddress": "10.0.0.12"}
+
+def node(iid: str, public: str | None = None, private: str | None = None, *,
+         index: int | None = 0, state: str = "running") -> Node:
+    return Node(iid, index, state, "c5.large", "us-east-1a", "on-demand", "us-east-1",
+                public_ip=public, private_ip=private)
+
+
+INSTANCE = node("i-0abc", "54.1.2.3", "10.0.0.12")
 
 
 @pytest.fixture(autouse=True)
@@ -25,7 +32,7 @@ def test_via_gateway_is_the_private_ip_never_the_public_one():
     assert ssh_address(INSTANCE, via_gateway=True) == "10.0.0.12"
     assert ssh_address(INSTANCE) == "54.1.2.3"
     with pytest.raises(ClusterkitError, match="i-1"):
-        ssh_address({"InstanceId": "i-1", "PublicIpAddress": "54.1.2.4"}, via_gateway=True)
+        ssh_address(node("i-1", "54.1.2.4"), via_gateway=True)
 
 
 def test_via_gateway_map_wins_and_guard_applies(tmp_path, monkeypatch):
@@ -41,12 +48,12 @@ def test_via_gateway_map_wins_and_guard_applies(tmp_path, monkeypatch):
 
 def test_public_then_private():
     assert ssh_address(INSTANCE) == "54.1.2.3"
-    assert ssh_address({"InstanceId": "i-1", "PrivateIpAddress": "10.0.0.7"}) == "10.0.0.7"
+    assert ssh_address(node("i-1", private="10.0.0.7")) == "10.0.0.7"
 
 
 def test_no_address_is_a_clear_error():
     with pytest.raises(ClusterkitError, match="i-9"):
-        ssh_address({"InstanceId": "i-9"})
+        ssh_address(node("i-9"))
 
 
 def test_map_wins(tmp_path, monkeypatch):
@@ -98,3 +105,13 @@ def test_waiting_for_ssh_stops_at_once_on_not_emulated(tmp_path, monkeypatch):
         wait_reachable([INSTANCE], port=22, deadline=500, interval=0,
                        clock=lambda: next(ticks))
     assert next(ticks) < 5
+
+
+def test_targets_dial_the_master_directly_and_workers_through_it():
+    nodes = [node("i-m", "54.1.2.3", "10.0.0.1"), node("i-w", "54.1.2.4", "10.0.0.2", index=1)]
+    master, worker = targets(nodes, nodes)
+    assert (master.node, master.hop.address, master.via) == (nodes[0], "54.1.2.3", None)
+    assert (worker.node, worker.hop.address, worker.via) == (nodes[1], "10.0.0.2", master.hop)
+    stopped = [node("i-m", "54.1.2.3", state="stopped"), nodes[1]]
+    with pytest.raises(ClusterkitError, match="no running master"):
+        targets(stopped, stopped[1:])

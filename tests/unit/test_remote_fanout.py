@@ -10,10 +10,11 @@ import threading
 import paramiko
 import pytest
 
-from clusterkit.errors import RemoteError
+from clusterkit.errors import GroupError, RemoteError
+from clusterkit.plan.nodes import Node
 from clusterkit.remote import known_hosts
-from clusterkit.remote.connect import Hop, Login, connect, describe
-from clusterkit.remote.fanout import PrefixedStream, Target, run_all
+from clusterkit.remote.connect import Hop, Login, Target, connect, describe
+from clusterkit.remote.fanout import PrefixedStream, run_all
 
 
 def test_prefixed_stream_emits_whole_lines_only():
@@ -40,14 +41,25 @@ def test_connection_rejects_unknown_keys_and_loads_only_the_cluster_file(tmp_pat
     assert conn.connect_kwargs["look_for_keys"] is False
 
 
+def _node(index: int) -> Node:
+    return Node(f"i-{index}", index, "running", "c5.large", "a", "spot", "r")
+
+
 def test_unrecorded_node_fails_alone_before_any_connection(tmp_path, monkeypatch):
     monkeypatch.setenv(known_hosts.HOME_ENV, str(tmp_path))
-    login = Login("c")
-    results = run_all(login, [Target(Hop("m", "127.0.0.2")),
-                              Target(Hop("w", "127.0.0.3"), Hop("m", "127.0.0.2"))], "true")
-    assert results["m"]["ok"] is False and "no host key recorded for m" in results["m"]["error"]
-    assert results["w"]["error"].startswith("through gateway m: no host key recorded")
-    assert "clusterkit up" in results["w"]["hint"]
+    master, worker = Hop("m", "127.0.0.2"), Hop("w", "127.0.0.3")
+    group = run_all(Login("c"), [Target(_node(0), master), Target(_node(1), worker, master)],
+                    "true", warn=True)
+    assert list(group) == ["m", "w"] and group.failed == dict(group) and not group.succeeded
+    m, w = group["m"], group["w"]
+    assert not m.ok and "no host key recorded for m" in m.error and m.exit_code is None
+    assert m.seconds is None and (m.node.instance_id, m.address, m.via) == ("i-0", "127.0.0.2",
+                                                                            None)
+    assert w.error.startswith("through gateway m: no host key recorded")
+    assert "clusterkit up" in w.hint and w.via == "127.0.0.2"
+    with pytest.raises(GroupError) as caught:  # without warn: one error, every result
+        run_all(Login("c"), [Target(_node(0), master)], "true")
+    assert caught.value.group["m"].error == m.error
 
 
 @pytest.mark.parametrize("exc,text", [

@@ -4,6 +4,7 @@ dollars. Rendered to a rich Console of a fixed width (no terminal needed)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import time
 from datetime import datetime, timedelta, timezone
@@ -11,8 +12,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from rich.console import Console
 
-from clusterkit.cluster.common import Runtime
-from clusterkit.cluster.status import WIDE_COLUMNS, local_time, node_row, render, usd
+from clusterkit.cli.status_view import WIDE_COLUMNS, local_time, render_status, usd
+from clusterkit.cluster.status import StatusResult, node_row
 from clusterkit.plan.nodes import CLUSTER_TAG, Node
 
 LAUNCH = datetime(2026, 11, 23, 16, 5, tzinfo=timezone.utc)
@@ -36,24 +37,22 @@ def _node(index: int, state: str = "running", cluster: str = NAME) -> Node:
                 az="us-east-1a", market="on-demand", region="us-east-1",
                 launch_time=LAUNCH.isoformat(), public_ip=f"203.0.113.{100 + index}",
                 private_ip=f"172.31.45.{200 + index}", price=32.7726,
-                tags={CLUSTER_TAG: cluster},
-                raw={"InstanceId": iid, "PublicIpAddress": f"203.0.113.{100 + index}",
-                     "PrivateIpAddress": f"172.31.45.{200 + index}"})
+                tags={CLUSTER_TAG: cluster})
 
 
-def _result(nodes: list[Node]) -> dict:
+def _result(nodes: list[Node]) -> StatusResult:
     now = LAUNCH + timedelta(hours=1)
     rows = [node_row(n, now) for n in nodes]
-    costs = [r["cost_so_far"] for r in rows]
-    return {"cluster": NAME, "regions": ["us-east-1"], "nodes": rows,
-            "hourly_usd": round(sum(r["price_per_hour"] for r in rows), 4),
-            "cost_so_far_usd": None if None in costs else round(sum(costs), 4)}
+    costs = [r.cost_so_far for r in rows]
+    return StatusResult(NAME, ["us-east-1"], rows,
+                        round(sum(r.price_per_hour or 0 for r in rows), 4),
+                        None if None in costs else round(sum(c or 0 for c in costs), 4))
 
 
-def _render(result: dict, width: int, wide: bool = False) -> str:
+def _render(result: StatusResult, width: int, wide: bool = False) -> str:
     out = io.StringIO()
     console = Console(file=out, width=width, color_system=None, highlight=False)
-    render(Runtime(session=None, console=console), result, wide=wide)
+    render_status(console, result, wide=wide)
     return out.getvalue()
 
 
@@ -89,7 +88,7 @@ def test_stopped_node_is_shown_with_its_state(paris):
 
 def test_every_cluster_gets_its_own_table(paris):
     result = _result([_node(0), _node(0, cluster="other"), _node(1, cluster="other")])
-    result["cluster"] = None
+    result = dataclasses.replace(result, cluster=None)
     text = _render(result, 100)
     assert f"cluster {NAME} (us-east-1)" in text and "cluster other (us-east-1)" in text
     assert max(len(line) for line in text.splitlines()) <= 100

@@ -1,0 +1,305 @@
+"""Bootstrap steps: node facts + spec + cluster view -> the commands still needed, or why
+nothing is. PURE (reads the playbook texts it is given; no I/O of its own).
+
+Every step is one function ``(NodeFacts, Spec, ClusterView, index) -> Want`` and
+``plan_step`` turns a ``Want`` into a ``StepPlan``: ``run`` (commands, the last of which
+writes the receipt), ``done`` or ``skip``, each with a reason in words. A step's digest
+is the sha256 of its playbooks' text and its commands' arguments and stdin; device steps
+(scratch, efs) add the node's boot id, since a reboot wipes what they made, and are done
+only when the receipt matches AND the live system shows the result. Steps run in the
+order of ``STEPS``; ``plan_node`` plans them all for one node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from clusterkit.bootstrap import facts as nf
+from clusterkit.plan.nodes import node_name
+from clusterkit.spec.model import Spec
+
+PLAYBOOKS_DIR = Path(__file__).resolve().parents[2] / "playbooks"
+WORKERS_FILE = "/etc/clusterkit/hosts"  # one in-cluster IP per line, master first
+PROFILE_FILE = "/etc/profile.d/clusterkit.sh"
+KNOWN_HOSTS_FILE = "/etc/clusterkit/known_hosts"
+SCRATCH_LABEL = "ck-scratch"  # the filesystem label scratch.sh gives what it makes
+MD_NAME = "clusterkit-scratch"  # scratch.sh's md array: /dev/md/clusterkit-scratch
+# AWS's recommended NFS options for EFS, plus: a missing network or file system must not
+# block boot (the fstab line is there so a reboot mounts it again)
+EFS_OPTIONS = ("nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,"
+               "noresvport,_netdev,nofail")
+WHEEL_CACHE = ".clusterkit/wheels"  # under the EFS mount
+
+
+def read_playbooks(directory: Path = PLAYBOOKS_DIR) -> dict[str, str]:
+    """{name: text} of every playbook (what run.py hands to the steps)."""
+    return {p.name: p.read_text() for p in sorted(directory.glob("*.sh"))}
+
+
+# -- inputs ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NodeView:
+    index: int
+    address: str  # in-cluster address (private IP; the loopback address in the sandbox)
+    host_key: str | None = None  # "ssh-ed25519 AAAA…", pinned at first contact
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What bootstrap needs to know of the whole cluster: every node, in index order."""
+
+    name: str
+    region: str  # where the nodes run (the EFS DNS name is regional)
+    nodes: tuple[NodeView, ...]
+    gpus_per_node: int = 0
+    efs_id: str | None = None  # the stack's file system when the spec creates one
+
+    def __post_init__(self) -> None:
+        indexes = [n.index for n in self.nodes]
+        if indexes != list(range(len(indexes))):
+            raise ValueError(f"cluster {self.name}: node indexes must be 0..N-1 in order, "
+                             f"got {indexes}")
+
+
+def host_names(cluster: str, index: int) -> tuple[str, ...]:
+    """Every name a node answers to: the MXNet tutorial's, clusterkit's short names (as
+    `clusterkit ssh` takes them) and its Name tag."""
+    if index == 0:
+        return ("deeplearning-master", "master", "master-0", node_name(cluster, 0))
+    return (f"deeplearning-worker{index}", f"worker-{index}", node_name(cluster, index))
+
+
+@dataclass(frozen=True)
+class Command:
+    """One playbook call; content travels on stdin, never on the command line."""
+
+    playbook: str
+    args: tuple[str, ...] = ()
+    stdin: str | None = None
+
+    def shell(self, text: str, sudo: str = "sudo -n") -> str:
+        """The command line that runs this playbook's ``text`` as root on a node."""
+        words = [*shlex.split(sudo), "bash", "-c", text, self.playbook, *self.args]
+        return " ".join(shlex.quote(w) for w in words)
+
+    def plain(self) -> dict[str, object]:
+        return {"playbook": self.playbook, "args": list(self.args), "stdin": self.stdin}
+
+
+@dataclass(frozen=True)
+class Want:
+    """What a step wants on a node: commands (their digest decides), or a skip reason.
+    ``live`` is what the system shows (None: the step has no live check);
+    ``not_live`` says in words what is missing when ``live`` is False."""
+
+    commands: tuple[Command, ...] = ()
+    skip: str | None = None
+    live: bool | None = None
+    not_live: str = ""
+    boot_keyed: bool = False
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    step: str
+    action: str  # "run" | "done" | "skip"
+    reason: str
+    commands: tuple[Command, ...] = ()
+    digest: str | None = None
+
+
+# -- the steps -------------------------------------------------------------------------------
+
+def want_hostname(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) -> Want:
+    name = node_name(cluster.name, index)
+    current = facts.get(nf.HOSTNAME)
+    return Want((Command("hostname.sh", (name,)),), live=current == name,
+                not_live=f"the hostname is {current or 'unknown'}, not {name}")
+
+
+def hosts_block(cluster: ClusterView) -> str:
+    return "".join(f"{n.address} {' '.join(host_names(cluster.name, n.index))}\n"
+                   for n in cluster.nodes)
+
+
+def want_hosts(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) -> Want:
+    args = ["--rank", str(index), "--gpus", str(cluster.gpus_per_node)]
+    if spec.storage.efs is not None:
+        args += ["--efs-mount", spec.storage.efs.mount]
+    block = hosts_block(cluster)
+    hosts = facts.get(nf.HOSTS_FILE)
+    names = hosts.names()
+    twice = sorted({n for n in names if names.count(n) > 1})
+    live = hosts.managed == tuple(block.splitlines()) and not twice
+    return Want((Command("hosts.sh", tuple(args), block),), live=live,
+                not_live="/etc/hosts " + (f"names {', '.join(twice)} more than once" if twice
+                                          else "lacks the current clusterkit block"))
+
+
+def known_hosts_lines(cluster: ClusterView, port: int) -> str:
+    lines = []
+    for node in cluster.nodes:
+        names = [*host_names(cluster.name, node.index), node.address]
+        if port != 22:
+            names = [f"[{n}]:{port}" for n in names]
+        lines.append(f"{','.join(names)} {node.host_key}\n")
+    return "".join(lines)
+
+
+def want_ssh(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) -> Want:
+    missing = [n.index for n in cluster.nodes if not n.host_key]
+    if missing:
+        return Want(skip="no pinned host key for node(s) "
+                    f"{', '.join(map(str, missing))}; `up` records it at first contact")
+    return Want((Command("ssh.sh", ("--user", spec.ssh.user, "--port", str(spec.ssh.port)),
+                         known_hosts_lines(cluster, spec.ssh.port)),))
+
+
+def _foreign(device: nf.BlockDevice, our_md: set[str]) -> list[str]:
+    """What on an instance-store disk is not clusterkit's scratch (empty: blank or ours):
+    clusterkit's filesystem label, its md array, or a member of that array are ours."""
+    found: list[str] = []
+
+    def visit(d: nf.BlockDevice) -> None:
+        if d.name in our_md or d.label == SCRATCH_LABEL:
+            return
+        member = d.fstype == "linux_raid_member" and (d.label or "").endswith(MD_NAME)
+        if d is not device or d.mountpoints or (d.fstype and not member):
+            found.append(f"{d.name} ({d.type}{', ' + d.fstype if d.fstype else ''}"
+                         f"{' on ' + ','.join(d.mountpoints) if d.mountpoints else ''})")
+        for child in d.children:
+            visit(child)
+    visit(device)
+    return found
+
+
+def want_scratch(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) -> Want:
+    scratch = spec.storage.scratch
+    if scratch is None:
+        return Want(skip="storage.scratch is not set")
+    disks = nf.instance_store_disks(facts.get(nf.DISKS_BY_ID))
+    if not disks:
+        return Want(skip="no instance-store NVMe disks (no /dev/disk/by-id/"
+                    f"{nf.STORE_PREFIX}*)")
+    if not scratch.raid0:
+        disks = disks[:1]
+    mount = nf.mount_at(facts.get(nf.MOUNTS), scratch.mount)
+    if mount is not None and mount.label != SCRATCH_LABEL:
+        return Want(skip=f"{scratch.mount} already holds {mount.source} ({mount.fstype}), "
+                    "not clusterkit's scratch; clusterkit leaves it alone")
+    kernel = {d.kernel_name for d in disks if d.kernel_name}
+    stats = facts.get(nf.MDSTAT)
+    arrays = facts.get(nf.MD_DETAIL) if len(disks) > 1 else ()
+    our_md = {s.name for s in stats if len(disks) > 1 and set(s.members) == kernel}
+    busy = [f"{d.name}: {'; '.join(held)}" for d in facts.get(nf.BLOCK_DEVICES)
+            if d.name in kernel and (held := _foreign(d, our_md))]
+    if busy:
+        return Want(skip="the instance-store disks are in use, clusterkit leaves them alone: "
+                    + " | ".join(busy))
+    args = ("--mount", scratch.mount, "--owner", spec.ssh.user, *(d.path for d in disks))
+    live, not_live = mount is not None, f"{scratch.mount} is not mounted"
+    if mount is not None and "noatime" not in mount.options:
+        live, not_live = False, f"{scratch.mount} is mounted without noatime"
+    elif live and len(disks) > 1 and kernel and not any(
+            a.level == "raid0" and set(a.members) == kernel and a.device.rsplit("/", 1)[-1]
+            in our_md and not re.search(r"fail|inactive|degraded", a.state, re.I)
+            for a in arrays):
+        live, not_live = False, "no healthy RAID-0 over the instance-store disks"
+    return Want((Command("scratch.sh", args),), live=live, boot_keyed=True,
+                not_live=not_live + " (disks wiped by a stop/start, or a reboot)")
+
+
+def want_efs(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) -> Want:
+    efs = spec.storage.efs
+    if efs is None:
+        return Want(skip="storage.efs is not set")
+    fs = efs.file_system_id or cluster.efs_id
+    if not fs:
+        return Want(skip="the EFS file system id is not known yet (the stack has no output)")
+    dns = f"{fs}.efs.{cluster.region}.amazonaws.com"
+    mount = nf.mount_at(facts.get(nf.MOUNTS), efs.mount)
+    live = mount is not None and (not mount.fstype.startswith("nfs")
+                                  or mount.source.startswith(f"{dns}:"))
+    return Want((Command("efs.sh", ("--owner", spec.ssh.user, "--options", EFS_OPTIONS,
+                                    dns, efs.mount)),),
+                live=live, boot_keyed=True,
+                not_live=f"{efs.mount} is not mounted" if mount is None
+                else f"{efs.mount} holds {mount.source}, not {dns}")
+
+
+def packages_hash(packages: Sequence[str]) -> str:
+    """The key of a training environment: sha256 of the package list, as written."""
+    return hashlib.sha256("".join(f"{p}\n" for p in packages).encode()).hexdigest()[:16]
+
+
+def want_env(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) -> Want:
+    train = spec.train
+    if train is None or not train.packages:
+        return Want(skip="train.packages is empty")
+    key = packages_hash(train.packages)
+    args = ["--python", train.python, "--hash", key, "--owner", spec.ssh.user]
+    if spec.storage.efs is not None:
+        args += ["--shared-cache", f"{spec.storage.efs.mount.rstrip('/')}/{WHEEL_CACHE}"]
+    env = facts.get(nf.PYTHON_ENV)
+    venv = env.complete(key)
+    live = venv is not None and env.current is not None and \
+        env.current.rsplit("/", 1)[-1] == venv.path.rsplit("/", 1)[-1]
+    return Want((Command("env.sh", tuple(args), "".join(f"{p}\n" for p in train.packages)),),
+                live=live, not_live=f"no complete environment {key} is current")
+
+
+StepFn = Callable[[nf.NodeFacts, Spec, ClusterView, int], Want]
+STEPS: tuple[tuple[str, StepFn], ...] = (
+    ("hostname", want_hostname), ("hosts", want_hosts), ("ssh", want_ssh),
+    ("scratch", want_scratch), ("efs", want_efs), ("env", want_env))
+STEP_NAMES = tuple(name for name, _ in STEPS)
+
+
+def digest(commands: Sequence[Command], playbooks: Mapping[str, str],
+           boot_id: str | None = None) -> str:
+    """sha256 of the playbooks' text and the commands' inputs (and the boot id)."""
+    body = [{"playbook": c.playbook, "text": playbooks[c.playbook], "args": list(c.args),
+             "stdin": c.stdin} for c in commands]
+    text = json.dumps({"commands": body, "boot_id": boot_id}, sort_keys=True)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def plan_step(step: str, want: Want, facts: nf.NodeFacts, playbooks: Mapping[str, str],
+              force: bool = False) -> StepPlan:
+    if want.skip is not None:
+        return StepPlan(step, "skip", want.skip)
+    boot = facts.get(nf.BOOT_ID) if want.boot_keyed else None
+    key = digest(want.commands, playbooks, boot)
+    receipt = facts.get(nf.RECEIPTS).get(step)
+    commands = (*want.commands, Command("receipt.sh", (step, key)))
+    if force:
+        return StepPlan(step, "run", "forced (--force-step)", commands, key)
+    if receipt == key and want.live is not False:
+        return StepPlan(step, "done", "already done (receipt matches"
+                        + (", and the system shows it)" if want.live else ")"), (), key)
+    if receipt == key:
+        reason = f"receipt matches but {want.not_live}"
+    elif receipt is None:
+        reason = "no receipt"
+    else:
+        reason = "inputs, playbook" + (" or boot" if want.boot_keyed else "") + \
+            " changed since the receipt"
+    return StepPlan(step, "run", reason, commands, key)
+
+
+def plan_node(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int,
+              playbooks: Mapping[str, str], force: Sequence[str] = ()) -> tuple[StepPlan, ...]:
+    """Every step for node ``index``, in order (``force``: step names to re-run)."""
+    unknown = sorted(set(force) - set(STEP_NAMES))
+    if unknown:
+        raise ValueError(f"no bootstrap step {', '.join(unknown)}; steps: "
+                         f"{', '.join(STEP_NAMES)}")
+    return tuple(plan_step(name, fn(facts, spec, cluster, index), facts, playbooks,
+                           name in force) for name, fn in STEPS)

@@ -1,0 +1,102 @@
+"""`clusterkit status` on a terminal: one table per cluster (the default columns fit a
+100-column terminal, --wide adds the rest), the total, and the kept EFS file systems."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from clusterkit.cluster import kept_efs
+from clusterkit.cluster.status import StatusResult, StatusRow
+from clusterkit.kinds import Role
+
+DEFAULT_COLUMNS = ("node", "type", "AZ", "market", "state", "launched", "$/h", "cost")
+WIDE_COLUMNS = ("node", "instance", "type", "region", "AZ", "market", "state", "public",
+                "private", "ssh", "launched", "$/h", "cost")
+
+
+def local_time(iso: str | None) -> str:
+    """An ISO 8601 timestamp in local time with the zone: ``2026-11-23 17:05 CET``."""
+    if not iso:
+        return "-"
+    try:
+        when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return iso
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
+
+
+def usd(value: float | None, *, per_hour: bool = False) -> str:
+    """Dollars: ``$1.23`` (so far), ``$0.096`` (per hour: three decimals); ``-`` unknown."""
+    if value is None:
+        return "?" if per_hour else "-"
+    return f"${value:,.3f}" if per_hour else f"${value:,.2f}"
+
+
+def node_name(row: StatusRow) -> str:
+    """``master``, ``worker-2``: the name ``--node`` accepts (with the index)."""
+    if row.index is None:
+        return row.instance_id
+    return "master" if row.role == Role.MASTER else f"{row.role}-{row.index}"
+
+
+def _cells(row: StatusRow) -> dict[str, str]:
+    return {"node": node_name(row), "instance": row.instance_id, "type": row.type,
+            "region": row.region, "AZ": row.az, "market": row.market,
+            "state": row.state, "public": row.public_ip or "-",
+            "private": row.private_ip or "-", "ssh": row.ssh_address or "-",
+            "launched": local_time(row.launch_time),
+            "$/h": usd(row.price_per_hour, per_hour=True), "cost": usd(row.cost_so_far)}
+
+
+def status_table(cluster: str | None, rows: Sequence[StatusRow], *,
+                 wide: bool = False) -> Table:
+    """One cluster's nodes. Compact box, no cell is ever cut to an ellipsis (a cell that
+    does not fit wraps)."""
+    columns = WIDE_COLUMNS if wide else DEFAULT_COLUMNS
+    regions = ", ".join(dict.fromkeys(r.region for r in rows))
+    table = Table(title=f"cluster {cluster or '?'} ({regions})", box=box.SIMPLE_HEAD,
+                  show_edge=False, pad_edge=False, collapse_padding=True,
+                  title_justify="left")
+    for col in columns:
+        table.add_column(col, overflow="fold",
+                         justify="right" if col in ("$/h", "cost") else "left")
+    for row in rows:
+        cells = _cells(row)
+        table.add_row(*(cells[col] for col in columns))
+    return table
+
+
+def _kept_efs(console: Console, result: StatusResult) -> None:
+    """The EFS file systems the cluster keeps (deletion_policy: retain), with size and
+    $/month; they bill whether or not the cluster runs."""
+    for fs in result.kept_efs:
+        console.print(f"kept EFS {kept_efs.describe(fs)} ({kept_efs.PRICE_NOTE}); the next "
+                      f"`up` mounts it, `clusterkit down {result.cluster} --delete-efs` "
+                      "deletes it", markup=False, highlight=False)
+
+
+def render_status(console: Console, result: StatusResult, *, wide: bool = False) -> None:
+    """One table per cluster, then the total $/h and the cost so far."""
+    if not result.nodes:
+        what = f"cluster {result.cluster}" if result.cluster else "clusterkit clusters"
+        console.print(f"no {what} in {', '.join(result.regions)}", markup=False,
+                      highlight=False)
+        _kept_efs(console, result)
+        return
+    by_cluster: dict[str | None, list[StatusRow]] = {}
+    for row in result.nodes:
+        by_cluster.setdefault(row.cluster, []).append(row)
+    for cluster, rows in by_cluster.items():
+        console.print(status_table(cluster, rows, wide=wide))
+    hourly, so_far = result.hourly_usd, result.cost_so_far_usd
+    per_hour = f"{usd(hourly, per_hour=True)}/h" if hourly is not None else "$/h unknown"
+    console.print(f"total: {per_hour}, so far {usd(so_far) if so_far is not None else 'unknown'}",
+                  markup=False, highlight=False)
+    _kept_efs(console, result)

@@ -1,0 +1,47 @@
+"""Read-only lookups the cluster's stack parameters need (VPC, AMI, a kept EFS, the key
+pair), and the tags every resource carries."""
+
+from __future__ import annotations
+
+from clusterkit.aws import keypairs, lookup
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.errors import UsageError
+from clusterkit.plan.nodes import CLUSTER_TAG
+from clusterkit.plan.stack import Facts, key_pair_name
+from clusterkit.spec.model import Spec
+
+
+def key_name(spec: Spec) -> str:
+    return spec.ssh.key_name or key_pair_name(spec.name)
+
+
+def facts(rt: Runtime, spec: Spec, region: str, *, current: dict[str, str] | None,
+          ssh_cidr: str) -> Facts:
+    """Look up VPC and AMI. An AMI chosen by name is kept from the existing stack, so a
+    newer AMI release never mixes AMIs within one cluster. A file system the cluster
+    kept (``deletion_policy: retain``) is mounted again instead of making another.
+    ``ssh_cidr``: the SSH rule's source (cluster.caller, looked up once per command)."""
+    from clusterkit.cluster.kept_efs import reuse_id
+
+    vpc = lookup.default_vpc(rt.session, region)
+    if current and current.get("ImageId") and not spec.nodes.image.id:
+        image, root = current["ImageId"], current.get("RootDeviceName", "/dev/sda1")
+    else:
+        image, root = lookup.resolve_image(rt.session, region, spec.nodes.image)
+    return Facts(vpc_id=vpc, image_id=image, root_device=root, key_name=key_name(spec),
+                 ssh_cidr=ssh_cidr, efs_id=reuse_id(rt, spec, region, current))
+
+
+def key_pair_missing(rt: Runtime, spec: Spec, region: str) -> bool:
+    """True when clusterkit must import the user's public key (spec names no key pair)."""
+    if spec.ssh.key_name:
+        if not keypairs.key_pair_exists(rt.session, region, spec.ssh.key_name):
+            raise UsageError(f"EC2 key pair {spec.ssh.key_name!r} does not exist in {region}",
+                             "create or import it, or remove ssh.key_name so clusterkit "
+                             "imports your public key")
+        return False
+    return not keypairs.key_pair_exists(rt.session, region, key_pair_name(spec.name))
+
+
+def base_tags(spec: Spec) -> dict[str, str]:
+    return {**dict(spec.tags), CLUSTER_TAG: spec.name}

@@ -1,0 +1,51 @@
+"""What every orchestration step needs besides the spec: the AWS session (its region and
+profile), where progress goes (a reporter; cluster/ never prints), and the clock."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from clusterkit.aws.session import make_session
+from clusterkit.events import Event, Kind, Reporter, Stage, null_reporter
+
+
+@dataclass
+class Runtime:
+    """An AWS session (boto3, made by aws.session), the reporter events go to, and the
+    clock (tests pass a short poll)."""
+
+    session: Any
+    report: Reporter = null_reporter
+    poll: float = 2.0
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    def make(cls, *, region: str | None = None, profile: str | None = None,
+             session: Any = None, report: Reporter | None = None) -> Runtime:
+        return cls(session=session or make_session(region, profile),
+                   report=report or null_reporter)
+
+    def emit(self, kind: Kind, text: str, *, stage: Stage | None = None, level: int = 0,
+             node: str | None = None, done: int | None = None,
+             total: int | None = None) -> None:
+        self.report(Event(kind, text, stage=stage, node=node, done=done, total=total,
+                          level=level))
+
+    def info(self, text: str, *, level: int = 0, stage: Stage | None = None) -> None:
+        self.emit(Kind.INFO, text, level=level, stage=stage)
+
+    def warn(self, text: str, *, level: int = 0, stage: Stage | None = None) -> None:
+        self.emit(Kind.WARNING, text, level=level, stage=stage)
+
+    def error(self, text: str, *, level: int = 0, stage: Stage | None = None) -> None:
+        self.emit(Kind.ERROR, text, level=level, stage=stage)
+
+    def started(self, stage: Stage, text: str, *, level: int = 0) -> None:
+        self.emit(Kind.STAGE_STARTED, text, stage=stage, level=level)
+
+    def done(self, stage: Stage, text: str, *, level: int = 0) -> None:
+        self.emit(Kind.STAGE_DONE, text, stage=stage, level=level)

@@ -1,0 +1,75 @@
+"""Closed value sets shared by every layer: markets, instance states, node roles. PURE.
+
+Each member is its own string (``Market.SPOT == "spot"``), so tags, JSON output and
+AWS API parameters carry the same text as before, and values read back from AWS or a
+spec file compare equal to the members.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class _Text(str, Enum):
+    """A str-valued enum that prints and formats as its value (``f"{Market.SPOT}"`` is
+    ``spot``, not ``Market.SPOT``)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class Market(_Text):
+    """How one instance is billed."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+
+
+class MarketPolicy(_Text):
+    """The spec's ``nodes.market``: which markets a launch may use, in order."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+    SPOT_THEN_ON_DEMAND = "spot-then-on-demand"
+
+    @property
+    def markets(self) -> tuple[Market, ...]:
+        """The markets this policy allows, in the order they are tried."""
+        if self is MarketPolicy.SPOT_THEN_ON_DEMAND:
+            return (Market.SPOT, Market.ON_DEMAND)
+        return (Market(self.value),)
+
+
+class InstanceState(_Text):
+    """EC2's instance state names."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    SHUTTING_DOWN = "shutting-down"
+    TERMINATED = "terminated"
+
+
+class Role(_Text):
+    """A node's part in the cluster: rank 0 is the master (scheduler, SSH gateway)."""
+
+    MASTER = "master"
+    WORKER = "worker"
+    PENDING = "pending"  # the role tag of a launch filling both kinds of slot, until the
+    # per-node tags follow
+
+
+# Every state but terminated: the instance still exists and belongs to the cluster.
+LIVE_STATES = (InstanceState.PENDING, InstanceState.RUNNING, InstanceState.STOPPING,
+               InstanceState.STOPPED, InstanceState.SHUTTING_DOWN)
+STOPPED_STATES = (InstanceState.STOPPING, InstanceState.STOPPED)  # `up` starts these again
+# States EC2 bills the instance in (a stopped instance pays for its volumes only).
+BILLED_STATES = (InstanceState.PENDING, InstanceState.RUNNING, InstanceState.STOPPING,
+                 InstanceState.SHUTTING_DOWN)
+# A node in one of these while a launch waits for it has been lost (spot reclaim, stop).
+DEAD_STATES = (InstanceState.SHUTTING_DOWN, InstanceState.TERMINATED, InstanceState.STOPPING,
+               InstanceState.STOPPED)

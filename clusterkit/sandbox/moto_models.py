@@ -1,0 +1,86 @@
+"""The one place clusterkit reads moto's in-process EC2 models: what the node agent needs
+to know about the emulator's instances, volumes and snapshots.
+
+Why not the AWS API the emulator serves: the agent ticks every 0.1 s and must see every
+account and region that holds anything; over HTTP that would be a DescribeInstances,
+DescribeKeyPairs, DescribeVolumes and DescribeSnapshots per region per tick (about 30
+regions), against the very server the commands under test are talking to. In process it
+is a few dictionary reads.
+
+Only public names of moto's models are used (``all_instances()``, ``Instance.state``,
+``tags``, ``key_pairs``, ``volumes``, ``snapshots``, ``INSTANCE_TYPES``; never an
+underscore attribute). moto gives these no stability promise: a moto upgrade that breaks
+the sandbox breaks here, and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from clusterkit.sandbox.disks import VolumeView
+
+CLUSTER_TAG = "clusterkit:cluster"
+
+
+@dataclass
+class InstanceView:
+    instance_id: str
+    state: str
+    cluster: str
+    hostname: str
+    public_keys: list[str]
+    instance_store_gb: list[int]
+    region: str
+
+
+def instance_store(instance_type: str) -> list[int]:
+    """Sizes (GB) of the type's instance-store disks, from moto's instance type table."""
+    from moto.ec2.models.instance_types import INSTANCE_TYPES
+
+    info = INSTANCE_TYPES.get(instance_type, {}).get("InstanceStorageInfo") or {}
+    sizes: list[int] = []
+    for disk in info.get("Disks", []):
+        sizes += [int(disk.get("SizeInGB", 1))] * int(disk.get("Count", 1))
+    return sizes
+
+
+def _backends() -> list[tuple[str, Any]]:
+    """(region, EC2 backend) of every account and region moto holds."""
+    from moto.backends import get_backend
+
+    found = []
+    for account in list(get_backend("ec2").values()):
+        for region, backend in list(account.items()):
+            found.append((region, backend))
+    return found
+
+
+def _view(backend: Any, inst: Any, region: str) -> InstanceView | None:
+    tags = backend.tags.get(inst.id, {})
+    if CLUSTER_TAG not in tags:
+        return None
+    pair = backend.key_pairs.get(inst.key_name) if inst.key_name else None
+    keys = [pair.material_public.decode()] if pair is not None else []
+    host = "ip-" + (inst.private_ip or "10.0.0.1").replace(".", "-")
+    return InstanceView(inst.id, inst.state, tags[CLUSTER_TAG], host, keys,
+                        instance_store(inst.instance_type), region)
+
+
+def read_instances() -> tuple[list[InstanceView], list[VolumeView], dict[str, str | None]]:
+    """Tagged instances, non-root volume attachments, snapshots -> source volume."""
+    views: list[InstanceView] = []
+    volumes: list[VolumeView] = []
+    snapshots: dict[str, str | None] = {}
+    for region, backend in _backends():
+        views += [v for inst in list(backend.all_instances())
+                  if (v := _view(backend, inst, region)) is not None]
+        for vol in list(backend.volumes.values()):
+            att = vol.attachment
+            iid = None
+            if att is not None and att.device != getattr(att.instance, "root_device_name", ""):
+                iid = att.instance.id
+            volumes.append(VolumeView(vol.id, int(vol.size), vol.snapshot_id, iid))
+        for snap in list(backend.snapshots.values()):
+            snapshots[snap.id] = getattr(snap.volume, "id", None)
+    return views, volumes, snapshots

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# usage: ssh.sh --user USER [--port PORT] < KNOWN_HOSTS
+# KNOWN_HOSTS (stdin): the cluster's pinned host keys, one line per node:
+#   "NAME,NAME,...,ADDRESS KEYTYPE BASE64" (names as "[NAME]:PORT" off port 22).
+# Writes /etc/clusterkit/known_hosts (replaced) and a block in USER's ~/.ssh/config between
+# "# BEGIN clusterkit" and "# END clusterkit" (replaced, first in the file) for every
+# name and address there: User, Port, ForwardAgent yes, StrictHostKeyChecking yes,
+# UserKnownHostsFile /etc/clusterkit/known_hosts. No private key is read or written:
+# from the master, `ssh deeplearning-worker1` authenticates with the forwarded agent.
+# Idempotent. CLUSTERKIT_ROOT=DIR writes under DIR (USER's home: DIR/home/USER) (tests).
+set -euo pipefail
+usage="usage: ssh.sh --user USER [--port PORT] < KNOWN_HOSTS"
+user="" port=22
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --user) user=${2:?$usage}; shift 2;;
+        --port) port=${2:?$usage}; shift 2;;
+        -h|--help) echo "$usage"; exit 0;;
+        *) echo "$usage" >&2; exit 2;;
+    esac
+done
+[[ $user =~ ^[a-z_][a-z0-9_-]*$ && $port =~ ^[0-9]+$ ]] || { echo "$usage" >&2; exit 2; }
+root=${CLUSTERKIT_ROOT:-}
+if [ -n "$root" ]; then
+    home="$root/home/$user"
+else
+    home=$(getent passwd "$user" | cut -d: -f6)
+    [ -n "$home" ] || { echo "ssh.sh: no user $user on this node" >&2; exit 1; }
+fi
+
+put() {  # put FILE MODE: stdin -> FILE when it differs (atomic)
+    local target=$1 mode=$2 tmp
+    mkdir -p "$(dirname "$target")"
+    tmp=$(mktemp "$target.XXXXXX")
+    cat > "$tmp"
+    if cmp -s "$tmp" "$target"; then rm -f "$tmp"; return; fi
+    chmod "$mode" "$tmp"
+    mv -f "$tmp" "$target"
+}
+
+known="" hosts=()
+while read -r names keytype key rest; do
+    [ -n "$names" ] || continue
+    if [ -n "$rest" ] || ! [[ $keytype =~ ^(ssh|ecdsa|sk)-[A-Za-z0-9@.-]+$ && $key =~ ^[A-Za-z0-9+/]+=*$ ]]; then
+        echo "ssh.sh: not a known_hosts line (NAMES KEYTYPE BASE64) on stdin" >&2
+        exit 2
+    fi
+    known+="$names $keytype $key"$'\n'
+    IFS=, read -ra each <<< "$names"
+    for name in "${each[@]}"; do
+        name=${name#[}; name=${name%]:*}
+        [[ $name =~ ^[A-Za-z0-9.:-]+$ ]] || { echo "ssh.sh: bad host name $name" >&2; exit 2; }
+        case " ${hosts[*]} " in *" $name "*) ;; *) hosts+=("$name");; esac
+    done
+done
+[ ${#hosts[@]} -gt 0 ] || { echo "ssh.sh: no host keys on stdin" >&2; exit 2; }
+
+printf '%s' "$known" | put "$root/etc/clusterkit/known_hosts" 644
+
+config="$home/.ssh/config"
+mkdir -p "$home/.ssh"
+chmod 700 "$home/.ssh"
+touch "$config"
+{
+    echo "# BEGIN clusterkit (managed by clusterkit ssh.sh; replaced on every run)"
+    echo "Host ${hosts[*]}"
+    echo "    User $user"
+    echo "    Port $port"
+    echo "    ForwardAgent yes"
+    echo "    StrictHostKeyChecking yes"
+    echo "    UserKnownHostsFile /etc/clusterkit/known_hosts"
+    echo "# END clusterkit"
+    awk 'index($0, "# BEGIN clusterkit") == 1 { skip = 1; next }
+         skip && index($0, "# END clusterkit") == 1 { skip = 0; next }
+         !skip' "$config"
+} | put "$config" 600
+if [ -z "$root" ]; then
+    chown "$user:" "$home/.ssh" "$config"
+fi

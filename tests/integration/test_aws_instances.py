@@ -1,0 +1,122 @@
+"""aws.instances against the emulator over HTTP: one gang RunInstances from a launch
+template, find by tag, tag, stop/start, terminate, spot requests and fleets, and the
+errors AWS answers translated."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+
+from clusterkit.aws import instances, lookup
+from clusterkit.aws.session import make_session
+from clusterkit.errors import AwsError
+from clusterkit.kinds import InstanceState, Market, Role
+from clusterkit.plan.nodes import launch_tags, wanted_tags
+from tests import support
+from tests.integration.conftest import AMI, REGION
+
+
+@pytest.fixture
+def template(moto_env) -> tuple[str, str, str]:
+    """(cluster name, launch template id, subnet of us-east-1a)."""
+    cluster = support.unique_name("inst")
+    lt = boto3.client("ec2", REGION).create_launch_template(
+        LaunchTemplateName=f"lt-{cluster}",
+        LaunchTemplateData={"ImageId": AMI})["LaunchTemplate"]["LaunchTemplateId"]
+    s = make_session(REGION)
+    subnet = lookup.default_subnet(s, REGION, lookup.default_vpc(s, REGION), f"{REGION}a")
+    return cluster, lt, subnet
+
+
+def _launch(template, market: Market = Market.ON_DEMAND, slots=(0, 1)) -> list:
+    cluster, lt, subnet = template
+    tags = launch_tags(cluster, list(slots))
+    return instances.run_instances(
+        make_session(REGION), REGION, launch_template_id=lt, instance_type="c5.large",
+        az=f"{REGION}a", subnet_id=subnet, market=market, max_price=None,
+        count=len(slots), tags=tags, volume_tags=tags,
+        client_token=support.unique_name("tok"))
+
+
+def test_gang_launch_gives_nodes(template):
+    cluster = template[0]
+    nodes = _launch(template)
+    assert len(nodes) == 2
+    assert {n.instance_type for n in nodes} == {"c5.large"}
+    assert {n.az for n in nodes} == {f"{REGION}a"}
+    assert {n.market for n in nodes} == {Market.ON_DEMAND}
+    assert {n.region for n in nodes} == {REGION}
+    found = instances.cluster_instances(make_session(REGION), REGION, cluster)
+    assert sorted(n.instance_id for n in found) == sorted(n.instance_id for n in nodes)
+    assert sorted(n.index for n in found) == [0, 1]  # from the slots tag + launch index
+    assert {n.tags["clusterkit:cluster"] for n in found} == {cluster}
+
+
+def test_spot_launch_is_marked_spot(template):
+    nodes = _launch(template, Market.SPOT, slots=(0,))
+    assert [n.market for n in nodes] == [Market.SPOT]
+    back = instances.describe_nodes(make_session(REGION), REGION, [nodes[0].instance_id])
+    assert [n.market for n in back] == ["spot"]  # the enum is its text
+
+
+def test_tags_written_and_read_back_as_text(template):
+    s = make_session(REGION)
+    node = _launch(template, slots=(0,))[0]
+    instances.create_tags(s, REGION, [node.instance_id], wanted_tags(template[0], 0))
+    raw = boto3.client("ec2", REGION).describe_tags(Filters=[
+        {"Name": "resource-id", "Values": [node.instance_id]},
+        {"Name": "key", "Values": ["clusterkit:role"]}])["Tags"]
+    assert [t["Value"] for t in raw] == ["master"]
+    assert instances.describe_nodes(s, REGION, [node.instance_id])[0].role is Role.MASTER
+
+
+def test_tagged_instances_and_states(template):
+    s, cluster = make_session(REGION), template[0]
+    node = _launch(template, slots=(0,))[0]
+    tagged = instances.tagged_instances(s, REGION, "clusterkit:cluster")
+    assert node.instance_id in {n.instance_id for n in tagged}
+    boto3.client("ec2", REGION).stop_instances(InstanceIds=[node.instance_id])
+    stopped = instances.cluster_instances(s, REGION, cluster)
+    assert [n.state for n in stopped] == [InstanceState.STOPPED]
+    instances.start_instances(s, REGION, [node.instance_id])
+    assert [n.state for n in instances.cluster_instances(s, REGION, cluster)] == ["running"]
+    instances.terminate_instances(s, REGION, [node.instance_id])
+    assert instances.cluster_instances(s, REGION, cluster) == []  # terminated is not live
+    gone = instances.cluster_instances(s, REGION, cluster, states=[InstanceState.TERMINATED])
+    assert [n.instance_id for n in gone] == [node.instance_id]
+
+
+def test_unknown_instance_id_reads_as_nothing_yet(moto_env):
+    """InvalidInstanceID.NotFound right after a launch is eventual consistency."""
+    s = make_session(REGION)
+    assert instances.describe_nodes(s, REGION, ["i-0123456789abcdef0"]) == []
+    assert instances.describe_nodes(s, REGION, []) == []
+
+
+def test_spot_requests_and_fleets(template):
+    s, cluster = make_session(REGION), template[0]
+    assert instances.cluster_fleets(s, REGION, cluster) == []
+    ec2 = boto3.client("ec2", REGION)
+    request = ec2.request_spot_instances(
+        InstanceCount=1, LaunchSpecification={"ImageId": AMI, "InstanceType": "c5.large"},
+        TagSpecifications=[{"ResourceType": "spot-instances-request", "Tags": [
+            {"Key": "clusterkit:cluster", "Value": cluster}]}],
+    )["SpotInstanceRequests"][0]["SpotInstanceRequestId"]
+    assert instances.cluster_spot_requests(s, REGION, cluster) == [request]
+    instances.cancel_spot_requests(s, REGION, [request])
+    assert instances.cluster_spot_requests(s, REGION, cluster) == []
+
+
+def test_launch_error_names_the_offer(template):
+    cluster, _, subnet = template
+    with pytest.raises(AwsError) as caught:
+        instances.run_instances(
+            make_session(REGION), REGION, launch_template_id="lt-0123456789abcdef0",
+            instance_type="c5.large", az=f"{REGION}a", subnet_id=subnet,
+            market=Market.ON_DEMAND, max_price=None, count=2, tags={}, volume_tags={},
+            client_token=support.unique_name("tok"))
+    err = caught.value
+    assert err.resource == f"2 x c5.large on-demand in {REGION}a"
+    assert err.message.startswith(f"RunInstances on 2 x c5.large on-demand in {REGION}a "
+                                  "failed: ")
+    assert err.code

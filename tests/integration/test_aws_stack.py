@@ -1,0 +1,55 @@
+"""aws.stack against the emulator over HTTP: the per-cluster stack created from the
+shipped template, read back as plain data, its events, deleted; a stack that does not
+exist reads as None / DELETE_COMPLETE, not as an error."""
+
+from __future__ import annotations
+
+import pytest
+
+from clusterkit.aws import keypairs, lookup, stack
+from clusterkit.aws.session import make_session
+from clusterkit.errors import AwsError
+from tests import support
+from tests.integration.conftest import AMI, REGION
+
+
+def _params(cluster: str, tmp_path) -> dict[str, str]:
+    s = make_session(REGION)
+    key = f"clusterkit-{cluster}"
+    pub = support.public_key(support.ssh_keygen(tmp_path / "k"))
+    keypairs.import_key_pair(s, REGION, key, pub, {"clusterkit:cluster": cluster})
+    return {"ClusterName": cluster, "VpcId": lookup.default_vpc(s, REGION), "ImageId": AMI,
+            "KeyName": key, "RootVolumeSize": "8", "UsePlacementGroup": "false",
+            "SshCidr": "127.0.0.1/32"}
+
+
+def test_missing_stack(moto_env):
+    s = make_session(REGION)
+    assert stack.describe_stack(s, REGION, "clusterkit-never-made") is None
+    assert stack.stack_status(s, REGION, "clusterkit-never-made") == ("DELETE_COMPLETE", "")
+
+
+def test_create_describe_events_delete(moto_env, tmp_path):
+    s, cluster = make_session(REGION), support.unique_name("stk")
+    name = f"clusterkit-{cluster}"
+    stack_id = stack.create_stack(s, REGION, name, _params(cluster, tmp_path),
+                                  {"clusterkit:cluster": cluster})
+    found = stack.describe_stack(s, REGION, name)
+    assert found is not None
+    assert (found["name"], found["id"], found["status"]) == (name, stack_id, "CREATE_COMPLETE")
+    assert found["parameters"]["ClusterName"] == cluster
+    assert found["outputs"]  # security group, launch template, ...
+    events = stack.stack_events(s, REGION, stack_id)
+    assert events and all({"id", "time", "resource", "status"} <= set(e) for e in events)
+    assert stack.stack_status(s, REGION, stack_id)[0] == "CREATE_COMPLETE"
+    stack.delete_stack(s, REGION, name)
+    assert stack.describe_stack(s, REGION, name) is None
+    assert stack.stack_status(s, REGION, stack_id)[0] == "DELETE_COMPLETE"
+
+
+def test_create_error_is_translated(moto_env):
+    cluster = support.unique_name("stk-bad")
+    with pytest.raises(AwsError) as caught:  # required parameters missing
+        stack.create_stack(make_session(REGION), REGION, f"clusterkit-{cluster}", {}, {})
+    assert caught.value.message.startswith(f"CreateStack on clusterkit-{cluster} failed: ")
+    assert caught.value.resource == f"clusterkit-{cluster}"

@@ -1,0 +1,120 @@
+"""Helpers every test layer shares: what a test needs (root, a module), an SSH key, a
+moto server on a port the OS picks, AWS variables through monkeypatch, and a cluster
+name of its own. No fixtures here (they live in the conftest files), only functions."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+REGION = "us-east-1"
+# Variables that would point a test's AWS clients somewhere else than the emulator.
+FOREIGN_AWS_VARS = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION")
+T = TypeVar("T")
+
+
+def in_ci() -> bool:
+    """CI sets CI=true (GitHub Actions, GitLab, and scripts/test.sh callers alike)."""
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def _unmet(why: str) -> None:
+    """Skip on a developer machine; under CI a missing requirement is a failure, so a
+    suite that silently skipped its sandbox tests can never pass there."""
+    if in_ci():
+        pytest.fail(f"CI=true but {why}", pytrace=False)
+    pytest.skip(why)
+
+
+def require_root(what: str = "this test") -> None:
+    if os.geteuid() != 0:
+        _unmet(f"{what} needs root (SSH nodes on 127.0.0.N:22, loop devices, mounts)")
+
+
+def require_module(name: str) -> None:
+    if importlib.util.find_spec(name) is None:
+        _unmet(f"needs the {name} module (pip install -e '.[{name}]')")
+
+
+def unique_name(prefix: str) -> str:
+    """A cluster (or key pair) name no other test uses: tests share one emulator."""
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def ssh_keygen(path: Path) -> Path:
+    """A passphrase-less ed25519 key pair at ``path`` / ``path``.pub; returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
+                   check=True)
+    return path
+
+
+def public_key(path: Path) -> str:
+    """"ssh-ed25519 AAAA..." of the key pair at ``path`` (no comment)."""
+    return " ".join(Path(f"{path}.pub").read_text().split()[:2])
+
+
+def fingerprint(path: Path) -> str:
+    """SHA256:... of the key pair at ``path``, as ssh-keygen prints it."""
+    out = subprocess.run(["ssh-keygen", "-lf", f"{path}.pub"], capture_output=True,
+                         text=True, check=True).stdout
+    return out.split()[1]
+
+
+def user_ssh_key(home: Path) -> Path:
+    """The user's key where clusterkit looks without an agent: HOME/.ssh/id_ed25519."""
+    return ssh_keygen(home / ".ssh" / "id_ed25519")
+
+
+@contextmanager
+def moto_server() -> Iterator[str]:
+    """moto in server mode on 127.0.0.1, the port chosen by the OS when it binds (no
+    bind-then-close race). In one process every server shares moto's backends."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def aws_env(monkeypatch: pytest.MonkeyPatch, endpoint: str, region: str = REGION,
+            **extra: str) -> None:
+    """Point every AWS client at ``endpoint`` with throwaway credentials, undone by
+    ``monkeypatch``; no profile or region from the developer's shell leaks in."""
+    for name in FOREIGN_AWS_VARS:
+        monkeypatch.delenv(name, raising=False)
+    values = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+              "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+              "AWS_DEFAULT_REGION": region, **extra}
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+
+
+def wait_for(condition: Callable[[], T], what: str, timeout: float = 15.0,
+             interval: float = 0.05) -> T:
+    """Poll ``condition`` until it returns something true, and return that; raise
+    TimeoutError naming ``what`` after ``timeout`` s. For state another process (the
+    sandbox's node agent) changes asynchronously: never a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: still not so after {timeout} s")
+        time.sleep(interval)

@@ -1,0 +1,111 @@
+"""Node facts as data (pyinfra's tests/facts/ form): every bootstrap_facts/*.json holds a
+fact name, the command its output was captured with, where it comes from, the output
+lines and the parsed fact (``fact_value``; by-id cases also list ``instance_store``, the
+disks scratch would use). A case whose source is a capture must hold that capture
+verbatim; synthesized cases say so (and why) in ``source``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusterkit.bootstrap import facts as nf
+
+CASES = sorted((Path(__file__).parent / "bootstrap_facts").glob("*.json"))
+CAPTURES = Path(__file__).parents[3] / "shared" / "data" / "node-captures"
+
+
+def plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def load(path: Path) -> dict[str, Any]:
+    case = json.loads(path.read_text())
+    missing = {"fact", "command", "source", "output", "fact_value"} - set(case)
+    assert not missing, f"{path.name}: missing {sorted(missing)}"
+    assert case["fact"] in nf.BY_NAME, f"{path.name}: no fact {case['fact']!r}"
+    return case
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_fact_parses_to_expected(path: Path):
+    case = load(path)
+    fact = nf.BY_NAME[case["fact"]]
+    parsed = fact.parse(case["output"])
+    assert plain(parsed) == case["fact_value"]
+    if "instance_store" in case:
+        assert [d.name for d in nf.instance_store_disks(parsed)] == case["instance_store"]
+        assert not any(d.ebs for d in nf.instance_store_disks(parsed))
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_capture_cases_are_verbatim(path: Path):
+    case = load(path)
+    if case["source"].startswith("SYNTHESIZED"):
+        return
+    name = case["source"].split()[0].removeprefix("../shared/data/node-captures/")
+    capture = CAPTURES / name
+    if not CAPTURES.is_dir():
+        pytest.skip("the node captures are not checked out next to the project")
+    assert capture.is_file(), f"{path.name}: no capture {name}"
+    assert capture.read_text().rstrip("\n").split("\n") == case["output"]
+
+
+def test_every_fact_has_a_case():
+    covered = {load(p)["fact"] for p in CASES}
+    assert covered == set(nf.BY_NAME), set(nf.BY_NAME) - covered
+
+
+def test_the_families_the_issue_names_are_covered():
+    by_id = {p.stem: load(p) for p in CASES if load(p)["fact"] == "disks_by_id"}
+    counts = {name: len(case["instance_store"]) for name, case in by_id.items()}
+    assert counts["by-id-p4d.24xlarge-eight-instance-store"] == 8
+    assert counts["by-id-g5.12xlarge-one-instance-store"] == 1
+    assert counts["by-id-i3-two-instance-store"] == 2
+    assert counts["by-id-p3.16xlarge-none"] == 0
+    assert counts["by-id-nitro-ebs-only-none"] == 0
+
+
+def test_failed_or_empty_command_gives_the_default():
+    for fact in nf.ALL:
+        assert fact.parse(None) == fact.default
+        assert fact.parse(["", "  "]) == fact.default
+
+
+def test_a_fact_not_gathered_fails_loudly():
+    facts = nf.NodeFacts.from_outputs({"hostname": ["ip-10-0-1-5"]})
+    assert facts.get(nf.HOSTNAME) == "ip-10-0-1-5"
+    with pytest.raises(nf.FactNotGathered, match="mounts"):
+        facts.get(nf.MOUNTS)
+
+
+def test_gather_script_round_trip_on_this_machine():
+    """The one-round-trip script runs in a POSIX shell here and every fact comes back
+    (parsed, or its default where this machine lacks the tool or the file)."""
+    out = subprocess.run(["sh", "-c", nf.gather_script()], capture_output=True, text=True,
+                         timeout=60)
+    facts = nf.parse_gathered(out.stdout.splitlines())
+    assert set(facts.values) == set(nf.BY_NAME)
+    assert facts.get(nf.HOSTNAME)
+    assert facts.get(nf.PYTHON_ENV).version  # the test's own python3
+    assert facts.get(nf.BOOT_ID)
+
+
+def test_parse_gathered_failed_section_is_default():
+    lines = [f"{nf.BEGIN} hostname", "node-a", f"{nf.END} hostname 0",
+             f"{nf.BEGIN} mounts", "garbage", f"{nf.END} mounts 1"]
+    facts = nf.parse_gathered(lines, (nf.HOSTNAME, nf.MOUNTS, nf.RECEIPTS))
+    assert facts.get(nf.HOSTNAME) == "node-a"
+    assert facts.get(nf.MOUNTS) == ()
+    assert facts.get(nf.RECEIPTS) == {}  # section missing: the default
