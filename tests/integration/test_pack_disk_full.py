@@ -41,6 +41,7 @@ def pack_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "clusterkit", "pack", *args]
 
 
+
 def run_pack(args: list[str], cwd: Path, fsize: int | None = None
              ) -> subprocess.CompletedProcess:
     return subprocess.run(pack_argv(*args), cwd=cwd, capture_output=True, text=True,
@@ -198,13 +199,18 @@ def test_unwritable_destination(images: Path, small_fs: Path, mode: str) -> None
 
 
 def test_unwritable_directory_as_a_user(images: Path, tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root writes through directory permissions (see the EROFS test)")
+    """EACCES: a directory the packing user may not write. Root writes through directory
+    permissions, so as root (CI) the pack runs without the capabilities that allow it
+    (util-linux `setpriv` drops CAP_DAC_OVERRIDE from the bounding set)."""
     dest = tmp_path / "dest"
     dest.mkdir()
     dest.chmod(0o555)
+    argv = pack_argv("--list", "out", str(images))
+    if os.geteuid() == 0:
+        argv = ["setpriv", "--bounding-set", "-dac_override", *argv]
     try:
-        proc = run_pack(["--list", "out", str(images)], dest)
+        proc = subprocess.run(argv, cwd=dest, capture_output=True, text=True, timeout=120,
+                              env=ENV)
     finally:
         dest.chmod(0o755)
     assert_failed_cleanly(proc, dest / "out.lst", "Permission denied (EACCES)", dest, {})
