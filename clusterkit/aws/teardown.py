@@ -27,10 +27,16 @@ def _call(session: boto3.Session, service: str, region: str | None, op: str, wha
     return None
 
 
+def _tagged(session: boto3.Session, region: str, cluster: str, op: str, key: str,
+            field: str) -> list[str]:
+    """The ``field`` of every ``key`` item a tag-filtered EC2 describe call returns."""
+    out = _call(session, "ec2", region, op, cluster, Filters=cluster_filter(cluster))
+    return sorted(item[field] for item in (out or {}).get(key, []))
+
+
 def security_groups(session: boto3.Session, region: str, cluster: str) -> list[str]:
-    out = _call(session, "ec2", region, "describe_security_groups", cluster,
-                Filters=cluster_filter(cluster))
-    return sorted(g["GroupId"] for g in (out or {}).get("SecurityGroups", []))
+    return _tagged(session, region, cluster, "describe_security_groups", "SecurityGroups",
+                   "GroupId")
 
 
 def delete_security_group(session: boto3.Session, region: str, group_id: str) -> None:
@@ -38,9 +44,8 @@ def delete_security_group(session: boto3.Session, region: str, group_id: str) ->
 
 
 def launch_templates(session: boto3.Session, region: str, cluster: str) -> list[str]:
-    out = _call(session, "ec2", region, "describe_launch_templates", cluster,
-                Filters=cluster_filter(cluster))
-    return sorted(t["LaunchTemplateId"] for t in (out or {}).get("LaunchTemplates", []))
+    return _tagged(session, region, cluster, "describe_launch_templates", "LaunchTemplates",
+                   "LaunchTemplateId")
 
 
 def delete_launch_template(session: boto3.Session, region: str, template_id: str) -> None:
@@ -49,9 +54,8 @@ def delete_launch_template(session: boto3.Session, region: str, template_id: str
 
 
 def placement_groups(session: boto3.Session, region: str, cluster: str) -> list[str]:
-    out = _call(session, "ec2", region, "describe_placement_groups", cluster,
-                Filters=cluster_filter(cluster))
-    return sorted(g["GroupName"] for g in (out or {}).get("PlacementGroups", []))
+    return _tagged(session, region, cluster, "describe_placement_groups", "PlacementGroups",
+                   "GroupName")
 
 
 def delete_placement_group(session: boto3.Session, region: str, name: str) -> None:

@@ -176,7 +176,7 @@ class IndexedRecordWriter:
     def write_framed(self, key: int, pieces: list[bytes]) -> None:
         """Append one record already framed by ``frame_record``/``encode_record``."""
         self._check()
-        try:
+        with self._failing():
             self._idx.write(b"%d\t%d\n" % (key, self._pos))
             size = sum(len(p) for p in pieces)
             self._pieces += pieces
@@ -185,6 +185,12 @@ class IndexedRecordWriter:
             self.count += 1
             if self._pending >= self._buffer_size or len(self._pieces) >= 512:
                 self._writev()
+
+    @contextlib.contextmanager
+    def _failing(self) -> Iterator[None]:
+        """Any error inside marks the writer failed: it will never commit."""
+        try:
+            yield
         except BaseException:
             self._failed = True
             raise
@@ -192,11 +198,8 @@ class IndexedRecordWriter:
     def flush(self) -> None:
         """Hand the gathered pieces to the kernel in one writev (no user-space copy)."""
         self._check()
-        try:
+        with self._failing():
             self._writev()
-        except BaseException:
-            self._failed = True
-            raise
 
     def _writev(self) -> None:
         if not self._pieces:
@@ -216,12 +219,9 @@ class IndexedRecordWriter:
     def finish(self) -> None:
         """Write out, fsync and close both temporary files (still under their temp names)."""
         self.flush()
-        try:
+        with self._failing():
             self._rec.finish()
             self._idx.finish()
-        except BaseException:
-            self._failed = True
-            raise
 
     def commit(self) -> None:
         self.finish()
