@@ -1,10 +1,14 @@
-"""AWS API calls by operation and wall time of `clusterkit up` for 1, 4 and 16 nodes.
+"""`clusterkit up` at scale: wall time of the first `up` for 1, 16 and 64 nodes as a
+ratio to one node (goal: 64 nodes at most 3x one), its mutating AWS calls (goal: the
+same count at every size), and where the time goes.
 
-    .venv/bin/python bench/bench_up.py            # sandbox (root: real sshd per node)
-    .venv/bin/python bench/bench_up.py --moto     # plain moto server, no SSH wait
+    .venv/bin/python bench/bench_up.py                 # sandbox (root: real sshd per node)
+    .venv/bin/python bench/bench_up.py --moto          # plain moto server, no SSH wait
+    .venv/bin/python bench/bench_up.py --sizes 1,4,16
 
-Each size: `up` (counted), a second `up` (must make no mutating call), `down`. The
-number of launch calls (RunInstances) must not grow with the node count.
+Each size: `up` (counted and timed by phase), a second `up` (must make no mutating
+call), `down`. The first `up` is what `clusterkit up` does: launch, SSH wait, and the
+node bootstrap when `up` runs one.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import boto3
@@ -27,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from clusterkit.cluster.down import do_down  # noqa: E402
 from clusterkit.cluster.runtime import Runtime  # noqa: E402
 from clusterkit.cluster.up import do_up  # noqa: E402
+from clusterkit.events import Event, Kind, Stage  # noqa: E402
 
 SPEC = """\
 name: {name}
@@ -41,6 +47,19 @@ nodes:
 ssh: {{user: ubuntu}}
 """
 READ = ("Describe", "List", "Get", "Head")
+GOAL_RATIO = 3.0
+
+
+@dataclass
+class Phases:
+    """A reporter that keeps when each stage first started (seconds since ``t0``)."""
+
+    t0: float = field(default_factory=time.perf_counter)
+    started: dict[str, float] = field(default_factory=dict)
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == Kind.STAGE_STARTED and event.stage is not None:
+            self.started.setdefault(event.stage.value, time.perf_counter() - self.t0)
 
 
 def _start(use_moto: bool, tmp: Path) -> tuple[object, bool]:
@@ -68,44 +87,80 @@ def _start(use_moto: bool, tmp: Path) -> tuple[object, bool]:
     return server.stop, False
 
 
-def _runtime(counter: Counter[str]) -> Runtime:
+def _runtime(counter: Counter[str], phases: Phases | None = None) -> Runtime:
     session = boto3.Session(region_name="us-east-1")
     session.events.register("before-call", lambda model, **_: counter.update([model.name]))
-    return Runtime(session=session, poll=0.2)  # progress events are dropped
+    return Runtime(session=session, poll=0.2, report=phases or (lambda _: None))
+
+
+def _mutating(counter: Counter[str]) -> dict[str, int]:
+    return {k: v for k, v in counter.items() if not k.startswith(READ)}
 
 
 def bench(count: int, tmp: Path, ssh: bool) -> dict[str, object]:
     spec = tmp / f"bench-{count}.yaml"
     spec.write_text(SPEC.format(name=f"bench{count}-{uuid.uuid4().hex[:4]}", count=count))
     first: Counter[str] = Counter()
-    start = time.perf_counter()
-    do_up(str(spec), yes=True, rt=_runtime(first), wait_ssh=ssh, timeout=600)
-    wall = time.perf_counter() - start
+    phases = Phases()
+    do_up(str(spec), yes=True, rt=_runtime(first, phases), wait_ssh=ssh, timeout=600)
+    wall = time.perf_counter() - phases.t0
     second: Counter[str] = Counter()
     start = time.perf_counter()
     do_up(str(spec), yes=True, rt=_runtime(second), wait_ssh=ssh, timeout=600)
     wall2 = time.perf_counter() - start
     do_down(str(spec), yes=True, rt=_runtime(Counter()))
-    mutating = {k: v for k, v in first.items() if not k.startswith(READ)}
     return {"nodes": count, "wall": wall, "calls": sum(first.values()), "by_op": first,
-            "mutating": mutating, "run": first["RunInstances"], "wall2": wall2,
-            "mutating2": sum(v for k, v in second.items() if not k.startswith(READ))}
+            "mutating": _mutating(first), "wall2": wall2, "phases": phases.started,
+            "mutating2": sum(_mutating(second).values())}
 
 
-def _by_operation(rows: list[dict[str, object]]) -> None:
+def _by_operation(rows: list[dict]) -> None:
     """Every AWS call of the first `up`, by operation, one column per size."""
-    ops = sorted({op for r in rows for op in r["by_op"]})  # type: ignore[attr-defined]
+    ops = sorted({op for r in rows for op in r["by_op"]})
     width = max(len(op) for op in ops) if ops else 10
     print(f"\nAWS calls of the first up by operation\n{'operation':<{width}} "
           + " ".join(f"{str(r['nodes']) + ' node(s)':>11}" for r in rows))
     for op in ops:
-        print(f"{op:<{width}} " + " ".join(f"{r['by_op'][op]:>11}" for r in rows))  # type: ignore[index]
+        print(f"{op:<{width}} " + " ".join(f"{r['by_op'][op]:>11}" for r in rows))
+
+
+def _timeline(rows: list[dict]) -> None:
+    """Seconds from the start of the first `up` to each stage, and to the end."""
+    stages = [s.value for s in Stage if any(s.value in r["phases"] for r in rows)]
+    print("\nfirst up: seconds from its start to each stage starting\n"
+          f"{'nodes':>5} " + " ".join(f"{s:>10}" for s in stages) + f" {'end':>7}")
+    for r in rows:
+        cells = [f"{r['phases'][s]:>10.2f}" if s in r["phases"] else f"{'-':>10}"
+                 for s in stages]
+        print(f"{r['nodes']:>5} " + " ".join(cells) + f" {r['wall']:>7.2f}")
+
+
+def report(rows: list[dict], ssh: bool) -> None:
+    where = "sandbox (moto + sshd per node), SSH wait on" if ssh else "moto server, no SSH"
+    print(f"clusterkit up: {where}")
+    base = rows[0]["wall"]
+    print(f"{'nodes':>5} {'wall s':>7} {'ratio':>6} {'calls':>6} {'mutating':>8} "
+          f"{'2nd up s':>8} {'2nd up mutating':>15}  mutating calls of the first up")
+    for r in rows:
+        muts = ", ".join(f"{k} {v}" for k, v in sorted(r["mutating"].items()))
+        print(f"{r['nodes']:>5} {r['wall']:>7.2f} {r['wall'] / base:>6.2f} {r['calls']:>6} "
+              f"{sum(r['mutating'].values()):>8} {r['wall2']:>8.2f} {r['mutating2']:>15}  "
+              f"{muts}")
+    _timeline(rows)
+    _by_operation(rows)
+    counts = {sum(r["mutating"].values()) for r in rows}
+    print(f"\nmutating calls the same at every size: {'yes' if len(counts) == 1 else 'NO'} "
+          f"({sorted(counts)})")
+    big = rows[-1]
+    ratio = big["wall"] / base
+    print(f"{big['nodes']} nodes / {rows[0]['nodes']} node(s): {ratio:.2f}x "
+          f"(goal at most {GOAL_RATIO:g}x: {'met' if ratio <= GOAL_RATIO else 'NOT met'})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--moto", action="store_true", help="plain moto server, no SSH")
-    parser.add_argument("--sizes", default="1,4,16")
+    parser.add_argument("--sizes", default="1,16,64")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     with tempfile.TemporaryDirectory() as tmpdir:
@@ -114,17 +169,7 @@ def main() -> None:
             rows = [bench(int(n), Path(tmpdir), ssh) for n in args.sizes.split(",")]
         finally:
             stop()
-    where = "sandbox (moto + sshd per node), SSH wait on" if ssh else "moto server, no SSH"
-    print(f"clusterkit up: {where}")
-    print(f"{'nodes':>5} {'wall s':>7} {'calls':>6} {'RunInstances':>12} {'2nd up s':>8} "
-          f"{'2nd up mutating':>15}  mutating calls of the first up")
-    for r in rows:
-        muts = ", ".join(f"{k} {v}" for k, v in sorted(r["mutating"].items()))
-        print(f"{r['nodes']:>5} {r['wall']:>7.2f} {r['calls']:>6} {r['run']:>12} "
-              f"{r['wall2']:>8.2f} {r['mutating2']:>15}  {muts}")
-    _by_operation(rows)
-    runs = {r["run"] for r in rows}
-    print(f"launch calls constant across sizes: {'yes' if len(runs) == 1 else 'NO'} ({runs})")
+    report(rows, ssh)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ class Stage(Enum):
     TERMINATE = "terminate"
     MOUNT_TARGET = "mount-target"
     SSH = "ssh"
+    BOOTSTRAP = "bootstrap"  # node steps after SSH answers (bootstrap/run.py)
     UP = "up"
     DOWN = "down"
     PACK = "pack"

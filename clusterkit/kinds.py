@@ -60,7 +60,7 @@ class Role(_Text):
     MASTER = "master"
     WORKER = "worker"
     PENDING = "pending"  # the role tag of a launch filling both kinds of slot, until the
-    # per-node tags follow
+    # role tags follow (one CreateTags per role)
 
 
 # Every state but terminated: the instance still exists and belongs to the cluster.

@@ -24,7 +24,8 @@ from clusterkit.bootstrap import facts as nf
 from clusterkit.plan.nodes import node_name
 from clusterkit.spec.model import Spec
 
-PLAYBOOKS_DIR = Path(__file__).resolve().parents[2] / "playbooks"
+# package data: a link to the repository's playbooks/ (a copy in a wheel)
+PLAYBOOKS_DIR = Path(__file__).resolve().parents[1] / "resources" / "playbooks"
 WORKERS_FILE = "/etc/clusterkit/hosts"  # one in-cluster IP per line, master first
 PROFILE_FILE = "/etc/profile.d/clusterkit.sh"
 KNOWN_HOSTS_FILE = "/etc/clusterkit/known_hosts"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.console import Console
 
+from clusterkit.bootstrap.steps import STEP_NAMES
 from clusterkit.cli.context import check_target_argument, get_ctx, json_option
 from clusterkit.cli.events import ConsoleReporter
 from clusterkit.cli.remote import accept_option
@@ -17,6 +18,7 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
 
 if TYPE_CHECKING:
+    from clusterkit.bootstrap.run import BootstrapResult
     from clusterkit.cluster.up import UpResult
 
 TIMEOUT_HELP = "Give up waiting after this many seconds (default 1800)."
@@ -65,11 +67,23 @@ def _ask(question: str) -> bool:
               "waiting for SSH.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before spending (needed "
               "without a terminal).")
+@click.option("--force-step", "force_steps", multiple=True, type=click.Choice(STEP_NAMES),
+              help="Run this bootstrap step again on every node, whatever its receipt "
+              "says (repeatable).")
+@click.option("--no-bootstrap", is_flag=True, help="Stop once SSH answers: leave the "
+              "nodes as they are (no hosts file, scratch, EFS or environment).")
 @accept_option
 @json_option
 def up(spec_file: str, timeout: float, no_wait_ssh: bool, yes: bool,
+       force_steps: tuple[str, ...], no_bootstrap: bool,
        accept_host_keys: tuple[str, ...]) -> None:
-    """Provision the cluster, wait for SSH. Idempotent: a second run changes nothing.
+    """Provision the cluster, wait for SSH, bootstrap every node. Idempotent: a second run
+    changes nothing.
+
+    Bootstrap runs, on every node at once: hostname, hosts (/etc/hosts with the
+    deeplearning-master/-workerN names), ssh (pinned host keys, node-to-node SSH), scratch
+    (RAID-0 instance store), efs, env (train.packages); a step whose receipt on the node
+    matches (and whose result the system shows) is not run again.
 
     Shows what it will create and what that costs, then asks (--yes skips the question;
     with no terminal and no --yes it refuses). A changed node count is applied; a changed
@@ -80,7 +94,8 @@ def up(spec_file: str, timeout: float, no_wait_ssh: bool, yes: bool,
     ask = _ask if sys.stdin.isatty() else None
     result = do_up(spec_file, rt=runtime(), timeout=timeout, wait_ssh=not no_wait_ssh,
                    yes=yes or ctx.yes, confirm=ask, region=ctx.region,
-                   accept_host_keys=accept_host_keys)
+                   accept_host_keys=accept_host_keys, bootstrap=not no_bootstrap,
+                   force_steps=force_steps)
     render_up(ctx.console, result)
     if ctx.json:
         print_json(result.to_json())
@@ -97,6 +112,8 @@ def render_up(console: Console, result: UpResult) -> None:
                       f"{n.az} {n.ssh_address or '-'}", markup=False, highlight=False)
     if not result.nodes:
         return
+    if result.bootstrap is not None:
+        render_bootstrap(console, result.bootstrap)
     master = result.nodes[0].ssh_address or "<master address>"
     port = "" if result.ssh_port == 22 else f" -p {result.ssh_port}"
     if result.known_hosts:
@@ -106,6 +123,33 @@ def render_up(console: Console, result: UpResult) -> None:
     else:
         console.print(f"reach it: [bold]ssh -A{port} {result.ssh_user}@{master}[/bold]",
                       highlight=False)
+
+
+def bootstrap_lines(result: BootstrapResult) -> list[str]:
+    """One line per step: on how many nodes it ran, was already done or was skipped (with
+    the reasons), failed or did not run."""
+    from clusterkit.bootstrap.run import Outcome
+
+    lines = []
+    for step, counts in result.by_step().items():
+        parts = []
+        for outcome in Outcome:
+            if counts[outcome]:
+                why = ""
+                if outcome in (Outcome.SKIPPED, Outcome.FAILED):
+                    why = f" ({'; '.join(result.reasons(step, outcome))})"
+                parts.append(f"{outcome.value} on {counts[outcome]}{why}")
+        lines.append(f"  {step:<9} " + (", ".join(parts) or "-"))
+    return lines
+
+
+def render_bootstrap(console: Console, result: BootstrapResult) -> None:
+    ready = "every node bootstrapped" if result.ok else \
+        f"bootstrap failed on {len(result.failed)} node(s)"
+    console.print(f"{ready} ({len(result.nodes)} node(s), {result.bodies_run} step run(s)):",
+                  markup=False, highlight=False)
+    for line in bootstrap_lines(result):
+        console.print(line, markup=False, highlight=False)
 
 
 @click.command()

@@ -15,7 +15,7 @@ from clusterkit.cli.render import print_json
 from clusterkit.cluster.runtime import Runtime
 
 ACCEPT_HELP = ("Accept the changed host key of this node (index, name such as worker-2, "
-               "or Name tag): only when you know why it changed. Repeatable.")
+               "or full name such as c-worker-2): only when you know why it changed. Repeatable.")
 
 
 def accept_option(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -51,7 +51,7 @@ def _login_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.argument("command", nargs=-1, required=True)
 @click.option("--node", "-n", "nodes", multiple=True, metavar="NODE",
               help="Only this node: index (2), name (master, worker-2), role (worker), "
-              "instance id or Name tag. Repeatable. Default: every node.")
+              "instance id or full name (c-worker-2). Repeatable. Default: every node.")
 @click.option("--timeout", type=float, default=None,
               help="Give up on a node's command after this many seconds.")
 @click.option("--connect-timeout", type=float, default=15.0, show_default=True,
@@ -112,7 +112,7 @@ def ssh(name: str, node: str | None, print_only: bool, accept_host_keys: tuple[s
     \b
       clusterkit ssh NAME [NODE] [-- CMD ...]
 
-    NODE: index (2), name (master, worker-2), instance id or Name tag. Workers are reached through the master
+    NODE: index (2), name (master, worker-2), instance id or full name. Workers are reached through the master
     (-J); host keys are checked against the ones `up` recorded. NAME is a cluster name
     (looked up in --region) or a spec file (its regions)."""
     from clusterkit.cluster.remote_ops import do_ssh

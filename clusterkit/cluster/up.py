@@ -11,8 +11,10 @@ from typing import Any
 
 from clusterkit.aws import efs, instances, keypairs, lookup
 from clusterkit.aws import stack as cfn
+from clusterkit.bootstrap.run import BootstrapResult
 from clusterkit.catalog.ranking import Offer
 from clusterkit.cluster import hostkeys, launch, pins, record, stackops, stopped
+from clusterkit.cluster.bootstrap import bootstrap_nodes, check_steps
 from clusterkit.cluster.caller import ssh_source_cidr
 from clusterkit.cluster.lookups import base_tags, facts, key_pair_missing
 from clusterkit.cluster.running import Trail, report_failure
@@ -32,6 +34,7 @@ from clusterkit.remote.probe import local_public_key, wait_reachable
 from clusterkit.spec.model import Spec
 
 Confirm = Callable[[str], bool]
+TAG_BATCH = 1000  # resource ids per CreateTags (EC2's limit)
 
 
 @dataclass(frozen=True)
@@ -67,25 +70,32 @@ class UpResult:
     ssh_user: str = "ubuntu"
     ssh_port: int = 22
     known_hosts: Path | None = None
+    bootstrap: BootstrapResult | None = None  # None: not bootstrapped (no SSH wait)
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "region": self.region, "hourly_usd": self.hourly_usd,
-                "nodes": [n.to_json() for n in self.nodes]}
+                "nodes": [n.to_json() for n in self.nodes],
+                "bootstrap": self.bootstrap.to_json() if self.bootstrap else None}
 
 
 def do_up(spec_file: str, *, rt: Runtime | None = None, profile: str | None = None,
           timeout: float = 1800.0, wait_ssh: bool = True, yes: bool = False,
           confirm: Confirm | None = None, region: str | None = None,
-          accept_host_keys: Sequence[str] = ()) -> UpResult:
+          accept_host_keys: Sequence[str] = (), bootstrap: bool = True,
+          force_steps: Sequence[str] = ()) -> UpResult:
     """``yes`` skips the question; ``confirm`` asks it (None: no terminal to ask on, so
     anything that would spend money is refused unless ``yes``). ``region`` (--region)
-    restricts new nodes to that one of the spec's regions, or is refused (exit 2)."""
+    restricts new nodes to that one of the spec's regions, or is refused (exit 2).
+    Once SSH answers every node is bootstrapped (unless ``bootstrap`` is False);
+    ``force_steps``: bootstrap steps to run again whatever their receipts say."""
     from clusterkit.spec import load
 
+    check_steps(force_steps)
     spec = load(spec_file)
     rt = rt or Runtime.make(region=spec.region, profile=profile)
     return up(rt, spec, timeout=timeout, wait_ssh=wait_ssh, yes=yes, confirm=confirm,
-              only_region=region, accept_host_keys=accept_host_keys)
+              only_region=region, accept_host_keys=accept_host_keys, bootstrap=bootstrap,
+              force_steps=force_steps)
 
 
 def read_region(rt: Runtime, spec: Spec, region: str, cidr: str,
@@ -190,10 +200,14 @@ def _mount_target(rt: Runtime, spec: Spec, region: str, stack: dict[str, Any],
 
 
 def _retag(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node]) -> None:
-    """Per-node tags on each instance and its root volume, in one call per node."""
+    """Role tags on the instances and their root volumes: one call per role (and per
+    1000 resources, EC2's limit), however many nodes there are."""
     by_id = {n.instance_id: n for n in nodes}
-    for iid, tags in node_actions(spec.name, spec.nodes.count, nodes).retag:
-        instances.create_tags(rt.session, region, [iid, *by_id[iid].volume_ids], tags)
+    for group in node_actions(spec.name, spec.nodes.count, nodes).retag:
+        resources = [r for iid in group.instance_ids for r in (iid, *by_id[iid].volume_ids)]
+        for start in range(0, len(resources), TAG_BATCH):
+            instances.create_tags(rt.session, region, resources[start:start + TAG_BATCH],
+                                  group.tags)
 
 
 def _launch(rt: Runtime, spec: Spec, offers: Sequence[Offer], slots: Sequence[int],
@@ -231,8 +245,10 @@ def _wait_new(rt: Runtime, region: str, new: Sequence[Node], deadline: float) ->
 
 def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = True,
        yes: bool = False, confirm: Confirm | None = None,
-       only_region: str | None = None, accept_host_keys: Sequence[str] = ()) -> UpResult:
+       only_region: str | None = None, accept_host_keys: Sequence[str] = (),
+       bootstrap: bool = True, force_steps: Sequence[str] = ()) -> UpResult:
     deadline = rt.clock() + timeout
+    check_steps(force_steps)
     pins.checked_regions(spec, only_region)  # unknown or foreign regions: before any call
     region, nodes = find_nodes(rt, spec.name, spec.regions)
     pins.same_region(spec, region, only_region)
@@ -253,7 +269,8 @@ def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tru
     try:
         return _apply(rt, spec, region, nodes, offers, deadline=deadline, wait_ssh=wait_ssh,
                       timeout=timeout, cidr=cidr, trail=trail,
-                      accept_host_keys=accept_host_keys)
+                      accept_host_keys=accept_host_keys,
+                      force_steps=force_steps if bootstrap and wait_ssh else None)
     except (Exception, KeyboardInterrupt) as exc:
         report_failure(rt, trail, exc)
         raise
@@ -261,8 +278,10 @@ def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tru
 
 def _apply(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
            offers: Sequence[Offer], *, deadline: float, wait_ssh: bool, timeout: float,
-           cidr: str, trail: Trail, accept_host_keys: Sequence[str] = ()) -> UpResult:
-    """The changes `up` confirmed: stack, surplus nodes, launch, tags, mount target, SSH."""
+           cidr: str, trail: Trail, accept_host_keys: Sequence[str] = (),
+           force_steps: Sequence[str] | None = ()) -> UpResult:
+    """The changes `up` confirmed: stack, surplus nodes, launch, tags, mount target, SSH,
+    bootstrap (``force_steps`` None: no bootstrap)."""
     actions = node_actions(spec.name, spec.nodes.count, nodes)
     record.save(spec, region or (offers[0].region if offers else spec.region))
     stacks: dict[str, dict[str, Any]] = {}
@@ -287,7 +306,11 @@ def _apply(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
     hostkeys.check_and_record(rt, spec.name, running, host_keys, port=spec.ssh.port,
                               accept=accept_host_keys)
     known = record_host_keys(spec, running, host_keys)
-    return up_result(spec, region, running, host_keys, known)
+    booted = None
+    if force_steps is not None:
+        booted = bootstrap_nodes(rt, spec, region, running, stacks[region].get("outputs", {}),
+                                 force=force_steps, timeout=max(60.0, deadline - rt.clock()))
+    return up_result(spec, region, running, host_keys, known, booted)
 
 
 def _elapsed(seconds: float) -> str:
@@ -360,7 +383,7 @@ def record_host_keys(spec: Spec, nodes: Sequence[Node],
 
 
 def up_result(spec: Spec, region: str, nodes: Sequence[Node], host_keys: dict[str, str],
-              known: Path | None) -> UpResult:
+              known: Path | None, booted: BootstrapResult | None = None) -> UpResult:
     """The nodes in index order with their addresses and host keys (``known``: the
     known_hosts file ``record_host_keys`` wrote)."""
     ordered = sorted(nodes, key=node_order)
@@ -368,4 +391,4 @@ def up_result(spec: Spec, region: str, nodes: Sequence[Node], host_keys: dict[st
                         safe_address(n), n.private_ip, host_keys.get(n.instance_id))
                  for n in ordered)
     return UpResult(spec.name, region, cluster_hourly(ordered), rows, ssh_user=spec.ssh.user,
-                    ssh_port=spec.ssh.port, known_hosts=known)
+                    ssh_port=spec.ssh.port, known_hosts=known, bootstrap=booted)

@@ -4,9 +4,12 @@ Every node of a cluster has an index (0 = master, the rest workers). All nodes o
 launch come from a single RunInstances call, so they are tagged alike at creation with
 ``clusterkit:slots`` (the indexes that launch fills, e.g. ``"1,3-5"``); EC2 numbers the
 instances of one call 0..k-1 (``AmiLaunchIndex``), and ``slots[AmiLaunchIndex]`` is the
-node's index. The per-node tags (``clusterkit:index``, ``clusterkit:role``, ``Name``)
-are written right after the launch; when a crash comes in between, the index is still
-known from the creation tags and the next `up` writes the missing tags.
+node's index. Role and name follow from the index (``Node.role``, ``Node.name``), so
+no per-node tag is ever written: a launch that fills one slot carries its full identity
+(``clusterkit:index``, ``clusterkit:role``, ``Name``) at creation, and a launch of the
+master with workers gets its ``clusterkit:role`` tags (``pending`` at creation) in one
+CreateTags per role afterwards, so a first `up` makes the same calls for 2 nodes as for
+64. When a crash comes in between, the next `up` writes the missing role tags.
 """
 
 from __future__ import annotations
@@ -55,7 +58,11 @@ class Node:
 
     @property
     def name(self) -> str:
-        """The ``Name`` tag, else the instance id."""
+        """``<cluster>-<role>-<index>`` from its cluster tag and index, else the ``Name``
+        tag, else the instance id (never a per-node tag: see the module docstring)."""
+        cluster = self.tags.get(CLUSTER_TAG)
+        if cluster and self.index is not None:
+            return node_name(cluster, self.index)
         return self.tags.get("Name") or self.instance_id
 
     @property
@@ -112,31 +119,56 @@ def node_index(tags: Mapping[str, str], launch_index: int | None) -> int | None:
 
 
 def wanted_tags(cluster: str, index: int) -> dict[str, str]:
+    """The full identity tags of one node (a launch of that one slot carries them)."""
     return {INDEX_TAG: str(index), ROLE_TAG: role_of(index), "Name": node_name(cluster, index)}
+
+
+def role_tags(cluster: str, role: Role) -> dict[str, str]:
+    """The tags every node of ``role`` shares, written in one CreateTags for all of them:
+    the master (one node) gets its whole identity, the workers their role and a ``Name``
+    for the console (``Node.name`` computes each worker's own name)."""
+    if role == Role.MASTER:
+        return wanted_tags(cluster, 0)
+    return {ROLE_TAG: str(role), "Name": f"{cluster}-{role}"}
 
 
 def launch_tags(cluster: str, slots: Sequence[int]) -> dict[str, str]:
     """Creation tags of one launch, the same on its instances and their volumes (one
     RunInstances call tags every instance alike). ``clusterkit:index`` and a per-node
-    ``Name`` only when the launch fills one slot; ``clusterkit:role`` is the launch's
-    role when all its slots share one, else ``pending`` until the per-node tags follow."""
+    ``Name`` only when the launch fills one slot; when all its slots share one role,
+    that role's tags; else ``clusterkit:role`` is ``pending`` until `up` writes the
+    role tags (one call per role)."""
     tags = {CLUSTER_TAG: cluster, SLOTS_TAG: format_slots(slots)}
     if len(slots) == 1:
         return {**tags, **wanted_tags(cluster, slots[0])}
     roles = {role_of(i) for i in slots}
-    return {**tags, ROLE_TAG: roles.pop() if len(roles) == 1 else Role.PENDING,
-            "Name": f"{cluster}-node"}
+    if len(roles) == 1:
+        return {**tags, **role_tags(cluster, roles.pop())}
+    return {**tags, ROLE_TAG: Role.PENDING, "Name": f"{cluster}-node"}
+
+
+@dataclass(frozen=True)
+class Retag:
+    """One CreateTags: these tags on these instances (and their root volumes)."""
+
+    instance_ids: tuple[str, ...]
+    tags: Mapping[str, str]
 
 
 @dataclass(frozen=True)
 class NodeActions:
     """What `up` must do to the nodes: launch these indexes, terminate these ids,
-    write these per-node tags, and start these stopped ids."""
+    write these role tags (one ``Retag`` per role, whatever the node count), and start
+    these stopped ids."""
 
     launch: tuple[int, ...] = ()
     terminate: tuple[str, ...] = ()
-    retag: tuple[tuple[str, Mapping[str, str]], ...] = ()
+    retag: tuple[Retag, ...] = ()
     start: tuple[str, ...] = ()
+
+    @property
+    def retag_ids(self) -> tuple[str, ...]:
+        return tuple(i for r in self.retag for i in r.instance_ids)
 
     @property
     def empty(self) -> bool:
@@ -145,7 +177,8 @@ class NodeActions:
 
 def node_actions(cluster: str, count: int, nodes: Sequence[Node]) -> NodeActions:
     """Scale to ``count``: launch missing indexes, terminate the highest surplus ones
-    (and duplicates of an index, keeping the earliest launched), fix missing tags."""
+    (and duplicates of an index, keeping the earliest launched), fix role tags that
+    are missing or wrong (one ``Retag`` per role)."""
     live = sorted((n for n in nodes if n.live), key=lambda n: (n.launch_time, n.instance_id))
     keep: dict[int, Node] = {}
     terminate: list[str] = []
@@ -154,11 +187,16 @@ def node_actions(cluster: str, count: int, nodes: Sequence[Node]) -> NodeActions
             terminate.append(node.instance_id)
         else:
             keep[node.index] = node
-    retag = []
-    for index, node in sorted(keep.items()):
-        want = wanted_tags(cluster, index)
-        if any(node.tags.get(k) != v for k, v in want.items()):
-            retag.append((node.instance_id, want))
+    retag = _retag(cluster, keep)
     missing = tuple(i for i in range(count) if i not in keep)
     start = tuple(n.instance_id for _, n in sorted(keep.items()) if n.state in STOPPED_STATES)
-    return NodeActions(missing, tuple(terminate), tuple(retag), start)
+    return NodeActions(missing, tuple(terminate), retag, start)
+
+
+def _retag(cluster: str, keep: Mapping[int, Node]) -> tuple[Retag, ...]:
+    """The nodes whose ``clusterkit:role`` tag is not their role, grouped by role."""
+    wrong: dict[Role, list[str]] = {}
+    for index, node in sorted(keep.items()):
+        if node.tags.get(ROLE_TAG) != role_of(index):
+            wrong.setdefault(role_of(index), []).append(node.instance_id)
+    return tuple(Retag(tuple(ids), role_tags(cluster, role)) for role, ids in wrong.items())

@@ -2,7 +2,7 @@
 
 A selector is an index (``0``, ``2``), a node name (``master``, ``worker-2``; also
 ``master-0``), a role (``worker`` = every worker), an instance id (``i-…``) or a
-``Name`` tag (``mycluster-worker-1``).
+full node name (``mycluster-worker-1``, ``Node.name``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ ROLES = {"master": Role.MASTER, "worker": Role.WORKER, "workers": Role.WORKER}  
 
 
 def node_label(node: Node) -> str:
-    """How a node is named in output and per-node results: its Name tag, else its id."""
+    """How a node is named in output and per-node results: ``Node.name``
+    (``<cluster>-<role>-<index>``, else its Name tag, else its id)."""
     return node.name
 
 
@@ -41,7 +42,7 @@ def _matches(node: Node, selector: str) -> bool:
         return node.index is not None and node.role == ROLES[selector]
     if node.index is not None and selector == short_name(node):
         return True
-    return selector in (node.instance_id, node.tags.get("Name"))
+    return selector in (node.instance_id, node.name)
 
 
 def short_name(node: Node) -> str:
@@ -65,7 +66,7 @@ def select(nodes: Sequence[Node], selectors: Sequence[str] = ()) -> list[Node]:
         if not hits:
             raise UsageError(f"no node {selector!r} in this cluster",
                              "name a node by index (2), name (master, worker-2), role "
-                             f"(worker), instance id or Name tag; nodes: {_available(nodes)}")
+                             f"(worker), instance id or full name; nodes: {_available(nodes)}")
         chosen.update((n.instance_id, n) for n in hits)
     return ordered(list(chosen.values()))
 
@@ -75,7 +76,7 @@ def select_one(nodes: Sequence[Node], selector: str | None) -> Node:
     hits = select(nodes, [selector or "master"])
     if len(hits) > 1:
         raise UsageError(f"{selector!r} names {len(hits)} nodes; pick one",
-                         f"name a node by index or Name tag; nodes: {_available(nodes)}")
+                         f"name a node by index or full name; nodes: {_available(nodes)}")
     return hits[0]
 
 

@@ -79,7 +79,7 @@ class UpPlan:
             "stack_changes": list(self.stack_changes), "key_pair": self.key_pair,
             "launch_indexes": list(self.nodes.launch),
             "terminate": list(self.nodes.terminate),
-            "retag": [i for i, _ in self.nodes.retag],
+            "retag": list(self.nodes.retag_ids),
             "choice": None if self.choice is None else self.choice.__dict__,
             "hourly_usd": self.hourly_after(),
             "changes": self.mutates, "notes": list(self.notes),
@@ -122,7 +122,8 @@ def plan_lines(plan: UpPlan) -> list[str]:
         lines.append(f"terminate {len(plan.nodes.terminate)} node(s): "
                      + ", ".join(plan.nodes.terminate))
     if plan.nodes.retag:
-        lines.append(f"tag {len(plan.nodes.retag)} node(s) with role/index/Name")
+        lines.append(f"tag {len(plan.nodes.retag_ids)} node(s) with their role "
+                     f"({len(plan.nodes.retag)} call(s))")
     if not plan.mutates:
         lines.append("nothing to change")
     total = plan.hourly_after()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
@@ -135,12 +135,23 @@ def run_all(login: Login, targets: Sequence[Target], command: str, *,
     """``command`` on every target concurrently, waiting for all of them; one NodeResult
     per target, in target order. Unless ``warn``, a failure on any node (could not run,
     timed out, exit code not 0) raises one GroupError carrying every node's result."""
+    return run_each(login, targets, {t.hop.label: command for t in targets},
+                    timeout=timeout, out=out, warn=warn)
+
+
+def run_each(login: Login, targets: Sequence[Target], commands: Mapping[str, str], *,
+             timeout: float | None = None, out: TextIO | None = None, warn: bool = False,
+             parallel: int = MAX_THREADS) -> GroupResult:
+    """``run_all`` with a command of its own per node (``commands``: label -> command; a
+    target without one is not dialled nor listed), at most ``parallel`` at a time."""
+    targets = [t for t in targets if t.hop.label in commands]
     lock = threading.Lock()
     gw, gw_error = _gateway(login, targets)
     conns = _connections(login, targets, gw, gw_error)
-    pool = ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(targets))))
+    pool = ThreadPoolExecutor(max_workers=max(1, min(parallel, MAX_THREADS, len(targets))))
     try:
-        futures = {t.hop.label: pool.submit(_run_one, login, t, c, command, timeout, out, lock)
+        futures = {t.hop.label: pool.submit(_run_one, login, t, c, commands[t.hop.label],
+                                            timeout, out, lock)
                    for t in targets if isinstance(c := conns[t.hop.label], Connection)}
         group = GroupResult(futures[t.hop.label].result() if t.hop.label in futures
                             else _failed(t, conns[t.hop.label])  # type: ignore[arg-type]

@@ -9,6 +9,8 @@ import logging
 import shutil
 import subprocess
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,8 @@ from clusterkit.sandbox.state import ADDRESSES_FILE, NODES_FILE, read_json, writ
 
 log = logging.getLogger("clusterkit.sandbox.agent")
 TICK = 0.1
+BOOT_WORKERS = 8  # first-boot preparations (ssh-keygen, the node's /etc) at once
+LISTEN_TIMEOUT = 5.0  # seconds for a booting node's sshd to listen
 SSH_NOT_EMULATED = ("SSH node not emulated on this machine (the sandbox needs root and "
                     "/usr/sbin/sshd to run sshd on 127.0.0.N:22)")
 
@@ -81,8 +85,9 @@ class Agent:
 
     def tick(self) -> None:
         views, volumes, snapshots = read_instances()
-        for view in views:
-            self._reconcile(view)
+        booting = [node for view in views if (node := self._follow(view)) is not None]
+        if booting:
+            self._boot_all(booting)
         by_id = {iid: n.root / "disk" / "by-id" for iid, n in self.nodes.items()
                  if n.state in ("ready", "booting")}
         self.disks.sync(volumes, snapshots, by_id)
@@ -103,23 +108,32 @@ class Agent:
         write_json(self.dir / ADDRESSES_FILE, table)
 
     def _reconcile(self, view: InstanceView) -> None:
+        """Follow one instance's state, booting its node if it is to boot now."""
+        node = self._follow(view)
+        if node is not None:
+            self._boot_all([node])
+
+    def _follow(self, view: InstanceView) -> EmulatedNode | None:
+        """Follow the instance's state; the node when it is to boot now (``tick`` boots
+        every such node of a tick together)."""
         node = self.nodes.get(view.instance_id)
         if node is None:
             if view.state == "terminated":
-                return
+                return None
             node = EmulatedNode(view, self._address(view.instance_id),
                         self.run_dir / "nodes" / view.instance_id)
             self.nodes[view.instance_id] = node
         node.view = view
         if view.state == "running" and node.state == "stopped":
-            self._boot(node)
-        elif view.state != "running" and node.state in ("ready", "booting", "failed"):
+            return node
+        if view.state != "running" and node.state in ("ready", "booting", "failed"):
             self._halt(node)
         if view.state == "terminated" and node.state != "terminated":
             if node.proc is not None:
                 self._halt(node)
             shutil.rmtree(node.root, ignore_errors=True)
             node.state = "terminated"
+        return None
 
     def _spec(self, node: EmulatedNode) -> nodes.NodeSpec:
         return nodes.NodeSpec(node.view.instance_id, node.address, node.view.hostname,
@@ -127,14 +141,28 @@ class Agent:
                               namespaces=bool(self.caps.get("namespaces")),
                               md=bool(self.caps.get("md_raid")))
 
-    def _boot(self, node: EmulatedNode) -> None:
+    def _boot_all(self, booting: list[EmulatedNode]) -> None:
+        """Boot the nodes that became running, together: first boot's host keys (one
+        ssh-keygen each) in parallel, every sshd started, then one wait for them all, so
+        64 nodes launched at once are up about as soon as one."""
         if not self.caps.get("ssh_nodes"):
-            node.state = "not emulated"
-            self.unemulated[node.view.instance_id] = SSH_NOT_EMULATED
+            for node in booting:
+                node.state = "not emulated"
+                self.unemulated[node.view.instance_id] = SSH_NOT_EMULATED
             self._write_addresses()
             return
-        spec = self._spec(node)
-        node.host_key = nodes.prepare(spec)
+        specs = [self._spec(node) for node in booting]
+        with ThreadPoolExecutor(max_workers=min(BOOT_WORKERS, len(specs))) as pool:
+            host_keys = list(pool.map(nodes.prepare, specs))
+        for node, spec, key in zip(booting, specs, host_keys, strict=True):
+            node.host_key = key
+            self._start(node, spec)
+        deadline = time.monotonic() + LISTEN_TIMEOUT
+        for node in booting:
+            left = max(0.2, deadline - time.monotonic())
+            self._settle(node, nodes.wait_listening(node.address, timeout=left))
+
+    def _start(self, node: EmulatedNode, spec: nodes.NodeSpec) -> None:
         try:
             node.instance_store = self.disks.boot_instance_store(
                 spec.instance_id, node.view.instance_store_gb, node.root)
@@ -142,15 +170,19 @@ class Agent:
             log.error("instance store for %s failed: %s", spec.instance_id, exc)
         node.proc = nodes.start(spec, node.root / "sshd.log")
         node.state = "booting"
-        if nodes.wait_listening(node.address, timeout=5.0):
-            node.ns = nodes.mount_ns(node.proc.pid)
-            node.state = "ready"
-            write_json(node.root / "node.json", node.record())  # the sweep's ledger
-            log.info("node %s up on %s (%s)", spec.instance_id, node.address, spec.hostname)
-        else:
+
+    def _settle(self, node: EmulatedNode, listening: bool) -> None:
+        """A booting node is ready once its sshd listens, else failed."""
+        iid = node.view.instance_id
+        if not listening:
             node.state = "failed"
-            log.error("node %s: sshd did not listen, see %s", spec.instance_id,
-                      node.root / "sshd.log")
+            log.error("node %s: sshd did not listen, see %s", iid, node.root / "sshd.log")
+            return
+        assert node.proc is not None
+        node.ns = nodes.mount_ns(node.proc.pid)
+        node.state = "ready"
+        write_json(node.root / "node.json", node.record())  # the sweep's ledger
+        log.info("node %s up on %s (%s)", iid, node.address, node.view.hostname)
 
     def _halt(self, node: EmulatedNode) -> None:
         if node.proc is not None:

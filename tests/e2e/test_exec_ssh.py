@@ -27,6 +27,7 @@ from clusterkit.cluster.down import do_down
 from clusterkit.cluster.remote_ops import do_exec, do_ssh
 from clusterkit.cluster.up import do_up
 from clusterkit.errors import GroupError, RemoteError
+from clusterkit.plan.nodes import node_name
 from clusterkit.remote import known_hosts
 from tests import support
 from tests.e2e.test_up_down import SANDBOX_AMI
@@ -88,9 +89,9 @@ def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clust
         mp.setenv("SSH_AUTH_SOCK", sock)
         try:
             nodes = do_up(str(spec), yes=True, rt=runtime(), timeout=120).to_json()["nodes"]
-            records = sandbox.nodes()
+            # `up` bootstrapped the nodes: each is named after the cluster and its index
             yield Cluster(name, spec, key, fingerprint, nodes,
-                          [records[n["instance_id"]]["hostname"] for n in nodes], sock)
+                          [node_name(name, n["index"]) for n in nodes], sock)
         finally:
             try:
                 _down_leaves_nothing(spec, name)

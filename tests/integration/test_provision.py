@@ -10,11 +10,17 @@ import boto3
 import pytest
 from rich.console import Console
 
+from clusterkit.aws import instances
+from clusterkit.aws.instances import to_node
 from clusterkit.cli.provision import render_up
+from clusterkit.cli.status_view import node_name as status_name
 from clusterkit.cluster.down import do_down
+from clusterkit.cluster.status import do_status
 from clusterkit.cluster.up import do_up
 from clusterkit.errors import ClusterkitError, QuotaError, UsageError
 from clusterkit.events import Event, Kind, Stage
+from clusterkit.plan.selection import select
+from tests import support
 from tests.integration.conftest import REGION, Calls, leftovers, runtime, write_spec
 
 
@@ -30,24 +36,32 @@ def _instances(cluster: str) -> list[dict]:
     return [i for r in res["Reservations"] for i in r["Instances"]]
 
 
+def _index(inst: dict) -> int:
+    """The node's index as every reader of clusterkit sees it (``aws.instances.to_node``:
+    its own index tag, else its launch's slots at its AmiLaunchIndex)."""
+    index = to_node(inst, REGION).index
+    assert index is not None, inst
+    return index
+
+
 def test_up_gang_launches_tags_and_is_idempotent(calls: Calls, tmp_path, capsys):
     spec = write_spec(tmp_path, name="gang", count=3)
     out = do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     assert calls.by_operation()["RunInstances"] == 1  # one launch call for 3 nodes
     nodes = _instances("gang")
     assert len(nodes) == 3 and len({n["Placement"]["AvailabilityZone"] for n in nodes}) == 1
-    by_index = {int(_tags(n)["clusterkit:index"]): n for n in nodes}
+    by_index = {_index(n): n for n in nodes}  # the launch's slots + each launch index
     assert sorted(by_index) == [0, 1, 2]
     assert _tags(by_index[0])["clusterkit:role"] == "master"
+    assert _tags(by_index[0])["Name"] == "gang-master-0"
     assert {_tags(by_index[i])["clusterkit:role"] for i in (1, 2)} == {"worker"}
-    assert _tags(by_index[2])["Name"] == "gang-worker-2"
     assert [n.role for n in out.nodes] == ["master", "worker", "worker"]
     vols = boto3.client("ec2", REGION).describe_volumes(
         Filters=[{"Name": "tag:clusterkit:cluster", "Values": ["gang"]}])["Volumes"]
     assert len(vols) == 3 and all(v["Encrypted"] for v in vols)
     for vol in vols:  # each root volume carries its node's identity tags
         (owner,) = [n for n in nodes if n["InstanceId"] == vol["Attachments"][0]["InstanceId"]]
-        for key in ("clusterkit:cluster", "clusterkit:role", "clusterkit:index", "Name"):
+        for key in ("clusterkit:cluster", "clusterkit:role", "clusterkit:slots", "Name"):
             assert _tags(vol)[key] == _tags(owner)[key], key
     render_up(Console(stderr=True, width=120), out)  # as `clusterkit up` shows it
     assert "reach it: ssh -A ubuntu@" in capsys.readouterr().err.replace("\n", " ")
@@ -88,14 +102,41 @@ def test_scale_up_then_down_keeps_az_and_type(calls: Calls, tmp_path):
     do_up(str(write_spec(tmp_path, name="sc", count=4)), yes=True, rt=runtime(calls), wait_ssh=False)
     assert calls.mutating()["RunInstances"] == 1
     nodes = _instances("sc")
-    assert sorted(int(_tags(n)["clusterkit:index"]) for n in nodes) == [0, 1, 2, 3]
+    assert sorted(_index(n) for n in nodes) == [0, 1, 2, 3]
     assert {n["Placement"]["AvailabilityZone"] for n in nodes} == az
     assert {n["InstanceType"] for n in nodes} == {"c5.large"}
     calls.reset()
     do_up(str(write_spec(tmp_path, name="sc", count=1)), yes=True, rt=runtime(calls), wait_ssh=False)
     assert "RunInstances" not in calls.mutating()
     (left,) = _instances("sc")
-    assert _tags(left)["clusterkit:index"] == "0"
+    assert _index(left) == 0
+
+
+def test_mutating_calls_of_a_first_up_do_not_grow_with_the_node_count(moto_env, tmp_path):
+    """16 nodes make the same mutating calls as 2 (one RunInstances, one CreateTags per
+    role), and every reader still sees each node's index, role and name."""
+    made = {}
+    for count in (2, 16):
+        name = support.unique_name(f"n{count}")
+        spec = write_spec(tmp_path, name=name, count=count)
+        counted = Calls()
+        do_up(str(spec), yes=True, rt=runtime(counted), wait_ssh=False)
+        made[count] = counted.mutating()
+        rows = do_status(name, region=REGION, rt=runtime()).nodes
+        assert [(r.index, r.role) for r in rows] == \
+            [(i, "master" if i == 0 else "worker") for i in range(count)]
+        assert [status_name(r) for r in rows[:2]] == ["master", "worker-1"]
+        nodes = instances.cluster_instances(boto3.Session(region_name=REGION), REGION, name)
+        assert sorted(n.name for n in nodes) == sorted(
+            f"{name}-{'master' if i == 0 else 'worker'}-{i}" for i in range(count))
+        (picked,) = select(nodes, [f"{name}-worker-{count - 1}"])
+        assert picked.index == count - 1
+        again = Calls()
+        do_up(str(spec), yes=True, rt=runtime(again), wait_ssh=False)
+        assert again.mutating() == {}, again.mutating()
+        do_down(str(spec), yes=True, rt=runtime())
+    assert made[16] == made[2], made
+    assert made[16]["RunInstances"] == 1 and made[16]["CreateTags"] == 2, made
 
 
 def test_interrupted_between_launch_and_tagging_resumes_without_duplicates(calls, tmp_path):
@@ -115,8 +156,9 @@ def test_interrupted_between_launch_and_tagging_resumes_without_duplicates(calls
     do_up(str(spec), yes=True, rt=runtime(resumed), wait_ssh=False)
     assert "RunInstances" not in resumed.mutating()
     nodes = _instances("rs")
-    assert sorted(int(_tags(n)["clusterkit:index"]) for n in nodes) == [0, 1, 2]
-    assert sum(_tags(n)["clusterkit:role"] == "master" for n in nodes) == 1
+    assert sorted(_index(n) for n in nodes) == [0, 1, 2]
+    assert sorted(_tags(n)["clusterkit:role"] for n in nodes) == ["master", "worker", "worker"]
+    assert resumed.mutating()["CreateTags"] == 2  # one per role, not one per node
 
 
 def test_capacity_error_moves_to_next_candidate(calls: Calls, tmp_path, capsys):

@@ -29,7 +29,8 @@ from tests.integration.conftest import (
 )
 
 EFS = "storage:\n  efs: {mount: /efs, deletion_policy: delete}\n"
-# The mutating calls of a clean `up` of 2 nodes with EFS, in order.
+# The mutating calls of a clean `up` of 2 nodes with EFS, in order (CreateTags: one per
+# role, master then workers; the same for any node count above one).
 CLEAN_UP = ["ImportKeyPair", "CreateStack", "RunInstances", "CreateTags", "CreateTags",
             "CreateMountTarget"]
 FAULTS = ["InternalError", "RequestLimitExceeded", "InsufficientInstanceCapacity", "SIGINT"]

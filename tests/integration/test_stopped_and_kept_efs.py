@@ -11,6 +11,7 @@ import ast
 import boto3
 import pytest
 
+from clusterkit.aws.instances import to_node
 from clusterkit.cluster.down import do_down
 from clusterkit.cluster.remote_ops import do_exec
 from clusterkit.cluster.status import do_status
@@ -28,8 +29,7 @@ def _by_index(cluster: str) -> dict[int, dict]:
         {"Name": "instance-state-name", "Values": ["pending", "running", "stopped"]}])
     out = {}
     for inst in (i for r in res["Reservations"] for i in r["Instances"]):
-        tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
-        out[int(tags["clusterkit:index"])] = inst
+        out[to_node(inst, REGION).index] = inst  # from the launch's slots + launch index
     return out
 
 

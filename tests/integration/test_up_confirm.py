@@ -12,6 +12,7 @@ import boto3
 import pytest
 from click.testing import CliRunner
 
+from clusterkit.aws.instances import to_node
 from clusterkit.cli.main import cli
 from clusterkit.cluster.down import do_down
 from clusterkit.cluster.up import do_up
@@ -46,7 +47,9 @@ def _live(cluster: str) -> list[dict]:
 
 
 def _index(inst: dict) -> int:
-    return int({t["Key"]: t["Value"] for t in inst["Tags"]}["clusterkit:index"])
+    index = to_node(inst, REGION).index  # from the launch's slots + launch index
+    assert index is not None, inst
+    return index
 
 
 def test_no_terminal_and_no_yes_refuses_before_any_mutating_call(calls: Calls, tmp_path,

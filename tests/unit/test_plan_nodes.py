@@ -10,10 +10,13 @@ from clusterkit.plan.nodes import (
     ROLE_TAG,
     SLOTS_TAG,
     Node,
+    Retag,
     format_slots,
+    launch_tags,
     node_actions,
     node_index,
     parse_slots,
+    role_tags,
     wanted_tags,
 )
 
@@ -79,7 +82,46 @@ def test_terminated_nodes_are_replaced_and_duplicates_removed():
 def test_untagged_node_of_a_crashed_up_gets_its_tags():
     crashed = node("i-9", 0, tags={SLOTS_TAG: "0-1", ROLE_TAG: "worker"})
     acts = node_actions("c", 1, [crashed])
-    assert acts.retag == (("i-9", wanted_tags("c", 0)),)
+    assert acts.retag == (Retag(("i-9",), wanted_tags("c", 0)),)
+
+
+def _launched(cluster: str, slots: list[int]) -> list[Node]:
+    """The nodes of one RunInstances, as EC2 describes them with only the creation tags."""
+    tags = launch_tags(cluster, slots)
+    return [Node(f"i-{i}", node_index(tags, k), "running", "c5.large", "us-east-1a",
+                 "on-demand", "us-east-1", "2026-01-01", tags=tags, launch_index=k)
+            for k, i in enumerate(slots)]
+
+
+def test_role_tags_take_one_call_per_role_whatever_the_node_count():
+    for count in (2, 16, 64):
+        acts = node_actions("c", count, _launched("c", list(range(count))))
+        assert [len(r.instance_ids) for r in acts.retag] == [1, count - 1], count
+        assert [dict(r.tags) for r in acts.retag] == [role_tags("c", "master"),
+                                                      role_tags("c", "worker")]
+        assert not acts.launch and not acts.terminate
+
+
+def test_identity_comes_from_the_launch_not_from_per_node_tags():
+    nodes = _launched("c", list(range(16)))
+    assert [n.index for n in nodes] == list(range(16))
+    assert [n.name for n in nodes[:3]] == ["c-master-0", "c-worker-1", "c-worker-2"]
+    assert [n.role for n in nodes[:2]] == ["master", "worker"]
+    # after the role tags: nothing more to write, identity unchanged
+    tagged = [Node(n.instance_id, n.index, n.state, n.instance_type, n.az, n.market,
+                   n.region, n.launch_time, launch_index=n.launch_index,
+                   tags={**n.tags, **role_tags("c", n.role)}) for n in nodes]
+    assert node_actions("c", 16, tagged).empty
+    assert [n.name for n in tagged] == [n.name for n in nodes]
+    # a scale-up launch of workers only needs no call after it
+    assert node_actions("c", 20, tagged + _launched("c", [16, 17, 18, 19])).empty
+
+
+def test_nodes_with_per_node_tags_of_older_clusters_need_nothing():
+    old = [Node(f"i-{i}", i, "running", "c5.large", "us-east-1a", "spot", "us-east-1",
+                tags={"clusterkit:cluster": "c", **wanted_tags("c", i)}) for i in range(3)]
+    assert node_actions("c", 3, old).empty
+    assert [n.name for n in old] == ["c-master-0", "c-worker-1", "c-worker-2"]
 
 
 def test_node_without_index_is_terminated():
@@ -95,14 +137,12 @@ def test_added_nodes_follow_the_master():
 
 
 def test_launch_tags_are_true_for_every_instance_of_the_launch():
-    from clusterkit.plan.nodes import launch_tags
-
     assert launch_tags("c", [0]) == {"clusterkit:cluster": "c", "clusterkit:slots": "0",
                                      "clusterkit:index": "0", "clusterkit:role": "master",
                                      "Name": "c-master-0"}
     workers = launch_tags("c", [2, 3, 5])
     assert workers["clusterkit:role"] == "worker" and workers["clusterkit:slots"] == "2-3,5"
-    assert "clusterkit:index" not in workers and workers["Name"] == "c-node"
+    assert "clusterkit:index" not in workers and workers["Name"] == "c-worker"
     assert launch_tags("c", [0, 1])["clusterkit:role"] == "pending"
 
 

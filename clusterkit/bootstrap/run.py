@@ -1,0 +1,307 @@
+"""Bootstrap, the impure part: gather every node's facts in one round trip, plan each
+node's steps (``steps.plan_node``, pure), run what is still needed, and report.
+
+Two fan-outs at most, whatever the number of nodes or steps: one gathers the facts of
+every node (``facts.gather_script``), one runs, on each node that has anything to do,
+one script holding that node's steps in order. A step's commands run as root (directly
+when the login is uid 0, as in the sandbox, else ``sudo -n``); the last of them writes
+the step's receipt, so a step that fails leaves none and the next `up` runs it again. A
+node stops at its first failed step; the other nodes go on. A step that exits 3 saying
+"not emulated" (the sandbox has no md driver) is skipped with that reason, and the
+node's later steps still run.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from clusterkit.bootstrap import facts as nf
+from clusterkit.bootstrap import steps
+from clusterkit.errors import RemoteError
+from clusterkit.events import Event, Kind, Reporter, Stage, null_reporter
+from clusterkit.plan.nodes import Node
+from clusterkit.remote import fanout
+from clusterkit.remote.connect import Login, Target
+from clusterkit.remote.results import NodeResult
+from clusterkit.spec.model import Spec
+
+PARALLEL = 32  # nodes bootstrapped at once
+TAIL_LINES = 20  # of a step's output, kept in its result
+NOT_EMULATED_EXIT = 3
+BEGIN, END = "@@clusterkit-step-begin", "@@clusterkit-step-end"
+_ROOT = 'ck_root=; [ "$(id -u)" -eq 0 ] || ck_root="sudo -n"\n'
+
+
+class Outcome(Enum):
+    RAN = "ran"
+    DONE = "already done"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    NOT_RUN = "not run"  # an earlier step of the node failed
+
+
+@dataclass(frozen=True)
+class StepResult:
+    step: str
+    outcome: Outcome
+    reason: str  # why it ran, why nothing was needed, why it was skipped or failed
+    output: str = ""  # the tail of what its commands printed (when they ran)
+    executed: bool = False  # its commands ran on the node (a step body ran)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "outcome": self.outcome.value, "reason": self.reason,
+                "output": self.output, "executed": self.executed}
+
+
+@dataclass(frozen=True)
+class NodeBootstrap:
+    """One node's steps in order; ``error``: it could not be reached or gave no answer."""
+
+    node: Node
+    label: str
+    steps: tuple[StepResult, ...] = ()
+    error: str | None = None
+    hint: str | None = None
+
+    @property
+    def failed_step(self) -> StepResult | None:
+        return next((s for s in self.steps if s.outcome is Outcome.FAILED), None)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.failed_step is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "instance_id": self.node.instance_id,
+                "index": self.node.index, "ok": self.ok, "error": self.error,
+                "hint": self.hint, "steps": [s.to_json() for s in self.steps]}
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """Every node's steps, in node order."""
+
+    nodes: tuple[NodeBootstrap, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(n.ok for n in self.nodes)
+
+    @property
+    def failed(self) -> tuple[NodeBootstrap, ...]:
+        return tuple(n for n in self.nodes if not n.ok)
+
+    @property
+    def bodies_run(self) -> int:
+        """How many step bodies ran, over all nodes (0 on a cluster already set up)."""
+        return sum(s.executed for n in self.nodes for s in n.steps)
+
+    def by_step(self) -> dict[str, Counter[Outcome]]:
+        """step -> how many nodes had each outcome, in step order."""
+        out: dict[str, Counter[Outcome]] = {name: Counter() for name in steps.STEP_NAMES}
+        for node in self.nodes:
+            for s in node.steps:
+                out.setdefault(s.step, Counter())[s.outcome] += 1
+        return out
+
+    def reasons(self, step: str, outcome: Outcome) -> list[str]:
+        """The distinct reasons of ``step`` with ``outcome``, in node order."""
+        return list(dict.fromkeys(s.reason for n in self.nodes for s in n.steps
+                                  if s.step == step and s.outcome is outcome))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "bodies_run": self.bodies_run,
+                "nodes": [n.to_json() for n in self.nodes]}
+
+
+class BootstrapError(RemoteError):
+    """A step failed on at least one node (or a node could not be reached); ``result``
+    holds every node's steps, the ones that went well too."""
+
+    def __init__(self, result: BootstrapResult) -> None:
+        parts = []
+        for node in result.failed:
+            step = node.failed_step
+            if step is None:
+                parts.append(f"{node.label}: {node.error}")
+            else:
+                last = step.output.strip().splitlines()[-1:] or [""]
+                parts.append(f"{node.label}: step {step.step} {step.reason}"
+                             + (f": {last[0]}" if last[0] else ""))
+        super().__init__(f"bootstrap failed on {len(result.failed)} of {len(result.nodes)} "
+                         f"node(s): " + "; ".join(parts),
+                         "fix the cause shown above, then run `clusterkit up` again: the "
+                         "steps that succeeded left receipts and are not run again",
+                         results={"bootstrap": result.to_json()})
+        self.result = result
+
+
+# -- the node-side scripts --------------------------------------------------------------------
+
+def gather_command() -> str:
+    """The facts of a node, gathered as root in one round trip."""
+    script = shlex.quote(nf.gather_script())
+    return f'if [ "$(id -u)" -eq 0 ]; then sh -c {script}; else sudo -n sh -c {script}; fi'
+
+
+def _heredoc(text: str) -> tuple[str, str]:
+    """(redirection, body) feeding ``text`` to a command on stdin, quoted (no expansion)."""
+    mark = "CK_STDIN"
+    while mark in text:
+        mark += "_"
+    return f"<<'{mark}'", f"{text}{'' if text.endswith(chr(10)) or not text else chr(10)}{mark}\n"
+
+
+def _command_lines(command: steps.Command, playbooks: Mapping[str, str]) -> str:
+    line = "$ck_root " + command.shell(playbooks[command.playbook], sudo="")
+    if command.stdin is None:
+        return f"  {line} </dev/null\n"
+    redirect, body = _heredoc(command.stdin)
+    return f"  {line} {redirect}\n{body}"
+
+
+def node_script(plans: Sequence[steps.StepPlan], playbooks: Mapping[str, str]) -> str:
+    """One POSIX-shell script running ``plans`` (those with action "run") in order, each
+    step's output between markers with its exit code; it stops at the first step that
+    fails (one that exits 3 saying "not emulated" does not stop it)."""
+    parts = [_ROOT, 'ck_log=$(mktemp) || exit 1\n']
+    for plan in plans:
+        body = "".join(_command_lines(c, playbooks) for c in plan.commands)
+        parts.append(
+            f"printf '%s\\n' '{BEGIN} {plan.step}'\n"
+            f"( set -e\n{body}) >\"$ck_log\" 2>&1\n"
+            "ck_rc=$?\n"
+            f"tail -n {TAIL_LINES} \"$ck_log\"\n"
+            f"printf '\\n%s %s %d\\n' '{END}' '{plan.step}' \"$ck_rc\"\n"
+            f"if [ \"$ck_rc\" -ne 0 ] && ! {{ [ \"$ck_rc\" -eq {NOT_EMULATED_EXIT} ] && "
+            "grep -q 'not emulated' \"$ck_log\"; }; then rm -f \"$ck_log\"; exit 1; fi\n")
+    parts.append('rm -f "$ck_log"\n')
+    return "".join(parts)
+
+
+def parse_run(lines: Sequence[str]) -> dict[str, tuple[int, str]]:
+    """``node_script``'s output -> {step: (exit code, output tail)} for each step that
+    finished."""
+    out: dict[str, tuple[int, str]] = {}
+    current: str | None = None
+    body: list[str] = []
+    for line in lines:
+        if line.startswith(BEGIN + " "):
+            current, body = line.split()[1], []
+        elif line.startswith(END + " ") and current is not None:
+            words = line.split()
+            if len(words) == 3 and words[1] == current and words[2].lstrip("-").isdigit():
+                out[current] = (int(words[2]), "\n".join(body).strip("\n"))
+            current = None
+        elif current is not None:
+            body.append(line)
+    return out
+
+
+# -- planning and running ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Planned:
+    target: Target
+    plans: tuple[steps.StepPlan, ...]
+
+
+def _unreachable(target: Target, res: NodeResult, what: str) -> NodeBootstrap:
+    detail = res.error or f"exit {res.exit_code}: {(res.stderr or res.stdout).strip()[-300:]}"
+    return NodeBootstrap(target.node, target.hop.label, error=f"{what}: {detail}",
+                         hint=res.hint)
+
+
+def _plan_all(login: Login, targets: Sequence[Target], spec: Spec,
+              cluster: steps.ClusterView, playbooks: Mapping[str, str],
+              force: Sequence[str], parallel: int,
+              ) -> tuple[list[_Planned], dict[str, NodeBootstrap]]:
+    gathered = fanout.run_each(login, targets, {t.hop.label: gather_command() for t in targets},
+                               warn=True, parallel=parallel)
+    planned, broken = [], {}
+    for target in targets:
+        res = gathered[target.hop.label]
+        if not res.ok:
+            broken[target.hop.label] = _unreachable(target, res, "could not gather facts")
+            continue
+        found = nf.parse_gathered(res.stdout.splitlines())
+        assert target.node.index is not None
+        planned.append(_Planned(target, steps.plan_node(found, spec, cluster,
+                                                        target.node.index, playbooks, force)))
+    return planned, broken
+
+
+def _step_result(plan: steps.StepPlan, finished: Mapping[str, tuple[int, str]],
+                 failed_before: bool) -> StepResult:
+    if plan.action == "done":
+        return StepResult(plan.step, Outcome.DONE, plan.reason)
+    if plan.action == "skip":
+        return StepResult(plan.step, Outcome.SKIPPED, plan.reason)
+    if failed_before or plan.step not in finished:
+        return StepResult(plan.step, Outcome.NOT_RUN, "an earlier step failed" if failed_before
+                          else "the node gave no result for it")
+    code, output = finished[plan.step]
+    if code == 0:
+        return StepResult(plan.step, Outcome.RAN, plan.reason, output, executed=True)
+    if code == NOT_EMULATED_EXIT and "not emulated" in output:
+        why = next((line for line in output.splitlines() if "not emulated" in line), output)
+        return StepResult(plan.step, Outcome.SKIPPED, why.strip(), output, executed=True)
+    return StepResult(plan.step, Outcome.FAILED, f"exit {code}", output, executed=True)
+
+
+def _node_result(item: _Planned, res: NodeResult | None) -> NodeBootstrap:
+    target = item.target
+    finished = parse_run(res.stdout.splitlines()) if res is not None else {}
+    out: list[StepResult] = []
+    for plan in item.plans:
+        failed = any(s.outcome in (Outcome.FAILED, Outcome.NOT_RUN) for s in out)
+        out.append(_step_result(plan, finished, failed))
+    error = None
+    if res is not None and res.error is not None:  # lost the connection, timed out
+        error = f"{res.error} (the steps after the last one reported did not run)"
+    return NodeBootstrap(target.node, target.hop.label, tuple(out), error,
+                         res.hint if res is not None else None)
+
+
+def _report(report: Reporter, node: NodeBootstrap) -> None:
+    kinds = {Outcome.RAN: Kind.PROGRESS, Outcome.FAILED: Kind.ERROR,
+             Outcome.NOT_RUN: Kind.WARNING}
+    if node.error is not None:
+        report(Event(Kind.ERROR, f"{node.label}: {node.error}", stage=Stage.BOOTSTRAP,
+                     node=node.node.instance_id, level=1))
+    for s in node.steps:
+        text = f"{node.label} {s.step}: {s.outcome.value} ({s.reason})"
+        if s.outcome is Outcome.FAILED and s.output:
+            text += "\n" + "\n".join(f"    {line}" for line in s.output.splitlines())
+        report(Event(kinds.get(s.outcome, Kind.INFO), text, stage=Stage.BOOTSTRAP,
+                     node=node.node.instance_id, level=1))
+
+
+def run(login: Login, targets: Sequence[Target], spec: Spec, cluster: steps.ClusterView, *,
+        force: Sequence[str] = (), report: Reporter = null_reporter,
+        playbooks: Mapping[str, str] | None = None, parallel: int = PARALLEL,
+        timeout: float | None = None) -> BootstrapResult:
+    """Bootstrap the nodes of ``targets`` (the master dialled directly, the workers
+    through it); ``force``: steps to run again whatever their receipts say. Raises
+    BootstrapError, carrying every node's result, when anything failed."""
+    playbooks = playbooks if playbooks is not None else steps.read_playbooks()
+    planned, broken = _plan_all(login, targets, spec, cluster, playbooks, force, parallel)
+    scripts = {p.target.hop.label: node_script([s for s in p.plans if s.action == "run"],
+                                               playbooks)
+               for p in planned if any(s.action == "run" for s in p.plans)}
+    ran = fanout.run_each(login, [p.target for p in planned], scripts, warn=True,
+                          timeout=timeout, parallel=parallel) if scripts else {}
+    by_label = {p.target.hop.label: _node_result(p, ran.get(p.target.hop.label))
+                for p in planned}
+    result = BootstrapResult(tuple(broken.get(t.hop.label) or by_label[t.hop.label]
+                                   for t in targets))
+    for node in result.nodes:
+        _report(report, node)
+    if not result.ok:
+        raise BootstrapError(result)
+    return result

@@ -1,0 +1,270 @@
+"""`up` bootstraps every node, end to end in the sandbox (moto server + a real sshd per
+node on loopback, each node with its own root, instance-store disks as loop images and
+EFS as a directory the nodes share). Nothing is mocked.
+
+One 3-node i3.large cluster for the module (one instance-store disk per node: scratch is
+a plain filesystem, no mdadm), with EFS, brought up once by the fixture; the tests run
+in any order: each first brings the cluster to what it needs with `up`, and what one
+changes (the package list, a stopped node) `up` puts right for the next."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import signal
+import subprocess
+import sys
+import uuid
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from clusterkit.bootstrap.run import BootstrapError, BootstrapResult, Outcome
+from clusterkit.bootstrap.steps import STEP_NAMES, host_names
+from clusterkit.cluster.down import do_down
+from clusterkit.cluster.remote_ops import do_exec
+from clusterkit.cluster.up import UpResult, do_up
+from clusterkit.plan.nodes import node_name
+from tests import support
+from tests.e2e.test_exec_ssh import _start_agent
+from tests.e2e.test_up_down import SANDBOX_AMI
+from tests.integration.conftest import leftovers, runtime
+
+CLI = str(Path(sys.executable).with_name("clusterkit"))
+SPEC = """\
+name: {name}
+region: us-east-1
+nodes:
+  count: 3
+  instance_types: [i3.large]
+  market: on-demand
+  image: {{id: {ami}}}
+  placement_group: false
+  root_volume: {{size_gb: 8, type: gp3}}
+ssh:
+  user: ubuntu
+storage:
+  scratch: {{mount: /scratch}}
+  efs: {{mount: /efs, deletion_policy: delete}}
+train:
+  framework: mxnet
+  packages: [{packages}]
+"""
+PIP_CONF = "[global]\\nno-index = true\\nfind-links = /efs/wheels\\n"
+
+
+@dataclass
+class Cluster:
+    name: str
+    spec: Path
+    sandbox_dir: Path
+    first: UpResult
+
+    def up(self, *force: str) -> BootstrapResult:
+        result = do_up(str(self.spec), yes=True, rt=runtime(), timeout=180,
+                       force_steps=force).bootstrap
+        assert result is not None and result.ok
+        return result
+
+    def write_spec(self, packages: str = "") -> None:
+        self.spec.write_text(SPEC.format(name=self.name, ami=SANDBOX_AMI, packages=packages))
+
+    def on(self, node: str, command: str) -> str:
+        (res,) = do_exec(self.name, [command], nodes=[node], rt=runtime()).values()
+        return res.stdout
+
+    def everywhere(self, command: str) -> list[str]:
+        return [r.stdout for r in do_exec(self.name, [command], rt=runtime()).values()]
+
+    @property
+    def efs_dir(self) -> Path:
+        """The cluster's EFS on this machine (the sandbox's shared directory)."""
+        (fs_id,) = leftovers(self.name)["file_systems"]
+        return self.sandbox_dir / "run" / "efs" / fs_id
+
+
+@pytest.fixture(scope="module")
+def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    support.require_root("the sandbox's SSH nodes")
+    where = tmp_path_factory.mktemp("bootstrap")
+    key = support.ssh_keygen(where / "id_ed25519")
+    agent, sock = _start_agent(where, key)
+    name = support.unique_name("bs")
+    spec = where / f"{name}.yaml"
+    with pytest.MonkeyPatch.context() as mp:
+        for var in support.FOREIGN_AWS_VARS:
+            mp.delenv(var, raising=False)
+        for var, value in sandbox.env.items():
+            mp.setenv(var, value)
+        mp.setenv("HOME", str(where))  # no ~/.ssh keys: the agent is the only way in
+        mp.setenv("CLUSTERKIT_HOME", str(where / "ckhome"))
+        mp.setenv("SSH_AUTH_SOCK", sock)
+        cl = Cluster(name, spec, sandbox.dir, None)  # type: ignore[arg-type]
+        cl.write_spec()
+        try:
+            cl.first = do_up(str(spec), yes=True, rt=runtime(), timeout=180)
+            yield cl
+        finally:
+            try:
+                do_down(str(spec), yes=True, rt=runtime())
+                assert leftovers(name) == {}
+            finally:
+                agent.send_signal(signal.SIGTERM)
+                agent.wait(5)
+
+
+def _ran(result: BootstrapResult) -> dict[str, list[int | None]]:
+    """step -> the indexes of the nodes it ran on."""
+    return {step: [n.node.index for n in result.nodes for s in n.steps
+                   if s.step == step and s.outcome is Outcome.RAN] for step in STEP_NAMES}
+
+
+def test_first_up_bootstraps_every_node_and_says_so(cluster: Cluster):
+    first = cluster.first.bootstrap
+    assert first is not None and first.ok and len(first.nodes) == 3
+    for node in first.nodes:
+        assert [s.step for s in node.steps] == list(STEP_NAMES)
+        outcomes = {s.step: s.outcome for s in node.steps}
+        assert outcomes["env"] is Outcome.SKIPPED  # empty package list
+        assert all(outcomes[s] in (Outcome.RAN, Outcome.DONE) for s in STEP_NAMES[:5]), outcomes
+    hostnames = [line.strip() for line in cluster.everywhere("hostname")]
+    assert hostnames == [node_name(cluster.name, i) for i in range(3)]
+
+
+def test_master_reaches_workers_by_name_with_host_keys_checked(cluster: Cluster):
+    cluster.up()
+    for index in (1, 2):
+        out = cluster.on("master", f"ssh -o BatchMode=yes deeplearning-worker{index} hostname")
+        assert out.strip() == node_name(cluster.name, index)
+    config = cluster.on("master", "cat ~/.ssh/config")
+    assert "StrictHostKeyChecking yes" in config and "ForwardAgent yes" in config
+    # no private key on the node: the forwarded agent is what logs in
+    assert not [f for f in cluster.on("master", "ls -A ~/.ssh").split() if f.startswith("id_")]
+
+
+def test_second_and_third_up_run_no_step_and_hosts_stay_single(cluster: Cluster):
+    cluster.up()
+    for _ in range(2):
+        again = cluster.up()
+        assert again.bodies_run == 0, _ran(again)
+        assert all(s.outcome in (Outcome.DONE, Outcome.SKIPPED)
+                   for n in again.nodes for s in n.steps)
+    names = [n for i in range(3) for n in host_names(cluster.name, i)]
+    for hosts in cluster.everywhere("cat /etc/hosts"):
+        words = [w for line in hosts.splitlines() if not line.startswith("#")
+                 for w in line.split()[1:]]
+        assert {n: words.count(n) for n in names} == dict.fromkeys(names, 1), hosts
+    profile = cluster.on("worker-2", ". /etc/profile.d/clusterkit.sh && "
+                         "echo $DEEPLEARNING_WORKERS_COUNT $CLUSTERKIT_NODE_RANK")
+    assert profile.split() == ["3", "2"]
+
+
+def test_a_file_written_on_efs_is_read_on_another_node(cluster: Cluster):
+    cluster.up()
+    token = uuid.uuid4().hex
+    cluster.on("worker-1", f"echo {token} > /efs/shared-{token}")
+    assert cluster.on("worker-2", f"cat /efs/shared-{token}").strip() == token
+    assert cluster.on("master", f"cat /efs/shared-{token}").strip() == token
+
+
+def _wheel(version: str) -> tuple[str, bytes]:
+    """A pure-Python wheel of the package ckdemo at ``version`` (no network, no build)."""
+    files = {"ckdemo/__init__.py": f"VERSION = {version!r}\n",
+             f"ckdemo-{version}.dist-info/METADATA":
+                 f"Metadata-Version: 2.1\nName: ckdemo\nVersion: {version}\n",
+             f"ckdemo-{version}.dist-info/WHEEL":
+                 "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                 "Tag: py3-none-any\n"}
+    record = "".join(
+        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},{len(text.encode())}\n"
+        for path, text in files.items()) + f"ckdemo-{version}.dist-info/RECORD,,\n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for path, text in {**files, f"ckdemo-{version}.dist-info/RECORD": record}.items():
+            zf.writestr(path, text)
+    return f"ckdemo-{version}-py3-none-any.whl", buf.getvalue()
+
+
+def test_changed_packages_rebuild_only_the_environment(cluster: Cluster):
+    cluster.up()
+    wheels = cluster.efs_dir / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    for version in ("0.1", "0.2"):
+        filename, data = _wheel(version)
+        (wheels / filename).write_bytes(data)
+    cluster.everywhere(f"printf '{PIP_CONF}' > /etc/pip.conf")  # pip: no index, only EFS
+    try:
+        for version in ("0.1", "0.2"):
+            cluster.write_spec(f"ckdemo=={version}")
+            result = cluster.up()
+            ran = _ran(result)
+            assert ran == {**{s: [] for s in STEP_NAMES}, "env": [0, 1, 2]}, ran
+            assert cluster.everywhere(
+                "/opt/clusterkit/envs/current/bin/python -c "
+                "'import ckdemo; print(ckdemo.VERSION)'") == [f"{version}\n"] * 3
+        assert cluster.up().bodies_run == 0  # the same list again: nothing reinstalled
+    finally:
+        cluster.write_spec()
+        cluster.everywhere("rm -f /etc/pip.conf")
+
+
+def test_a_node_whose_disks_were_wiped_gets_its_scratch_back(cluster: Cluster):
+    cluster.up()
+    labels = cluster.everywhere("findmnt -n -o LABEL,OPTIONS /scratch")
+    assert all(line.split()[0] == "ck-scratch" and "noatime" in line for line in labels)
+    worker = cluster.first.nodes[2].instance_id
+    cluster.on("worker-2", "touch /scratch/before-stop")
+    ec2 = runtime().session.client("ec2")
+    ec2.stop_instances(InstanceIds=[worker])
+    support.wait_for(lambda: ec2.describe_instances(InstanceIds=[worker])["Reservations"][0][
+        "Instances"][0]["State"]["Name"] == "stopped", "the worker stopped", timeout=30)
+    result = cluster.up()  # starts it again: blank instance store
+    ran = _ran(result)
+    assert ran["scratch"] == [2] and ran["efs"] == [2], ran
+    assert all(not v for k, v in ran.items() if k not in ("hostname", "scratch", "efs")), ran
+    assert cluster.on("worker-2", "findmnt -n -o LABEL /scratch").strip() == "ck-scratch"
+    assert cluster.on("worker-2", "ls -A /scratch | grep -c before-stop || true").strip() == "0"
+
+
+def test_a_failed_step_names_node_and_step_and_a_rerun_resumes(cluster: Cluster):
+    cluster.up()
+    # hosts.sh cannot write /etc/clusterkit/hosts where /etc/clusterkit is a file
+    cluster.on("worker-1", "mv /etc/clusterkit /etc/clusterkit.saved && touch /etc/clusterkit")
+    try:
+        with pytest.raises(BootstrapError) as caught:
+            cluster.up("hosts")
+        result = caught.value.result
+        assert [n.ok for n in result.nodes] == [True, False, True]
+        failed = result.nodes[1]
+        assert failed.failed_step is not None and failed.failed_step.step == "hosts"
+        assert failed.failed_step.output  # the tail of what the playbook said
+        assert "worker-1" in caught.value.message and "hosts" in caught.value.message
+        assert _ran(result)["hosts"] == [0, 2]
+
+        proc = subprocess.run([CLI, "up", str(cluster.spec), "--yes", "--force-step", "hosts"],
+                              capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL, env=os.environ.copy())
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "step hosts" in proc.stderr and "worker-1" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    finally:
+        cluster.on("worker-1", "rm /etc/clusterkit && mv /etc/clusterkit.saved /etc/clusterkit")
+    again = cluster.up()
+    assert again.bodies_run == 0, _ran(again)
+
+
+def test_cli_up_renders_every_step(cluster: Cluster):
+    cluster.up()
+    proc = subprocess.run([CLI, "up", str(cluster.spec), "--yes"], capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL,
+                          env=os.environ.copy())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "every node bootstrapped (3 node(s), 0 step run(s))" in proc.stdout
+    for step in STEP_NAMES:
+        assert any(line.split()[:1] == [step] for line in proc.stdout.splitlines()), step
+    assert "already done on 3" in proc.stdout
