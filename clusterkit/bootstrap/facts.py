@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -437,16 +437,25 @@ def parse_gathered(lines: Sequence[str],
     """``gather_script``'s output -> NodeFacts; a fact whose section is missing, or whose
     command exited non-zero, gets its default."""
     outputs: dict[str, list[str] | None] = {f.name: None for f in facts}
+    for name, code, body in sections(lines, BEGIN, END):
+        if name in outputs:
+            outputs[name] = body if code == 0 else None
+    return NodeFacts.from_outputs(outputs)
+
+
+def sections(lines: Sequence[str], begin: str, end: str,
+             ) -> Iterator[tuple[str, int, list[str]]]:
+    """(name, exit code, body lines) of each ``begin NAME`` ... ``end NAME CODE`` section
+    that finished; a section cut off (no end line, or another name) is left out."""
     current: str | None = None
     body: list[str] = []
     for line in lines:
-        if line.startswith(BEGIN + " "):
+        if line.startswith(begin + " "):
             current, body = line.split()[1], []
-        elif line.startswith(END + " ") and current is not None:
+        elif line.startswith(end + " ") and current is not None:
             words = line.split()
-            if len(words) == 3 and words[1] == current and current in outputs:
-                outputs[current] = body if words[2] == "0" else None
+            if len(words) == 3 and words[1] == current and words[2].lstrip("-").isdigit():
+                yield current, int(words[2]), body
             current = None
         elif current is not None:
             body.append(line)
-    return NodeFacts.from_outputs(outputs)

@@ -187,20 +187,8 @@ def node_script(plans: Sequence[steps.StepPlan], playbooks: Mapping[str, str]) -
 def parse_run(lines: Sequence[str]) -> dict[str, tuple[int, str]]:
     """``node_script``'s output -> {step: (exit code, output tail)} for each step that
     finished."""
-    out: dict[str, tuple[int, str]] = {}
-    current: str | None = None
-    body: list[str] = []
-    for line in lines:
-        if line.startswith(BEGIN + " "):
-            current, body = line.split()[1], []
-        elif line.startswith(END + " ") and current is not None:
-            words = line.split()
-            if len(words) == 3 and words[1] == current and words[2].lstrip("-").isdigit():
-                out[current] = (int(words[2]), "\n".join(body).strip("\n"))
-            current = None
-        elif current is not None:
-            body.append(line)
-    return out
+    return {name: (code, "\n".join(body).strip("\n"))
+            for name, code, body in nf.sections(lines, BEGIN, END)}
 
 
 # -- planning and running ----------------------------------------------------------------------
