@@ -19,29 +19,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.sandbox_spec import spec_text  # noqa: E402
 from clusterkit.cluster.down import do_down  # noqa: E402
 from clusterkit.cluster.runtime import Runtime  # noqa: E402
 from clusterkit.cluster.up import do_up  # noqa: E402
 from clusterkit.events import Event, Kind, Stage  # noqa: E402
 
-SPEC = """\
-name: {name}
-region: us-east-1
-nodes:
-  count: {count}
-  instance_types: [c5.large]
-  market: on-demand
-  image: {{id: ami-1e749f67}}
-  placement_group: false
-  root_volume: {{size_gb: 8, type: gp3}}
-ssh: {{user: ubuntu}}
-"""
 GOAL_RATIO = 1.5
 
 
@@ -86,7 +74,7 @@ def _runtime(report: Clock | None = None) -> Runtime:
 
 def bench(count: int, tmp: Path, repeat: int) -> dict[str, float]:
     spec = tmp / f"boot-{count}.yaml"
-    spec.write_text(SPEC.format(name=f"boot{count}-{uuid.uuid4().hex[:4]}", count=count))
+    spec.write_text(spec_text("boot", count, placement_group=False))
     first = do_up(str(spec), yes=True, rt=_runtime(), timeout=600).bootstrap
     assert first is not None and first.ok and first.bodies_run > 0
     walls, stages = [], []

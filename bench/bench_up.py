@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,23 +28,12 @@ import boto3
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.sandbox_spec import spec_text  # noqa: E402
 from clusterkit.cluster.down import do_down  # noqa: E402
 from clusterkit.cluster.runtime import Runtime  # noqa: E402
 from clusterkit.cluster.up import do_up  # noqa: E402
 from clusterkit.events import Event, Kind, Stage  # noqa: E402
 
-SPEC = """\
-name: {name}
-region: us-east-1
-nodes:
-  count: {count}
-  instance_types: [c5.large]
-  market: on-demand
-  image: {{id: ami-1e749f67}}
-  placement_group: true
-  root_volume: {{size_gb: 8, type: gp3}}
-ssh: {{user: ubuntu}}
-"""
 READ = ("Describe", "List", "Get", "Head")
 GOAL_RATIO = 3.0
 
@@ -99,7 +87,7 @@ def _mutating(counter: Counter[str]) -> dict[str, int]:
 
 def bench(count: int, tmp: Path, ssh: bool) -> dict[str, object]:
     spec = tmp / f"bench-{count}.yaml"
-    spec.write_text(SPEC.format(name=f"bench{count}-{uuid.uuid4().hex[:4]}", count=count))
+    spec.write_text(spec_text("bench", count, placement_group=True))
     first: Counter[str] = Counter()
     phases = Phases()
     do_up(str(spec), yes=True, rt=_runtime(first, phases), wait_ssh=ssh, timeout=600)

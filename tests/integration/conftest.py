@@ -23,6 +23,7 @@ import pytest
 from botocore.exceptions import ClientError
 from rich.console import Console
 
+from clusterkit.aws.instances import to_node
 from clusterkit.cli.events import ConsoleReporter
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.sandbox import ec2_gaps
@@ -103,6 +104,23 @@ def runtime(calls: Calls | None = None) -> Runtime:
 @pytest.fixture
 def calls(moto_env: str) -> Calls:
     return Calls()
+
+
+def live_instances(cluster: str) -> list[dict]:
+    """The cluster's pending and running instances, as EC2 describes them."""
+    ec2 = boto3.client("ec2", REGION)
+    res = ec2.describe_instances(Filters=[
+        {"Name": "tag:clusterkit:cluster", "Values": [cluster]},
+        {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+    return [i for r in res["Reservations"] for i in r["Instances"]]
+
+
+def node_index(inst: dict) -> int:
+    """The node's index as every reader of clusterkit sees it (``aws.instances.to_node``:
+    its own index tag, else its launch's slots at its AmiLaunchIndex)."""
+    index = to_node(inst, REGION).index
+    assert index is not None, inst
+    return index
 
 
 def leftovers(cluster: str, region: str = REGION) -> dict[str, list[str]]:

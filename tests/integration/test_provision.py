@@ -11,7 +11,6 @@ import pytest
 from rich.console import Console
 
 from clusterkit.aws import instances
-from clusterkit.aws.instances import to_node
 from clusterkit.cli.provision import render_up
 from clusterkit.cli.status_view import node_name as status_name
 from clusterkit.cluster.down import do_down
@@ -21,36 +20,28 @@ from clusterkit.errors import ClusterkitError, QuotaError, UsageError
 from clusterkit.events import Event, Kind, Stage
 from clusterkit.plan.selection import select
 from tests import support
-from tests.integration.conftest import REGION, Calls, leftovers, runtime, write_spec
+from tests.integration.conftest import (
+    REGION,
+    Calls,
+    leftovers,
+    live_instances,
+    node_index,
+    runtime,
+    write_spec,
+)
 
 
 def _tags(resource: dict) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in resource.get("Tags", [])}
 
 
-def _instances(cluster: str) -> list[dict]:
-    ec2 = boto3.client("ec2", REGION)
-    res = ec2.describe_instances(Filters=[
-        {"Name": "tag:clusterkit:cluster", "Values": [cluster]},
-        {"Name": "instance-state-name", "Values": ["pending", "running"]}])
-    return [i for r in res["Reservations"] for i in r["Instances"]]
-
-
-def _index(inst: dict) -> int:
-    """The node's index as every reader of clusterkit sees it (``aws.instances.to_node``:
-    its own index tag, else its launch's slots at its AmiLaunchIndex)."""
-    index = to_node(inst, REGION).index
-    assert index is not None, inst
-    return index
-
-
 def test_up_gang_launches_tags_and_is_idempotent(calls: Calls, tmp_path, capsys):
     spec = write_spec(tmp_path, name="gang", count=3)
     out = do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     assert calls.by_operation()["RunInstances"] == 1  # one launch call for 3 nodes
-    nodes = _instances("gang")
+    nodes = live_instances("gang")
     assert len(nodes) == 3 and len({n["Placement"]["AvailabilityZone"] for n in nodes}) == 1
-    by_index = {_index(n): n for n in nodes}  # the launch's slots + each launch index
+    by_index = {node_index(n): n for n in nodes}  # the launch's slots + each launch index
     assert sorted(by_index) == [0, 1, 2]
     assert _tags(by_index[0])["clusterkit:role"] == "master"
     assert _tags(by_index[0])["Name"] == "gang-master-0"
@@ -69,7 +60,7 @@ def test_up_gang_launches_tags_and_is_idempotent(calls: Calls, tmp_path, capsys)
     calls.reset()
     do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     assert calls.mutating() == {}, calls.mutating()
-    assert len(_instances("gang")) == 3
+    assert len(live_instances("gang")) == 3
 
 
 def test_stack_security_group_and_launch_template(calls: Calls, tmp_path):
@@ -97,19 +88,19 @@ def test_stack_security_group_and_launch_template(calls: Calls, tmp_path):
 
 def test_scale_up_then_down_keeps_az_and_type(calls: Calls, tmp_path):
     do_up(str(write_spec(tmp_path, name="sc", count=2)), yes=True, rt=runtime(calls), wait_ssh=False)
-    az = {n["Placement"]["AvailabilityZone"] for n in _instances("sc")}
+    az = {n["Placement"]["AvailabilityZone"] for n in live_instances("sc")}
     calls.reset()
     do_up(str(write_spec(tmp_path, name="sc", count=4)), yes=True, rt=runtime(calls), wait_ssh=False)
     assert calls.mutating()["RunInstances"] == 1
-    nodes = _instances("sc")
-    assert sorted(_index(n) for n in nodes) == [0, 1, 2, 3]
+    nodes = live_instances("sc")
+    assert sorted(node_index(n) for n in nodes) == [0, 1, 2, 3]
     assert {n["Placement"]["AvailabilityZone"] for n in nodes} == az
     assert {n["InstanceType"] for n in nodes} == {"c5.large"}
     calls.reset()
     do_up(str(write_spec(tmp_path, name="sc", count=1)), yes=True, rt=runtime(calls), wait_ssh=False)
     assert "RunInstances" not in calls.mutating()
-    (left,) = _instances("sc")
-    assert _index(left) == 0
+    (left,) = live_instances("sc")
+    assert node_index(left) == 0
 
 
 def test_mutating_calls_of_a_first_up_do_not_grow_with_the_node_count(moto_env, tmp_path):
@@ -144,19 +135,19 @@ def test_interrupted_between_launch_and_tagging_resumes_without_duplicates(calls
     calls.only, calls.fault, calls.fail_at = "CreateTags", "SIGINT", 1
     with pytest.raises(KeyboardInterrupt):
         do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
-    assert len(_instances("rs")) == 3
+    assert len(live_instances("rs")) == 3
     vols = boto3.client("ec2", REGION).describe_volumes(
         Filters=[{"Name": "tag:clusterkit:cluster", "Values": ["rs"]}])["Volumes"]
     # the creation tags alone (no per-node tags yet): instances and volumes alike
-    for res in _instances("rs") + vols:
+    for res in live_instances("rs") + vols:
         tags = _tags(res)
         assert tags["clusterkit:slots"] == "0-2" and tags["Name"] == "rs-node", tags
         assert tags["clusterkit:role"] == "pending" and "clusterkit:index" not in tags
     resumed = Calls()
     do_up(str(spec), yes=True, rt=runtime(resumed), wait_ssh=False)
     assert "RunInstances" not in resumed.mutating()
-    nodes = _instances("rs")
-    assert sorted(_index(n) for n in nodes) == [0, 1, 2]
+    nodes = live_instances("rs")
+    assert sorted(node_index(n) for n in nodes) == [0, 1, 2]
     assert sorted(_tags(n)["clusterkit:role"] for n in nodes) == ["master", "worker", "worker"]
     assert resumed.mutating()["CreateTags"] == 2  # one per role, not one per node
 
@@ -171,7 +162,7 @@ def test_capacity_error_moves_to_next_candidate(calls: Calls, tmp_path, capsys):
     assert "launch attempt 1/" in err and "InsufficientInstanceCapacity" in err
     assert "launch attempt 2/" in err
     assert calls.by_operation()["RunInstances"] == 2
-    assert len(_instances("cap")) == 2
+    assert len(live_instances("cap")) == 2
 
 
 def test_quota_error_stops_at_once(calls: Calls, tmp_path):
@@ -182,7 +173,7 @@ def test_quota_error_stops_at_once(calls: Calls, tmp_path):
         do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     assert "quota" in (err.value.hint or "")
     assert calls.by_operation()["RunInstances"] == 1
-    assert not _instances("quota")
+    assert not live_instances("quota")
 
 
 def test_throttled_run_instances_is_retried(calls: Calls, tmp_path):
@@ -206,7 +197,7 @@ def test_throttled_run_instances_is_retried(calls: Calls, tmp_path):
     do_up(str(write_spec(tmp_path, name="thr", count=2)), yes=True, rt=rt, wait_ssh=False)
     assert sent == ["RunInstances", "RunInstances"]
     assert calls.by_operation()["RunInstances"] == 1
-    assert len(_instances("thr")) == 2
+    assert len(live_instances("thr")) == 2
 
 
 def test_efs_delete_policy_mount_target_and_down(calls: Calls, tmp_path):
@@ -218,10 +209,10 @@ def test_efs_delete_policy_mount_target_and_down(calls: Calls, tmp_path):
     efs = boto3.client("efs", REGION)
     (mt,) = efs.describe_mount_targets(FileSystemId=left["file_systems"][0])["MountTargets"]
     assert mt["AvailabilityZone"if "AvailabilityZoneName" not in mt else
-              "AvailabilityZoneName"] == _instances("fs")[0]["Placement"]["AvailabilityZone"]
+              "AvailabilityZoneName"] == live_instances("fs")[0]["Placement"]["AvailabilityZone"]
     # NFS from the group: the mount target sits in the nodes' own security group, whose
     # only non-SSH rule lets members of the group reach each other on every port
-    node_groups = {g["GroupId"] for g in _instances("fs")[0]["SecurityGroups"]}
+    node_groups = {g["GroupId"] for g in live_instances("fs")[0]["SecurityGroups"]}
     mt_groups = efs.describe_mount_target_security_groups(
         MountTargetId=mt["MountTargetId"])["SecurityGroups"]
     assert set(mt_groups) == node_groups
@@ -282,7 +273,7 @@ def test_down_without_confirmation_deletes_nothing(calls: Calls, tmp_path):
     with pytest.raises(ClusterkitError, match="nothing deleted") as declined:
         do_down(str(spec), yes=False, rt=runtime(), confirm=lambda q: False)
     assert declined.value.exit_code == 1
-    assert len(_instances("ask")) == 1
+    assert len(live_instances("ask")) == 1
     do_down(str(spec), yes=False, rt=runtime(), confirm=lambda q: True)
     assert leftovers("ask") == {}
 
@@ -342,7 +333,7 @@ def test_node_lost_before_running_terminates_the_whole_launch(calls: Calls, tmp_
     rt.session.events.register("after-call.ec2.RunInstances", reclaim)
     with pytest.raises(CapacityError):
         do_up(str(write_spec(tmp_path, name="lost", count=3)), yes=True, rt=rt, wait_ssh=False)
-    assert _instances("lost") == []
+    assert live_instances("lost") == []
     assert calls.mutating()["TerminateInstances"] == 1
     do_down("lost", yes=True, region=REGION, rt=runtime())
     assert leftovers("lost") == {}
@@ -380,13 +371,13 @@ def test_node_terminated_while_waiting_for_ssh_aborts_at_once(calls: Calls, tmp_
     def reclaim_when_waiting(event: Event) -> None:
         report(event)
         if event.kind is Kind.STAGE_STARTED and event.stage is Stage.SSH:
-            ec2.terminate_instances(InstanceIds=[_instances("reap")[-1]["InstanceId"]])
+            ec2.terminate_instances(InstanceIds=[live_instances("reap")[-1]["InstanceId"]])
 
     rt.report = reclaim_when_waiting
     with pytest.raises(CapacityError) as err:
         do_up(str(write_spec(tmp_path, name="reap", count=2)), yes=True, rt=rt, timeout=60)
     assert "while waiting for SSH" in err.value.message
-    assert _instances("reap") == []
+    assert live_instances("reap") == []
     do_down("reap", yes=True, region=REGION, rt=runtime())
     assert leftovers("reap") == {}
 
@@ -428,7 +419,7 @@ def test_spot_cluster_down_cancels_spot_requests_and_fleets(calls: Calls, tmp_pa
     in for what a crashed run could leave: `down` cancels and deletes them all."""
     spec = str(write_spec(tmp_path, name="spt", count=2, market="spot"))
     do_up(spec, yes=True, rt=runtime(calls), wait_ssh=False)
-    nodes = _instances("spt")
+    nodes = live_instances("spt")
     assert len(nodes) == 2 and {n.get("InstanceLifecycle") for n in nodes} == {"spot"}
     ec2 = boto3.client("ec2", REGION)
     tags = [{"Key": "clusterkit:cluster", "Value": "spt"}]

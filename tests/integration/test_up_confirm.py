@@ -8,11 +8,9 @@ a terminal (CliRunner's stdin is never a terminal)."""
 
 from __future__ import annotations
 
-import boto3
 import pytest
 from click.testing import CliRunner
 
-from clusterkit.aws.instances import to_node
 from clusterkit.cli.main import cli
 from clusterkit.cluster.down import do_down
 from clusterkit.cluster.up import do_up
@@ -22,6 +20,8 @@ from tests.integration.conftest import (
     Calls,
     is_mutating,
     leftovers,
+    live_instances,
+    node_index,
     runtime,
     write_spec,
 )
@@ -36,20 +36,6 @@ class Answers:
     def __call__(self, question: str) -> bool:
         self.asked.append(question)
         return self.answer
-
-
-def _live(cluster: str) -> list[dict]:
-    ec2 = boto3.client("ec2", REGION)
-    res = ec2.describe_instances(Filters=[
-        {"Name": "tag:clusterkit:cluster", "Values": [cluster]},
-        {"Name": "instance-state-name", "Values": ["pending", "running"]}])
-    return [i for r in res["Reservations"] for i in r["Instances"]]
-
-
-def _index(inst: dict) -> int:
-    index = to_node(inst, REGION).index  # from the launch's slots + launch index
-    assert index is not None, inst
-    return index
 
 
 def test_no_terminal_and_no_yes_refuses_before_any_mutating_call(calls: Calls, tmp_path,
@@ -102,7 +88,7 @@ def test_yes_launches_and_a_second_up_with_nothing_to_change_does_not_ask(calls,
     spec = str(write_spec(tmp_path, name="ask2", count=2))
     first = Answers(True)
     do_up(spec, rt=runtime(calls), wait_ssh=False, confirm=first)
-    assert len(first.asked) == 1 and len(_live("ask2")) == 2
+    assert len(first.asked) == 1 and len(live_instances("ask2")) == 2
     calls.reset()
     second = Answers(False)  # would refuse, if it were asked
     do_up(spec, rt=runtime(calls), wait_ssh=False, confirm=second)
@@ -114,7 +100,7 @@ def test_yes_launches_and_a_second_up_with_nothing_to_change_does_not_ask(calls,
 def test_larger_count_launches_the_missing_nodes_in_the_same_az(calls, tmp_path, capsys):
     do_up(str(write_spec(tmp_path, name="grow", count=2)), yes=True, rt=runtime(),
           wait_ssh=False)
-    azs = {i["Placement"]["AvailabilityZone"] for i in _live("grow")}
+    azs = {i["Placement"]["AvailabilityZone"] for i in live_instances("grow")}
     capsys.readouterr()
     user = Answers(True)
     do_up(str(write_spec(tmp_path, name="grow", count=4)), rt=runtime(calls),
@@ -123,8 +109,8 @@ def test_larger_count_launches_the_missing_nodes_in_the_same_az(calls, tmp_path,
     assert "spec differs: nodes.count: running 2, spec says 4" in err
     assert "launch 2 node(s) (indexes 2, 3)" in err and len(user.asked) == 1
     assert calls.mutating()["RunInstances"] == 1
-    nodes = _live("grow")
-    assert sorted(_index(i) for i in nodes) == [0, 1, 2, 3]
+    nodes = live_instances("grow")
+    assert sorted(node_index(i) for i in nodes) == [0, 1, 2, 3]
     assert {i["Placement"]["AvailabilityZone"] for i in nodes} == azs
     do_down("grow", yes=True, region=REGION, rt=runtime())
 
@@ -133,15 +119,15 @@ def test_smaller_count_removes_the_highest_workers_only_after_confirmation(calls
                                                                            capsys):
     do_up(str(write_spec(tmp_path, name="shrink", count=3)), yes=True, rt=runtime(),
           wait_ssh=False)
-    by_index = {_index(i): i["InstanceId"] for i in _live("shrink")}
+    by_index = {node_index(i): i["InstanceId"] for i in live_instances("shrink")}
     smaller = str(write_spec(tmp_path, name="shrink", count=1))
     with pytest.raises(ClusterkitError):
         do_up(smaller, rt=runtime(calls), wait_ssh=False, confirm=Answers(False))
-    assert calls.mutating() == {} and len(_live("shrink")) == 3
+    assert calls.mutating() == {} and len(live_instances("shrink")) == 3
     err = capsys.readouterr().err
     assert f"shrink-worker-2 ({by_index[2]})" in err and f"shrink-worker-1 ({by_index[1]})" in err
     do_up(smaller, rt=runtime(calls), wait_ssh=False, confirm=Answers(True))
-    assert [i["InstanceId"] for i in _live("shrink")] == [by_index[0]]
+    assert [i["InstanceId"] for i in live_instances("shrink")] == [by_index[0]]
     do_down("shrink", yes=True, region=REGION, rt=runtime())
 
 
@@ -161,6 +147,6 @@ def test_a_change_that_cannot_apply_in_place_is_refused_with_the_diff(calls, tmp
     assert err.value.exit_code == 2
     assert f"{key}: running" in err.value.message
     assert f"clusterkit down {name}" in (err.value.hint or "")
-    assert calls.mutating() == {} and len(_live(name)) == 1
+    assert calls.mutating() == {} and len(live_instances(name)) == 1
     do_down(name, yes=True, region=REGION, rt=runtime())
     assert leftovers(name) == {}
