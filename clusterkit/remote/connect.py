@@ -52,9 +52,26 @@ class Target:
     via: Hop | None = None
 
 
+def dial(address: str, port: int, timeout: float) -> socket.socket:
+    """A TCP connection with Nagle's algorithm off. SSH is many small request/answer
+    packets: with Nagle on, each exchange waits out the peer's delayed ACK (~40 ms on
+    Linux), so one command on an open connection took ~100 ms instead of ~5 ms."""
+    check_address(address, purpose="SSH")
+    sock = socket.create_connection((address, port), timeout=timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
 class _Connection(Connection):
-    """Fabric's Connection with a timeout on the gateway's direct-tcpip channel (Fabric
-    waits for as long as the gateway's own TCP connect takes)."""
+    """Fabric's Connection dialling with ``dial`` and with a timeout on the gateway's
+    direct-tcpip channel (Fabric waits for as long as the gateway's own TCP connect
+    takes)."""
+
+    def open(self) -> object:
+        if self.gateway is None and not self.is_connected:
+            self.connect_kwargs["sock"] = dial(self.host, int(self.port),
+                                               float(self.connect_timeout))
+        return super().open()
 
     def open_gateway(self) -> paramiko.Channel:
         self.gateway.open()

@@ -9,7 +9,6 @@ which applies the sandbox net guard.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -21,13 +20,14 @@ import paramiko
 from clusterkit.errors import ClusterkitError, NotEmulated, RemoteError, UsageError
 from clusterkit.plan.nodes import Node
 from clusterkit.remote.address import ssh_address
+from clusterkit.remote.connect import dial
 
 DEFAULT_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
 
 
 def ssh_handshake(address: str, port: int, timeout: float = 5.0) -> str:
     """The host key line (``type base64``) of the SSH server at ``address:port``."""
-    with socket.create_connection((address, port), timeout=timeout) as sock:
+    with dial(address, port, timeout) as sock:
         transport = paramiko.Transport(sock)
         try:
             transport.banner_timeout = timeout

@@ -98,8 +98,26 @@ def test_gather_script_round_trip_on_this_machine():
     facts = nf.parse_gathered(out.stdout.splitlines())
     assert set(facts.values) == set(nf.BY_NAME)
     assert facts.get(nf.HOSTNAME)
-    assert facts.get(nf.PYTHON_ENV).version  # the test's own python3
     assert facts.get(nf.BOOT_ID)
+
+
+def test_python_env_script_reads_envs_without_python(tmp_path):
+    """The env fact is plain shell (no interpreter start): complete and partial envs, the
+    `current` link, and names that are not hashes left out."""
+    base = tmp_path / "envs"
+    for name, marker in (("5f1b7a7d", "5f1b7a7d\n"), ("9a0e3c2b", None), ("bad name", "x")):
+        (base / name / "bin").mkdir(parents=True)
+        (base / name / "bin" / "python").touch()
+        if marker is not None:
+            (base / name / nf.ENV_MARKER).write_text(marker)
+    (base / "current").symlink_to(base / "5f1b7a7d")
+    script = nf.PYTHON_ENV.command.replace(nf.ENVS_DIR, str(base))
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    env = nf.parse_python_env(out.stdout.splitlines())
+    assert env.current == str(base / "5f1b7a7d")
+    assert [(v.path, v.packages_hash, v.python) for v in env.venvs] == [
+        (str(base / "5f1b7a7d"), "5f1b7a7d", True), (str(base / "9a0e3c2b"), None, True)]
+    assert env.complete("5f1b7a7d") and not env.complete("9a0e3c2b")
 
 
 def test_parse_gathered_failed_section_is_default():
