@@ -5,9 +5,9 @@ Every step is one function ``(NodeFacts, Spec, ClusterView, index) -> Want`` and
 ``plan_step`` turns a ``Want`` into a ``StepPlan``: ``run`` (commands, the last of which
 writes the receipt), ``done`` or ``skip``, each with a reason in words. A step's digest
 is the sha256 of its playbooks' text and its commands' arguments and stdin; device steps
-(scratch, efs) add the node's boot id, since a reboot wipes what they made, and are done
-only when the receipt matches AND the live system shows the result. Steps run in the
-order of ``STEPS``; ``plan_node`` plans them all for one node.
+(scratch, efs) add the node's boot id, since a reboot wipes what they made. Those and
+the dataset step are done only when the receipt matches AND the live system shows the
+result. Steps run in the order of ``STEPS``; ``plan_node`` plans them all for one node.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import json
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from clusterkit.bootstrap import facts as nf
@@ -52,6 +53,39 @@ class NodeView:
     host_key: str | None = None  # "ssh-ed25519 AAAA…", pinned at first contact
 
 
+class Verify(StrEnum):
+    """How the dataset step checks a node's copy against the manifest."""
+
+    SIZE = "size"  # every file's size (seconds)
+    FULL = "full"  # every file's sha256 (reads every byte)
+
+
+_VOLUME_ID = re.compile(r"^vol-([0-9a-f]{8}|[0-9a-f]{17})$")
+
+
+@dataclass(frozen=True)
+class DatasetView:
+    """The dataset clones of a cluster, as the dataset step needs them."""
+
+    mount: str  # storage.dataset.mount, e.g. /data
+    volumes: Mapping[int, str] = field(default_factory=dict)  # node index -> vol-… (its clone)
+    manifest_sha256: str | None = None  # from the snapshot's tag; None when unknown
+    verify: Verify = Verify.SIZE  # the plain strings "size" and "full" are taken too
+    prewarm: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verify", Verify(self.verify))
+        object.__setattr__(self, "mount", self.mount.rstrip("/") or self.mount)
+        if not re.fullmatch(r"(/[^\s/]+)+", self.mount) or ".." in self.mount.split("/"):
+            raise ValueError(f"dataset mount {self.mount!r}: not an absolute path")
+        bad = sorted(v for v in self.volumes.values() if not _VOLUME_ID.match(v))
+        if bad:
+            raise ValueError(f"dataset volumes: not a volume id: {', '.join(bad)}")
+        sha = self.manifest_sha256
+        if sha is not None and not re.fullmatch(r"[0-9a-f]{64}", sha):
+            raise ValueError(f"dataset manifest sha256 {sha!r}: not 64 hex digits")
+
+
 @dataclass(frozen=True)
 class ClusterView:
     """What bootstrap needs to know of the whole cluster: every node, in index order."""
@@ -61,6 +95,7 @@ class ClusterView:
     nodes: tuple[NodeView, ...]
     gpus_per_node: int = 0
     efs_id: str | None = None  # the stack's file system when the spec creates one
+    dataset: DatasetView | None = None  # the deployed dataset clones, when there are any
 
     def __post_init__(self) -> None:
         indexes = [n.index for n in self.nodes]
@@ -235,6 +270,39 @@ def want_efs(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) 
                 else f"{efs.mount} holds {mount.source}, not {dns}")
 
 
+def ebs_by_id(volume_id: str) -> str:
+    """The by-id name under which a Nitro node shows an EBS volume."""
+    return nf.EBS_PREFIX + volume_id.replace("-", "")
+
+
+def want_dataset(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) -> Want:
+    view = cluster.dataset
+    if view is None:
+        return Want(skip="no dataset deployed (storage.dataset.snapshot or deploy-dataset)")
+    volume = view.volumes.get(index)
+    if volume is None:
+        return Want(skip=f"no dataset volume for node {index} yet")
+    args = ["--mount", view.mount, "--volume", volume, "--verify", view.verify.value]
+    if view.manifest_sha256:
+        args += ["--manifest-sha256", view.manifest_sha256]
+    if view.prewarm:
+        args.append("--prewarm")
+    command = Command("dataset.sh", tuple(args))
+    disk = next((d for d in facts.get(nf.DISKS_BY_ID) if d.name == ebs_by_id(volume)), None)
+    mount = nf.mount_at(facts.get(nf.MOUNTS), view.mount)
+    if disk is None:
+        return Want((command,), live=False, not_live=f"{volume} is not visible on the node "
+                    f"(/dev/disk/by-id/{ebs_by_id(volume)})")
+    if mount is None:
+        return Want((command,), live=False, not_live=f"{view.mount} is not mounted")
+    ours = {disk.path} | ({f"/dev/{disk.kernel_name}"} if disk.kernel_name else set())
+    if mount.source not in ours:
+        return Want((command,), live=False,
+                    not_live=f"{view.mount} holds {mount.source}, not {volume}")
+    return Want((command,), live="ro" in mount.options,
+                not_live=f"{view.mount} is mounted read-write")
+
+
 def packages_hash(packages: Sequence[str]) -> str:
     """The key of a training environment: sha256 of the package list, as written."""
     return hashlib.sha256("".join(f"{p}\n" for p in packages).encode()).hexdigest()[:16]
@@ -259,7 +327,8 @@ def want_env(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) 
 StepFn = Callable[[nf.NodeFacts, Spec, ClusterView, int], Want]
 STEPS: tuple[tuple[str, StepFn], ...] = (
     ("hostname", want_hostname), ("hosts", want_hosts), ("ssh", want_ssh),
-    ("scratch", want_scratch), ("efs", want_efs), ("env", want_env))
+    ("scratch", want_scratch), ("efs", want_efs), ("dataset", want_dataset),
+    ("env", want_env))
 STEP_NAMES = tuple(name for name, _ in STEPS)
 
 

@@ -49,12 +49,21 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def dataset_view(data: dict[str, Any] | None) -> steps.DatasetView | None:
+    """``{"mount", "volumes": {"INDEX": "vol-…"}, "manifest_sha256", "verify", "prewarm"}``."""
+    if data is None:
+        return None
+    volumes = {int(index): vol for index, vol in data.get("volumes", {}).items()}
+    return steps.DatasetView(data["mount"], volumes, data.get("manifest_sha256"),
+                             data.get("verify", "size"), data.get("prewarm", False))
+
+
 def cluster_view(data: dict[str, Any]) -> steps.ClusterView:
     return steps.ClusterView(
         data["name"], data["region"],
         tuple(steps.NodeView(i, n["address"], n.get("host_key"))
               for i, n in enumerate(data["nodes"])),
-        data.get("gpus_per_node", 0), data.get("efs_id"))
+        data.get("gpus_per_node", 0), data.get("efs_id"), dataset_view(data.get("dataset")))
 
 
 def outputs(case: dict[str, Any], digest: str) -> dict[str, list[str] | None]:
@@ -130,7 +139,7 @@ def test_plan_node_orders_steps_and_refuses_unknown_force():
     facts = nf.NodeFacts.from_outputs({f.name: None for f in nf.ALL})
     plans = steps.plan_node(facts, spec, cluster_view(CLUSTER), 0, PLAYBOOKS)
     assert [p.step for p in plans] == list(steps.STEP_NAMES)
-    assert [p.action for p in plans] == ["run", "run", "run", "skip", "skip", "skip"]
+    assert [p.action for p in plans] == ["run", "run", "run", "skip", "skip", "skip", "skip"]
     with pytest.raises(ValueError, match="no bootstrap step nope"):
         steps.plan_node(facts, spec, cluster_view(CLUSTER), 0, PLAYBOOKS, force=["nope"])
 
@@ -144,3 +153,42 @@ def test_cluster_view_wants_indexes_in_order():
 def test_command_shell_runs_the_playbook_text_with_sudo():
     line = steps.Command("receipt.sh", ("hosts", "sha256:" + "0" * 64)).shell("echo hi")
     assert line == f"sudo -n bash -c 'echo hi' receipt.sh hosts sha256:{'0' * 64}"
+
+
+VOL = "vol-0123456789abcdef0"
+
+
+def _dataset_plan(**view: Any) -> steps.StepPlan:
+    spec = loads(yaml.safe_dump(BASE_SPEC))
+    cluster = steps.ClusterView("demo", "us-east-1", (steps.NodeView(0, "10.0.1.5"),),
+                                dataset=steps.DatasetView("/data", {0: VOL}, **view))
+    facts = nf.NodeFacts.from_outputs({"disks_by_id": None, "mounts": None, "receipts": None})
+    return steps.plan_step("dataset", steps.want_dataset(facts, spec, cluster, 0), facts,
+                           PLAYBOOKS)
+
+
+def test_dataset_digest_covers_verify_mode_manifest_and_prewarm():
+    size = _dataset_plan()
+    assert size.action == "run" and size.commands[0].args[-2:] == ("--verify", "size")
+    digests = {size.digest, _dataset_plan(verify="full").digest,
+               _dataset_plan(verify=steps.Verify.FULL, prewarm=True).digest,
+               _dataset_plan(manifest_sha256="ab" * 32).digest}
+    assert len(digests) == 4
+    assert _dataset_plan(verify="size").digest == size.digest
+    assert "--prewarm" in _dataset_plan(prewarm=True).commands[0].args
+    assert "--prewarm" not in size.commands[0].args
+
+
+@pytest.mark.parametrize("bad", [
+    {"mount": "data"}, {"mount": "/"}, {"mount": "/data/../etc"}, {"mount": "/da ta"},
+    {"volumes": {0: "vol-1; rm -rf /"}}, {"volumes": {0: "snap-0123456789abcdef0"}},
+    {"manifest_sha256": "sha256:" + "ab" * 32}, {"verify": "quick"}])
+def test_dataset_view_refuses_what_would_reach_a_command_line(bad: dict[str, Any]):
+    args: dict[str, Any] = {"mount": "/data", "volumes": {0: VOL}, **bad}
+    with pytest.raises(ValueError):
+        steps.DatasetView(**args)
+
+
+def test_dataset_view_takes_a_trailing_slash_and_plain_strings():
+    view = steps.DatasetView("/data/", {0: VOL}, verify="full")
+    assert view.mount == "/data" and view.verify is steps.Verify.FULL

@@ -6,7 +6,10 @@ facts, the steps then say "already done"."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,10 +20,12 @@ import yaml
 from clusterkit.bootstrap import facts as nf
 from clusterkit.bootstrap import steps
 from clusterkit.spec import loads
+from tests.support import require_root
 
 PLAYBOOKS = sorted(steps.PLAYBOOKS_DIR.glob("*.sh"))
 NAMES = {p.name for p in PLAYBOOKS}
-EXPECTED = {"hostname.sh", "hosts.sh", "ssh.sh", "scratch.sh", "efs.sh", "env.sh", "receipt.sh"}
+EXPECTED = {"hostname.sh", "hosts.sh", "ssh.sh", "scratch.sh", "efs.sh", "dataset.sh", "env.sh",
+            "receipt.sh"}
 SPEC = loads(yaml.safe_dump({
     "name": "demo", "region": "us-east-1",
     "nodes": {"count": 3, "instance_types": ["p4d.24xlarge"]}, "ssh": {"user": "ubuntu"},
@@ -282,3 +287,215 @@ def test_scratch_one_disk_for_real_then_kept_then_foreign_refused(tmp_path: Path
         subprocess.run(["umount", str(mnt)], capture_output=True)
         for device in devices:
             subprocess.run(["losetup", "-d", device], capture_output=True)
+
+
+# -- dataset.sh: a clone found by volume id, mounted read-only, checked against its manifest --
+
+VOL_A, VOL_B = "vol-0123456789abcdef0", "vol-0fedcba9876543210"
+MANIFEST = ".clusterkit-manifest.json"
+
+
+def _dataset_tree(root: Path, files: dict[str, bytes], after: dict[str, bytes | None] | None
+                  = None) -> str:
+    """``files`` under ``root`` with their manifest (the format snapshot-dataset publishes);
+    ``after`` then changes (None: removes) files behind the manifest's back. Returns the
+    manifest file's sha256."""
+    entries = []
+    for rel, data in sorted(files.items()):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+        entries.append({"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    text = json.dumps({"version": 1, "files": entries,
+                       "total_bytes": sum(e["size"] for e in entries)}, sort_keys=True)
+    (root / MANIFEST).write_text(text)
+    for rel, data in (after or {}).items():
+        if data is None:
+            (root / rel).unlink()
+        else:
+            (root / rel).write_bytes(data)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _ext4_loop(tmp: Path, name: str, tree: Path) -> str:
+    image = tmp / f"{name}.img"
+    subprocess.run(["mke2fs", "-q", "-t", "ext4", "-L", "ck-dataset", "-d", str(tree),
+                    str(image), "16M"], check=True, capture_output=True)
+    device = _loop(image)
+    assert device, "losetup found no free loop device"
+    return device
+
+
+def _as_node(tmp: Path, volumes: dict[str, str], script: str) -> str:
+    """Run ``script`` as a node would: in a private mount namespace whose /dev is a copy
+    with ``volumes`` (vol id -> loop device) under /dev/disk/by-id by their EBS names,
+    block device nodes as in the sandbox. Returns its output (stderr merged); nothing it mounts
+    outlives it."""
+    dev = tmp / "dev"
+    dev.mkdir(exist_ok=True)
+    nodes = "".join(
+        f"mknod {dev}/disk/by-id/{steps.ebs_by_id(vol)} b "
+        f"{os.major(os.stat(loop).st_rdev)} {os.minor(os.stat(loop).st_rdev)}\n"
+        for vol, loop in volumes.items())
+    setup = (f"set -e\nmount -t tmpfs ckdev {dev}\n"
+             f"(cd /dev && cp -a null zero full random urandom fd stdin stdout stderr {dev}/)\n"
+             f"mkdir -p {dev}/disk/by-id\n{nodes}mount --bind {dev} /dev\nset +e\n")
+    out = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c",
+                          setup + script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stdout
+    return out.stdout
+
+
+def _dataset_call(mnt: Path, vol: str, *extra: str) -> str:
+    args = " ".join(["--mount", str(mnt), "--volume", vol, "--wait", "0", *extra])
+    return f"bash {steps.PLAYBOOKS_DIR / 'dataset.sh'} {args}; echo \"@rc $?\"\n"
+
+
+def _results(output: str) -> list[int]:
+    return [int(line.split()[1]) for line in output.splitlines() if line.startswith("@rc ")]
+
+
+@pytest.fixture
+def loops():
+    made: list[str] = []
+    yield made
+    for device in made:
+        subprocess.run(["losetup", "-d", device], capture_output=True)
+
+
+def test_dataset_refuses_bad_arguments_and_names_a_missing_volume(tmp_path: Path):
+    for args in (["--mount", "data", "--volume", VOL_A], ["--mount", "/data", "--volume", "vol-1"],
+                 ["--mount", "/data", "--volume", VOL_A, "--verify", "quick"],
+                 ["--mount", "/data", "--volume", VOL_A, "--manifest-sha256", "ab"],
+                 ["--volume", VOL_A], ["--mount", "/data/../etc", "--volume", VOL_A],
+                 ["--mount", "/usr/", "--volume", VOL_A]):
+        assert run("dataset.sh", *args).returncode == 2, args
+    missing = run("dataset.sh", "--mount", str(tmp_path / "data"), "--volume",
+                  "vol-0aaaabbbbccccdddd", "--wait", "0")
+    assert missing.returncode == 1
+    assert "volume vol-0aaaabbbbccccdddd is not visible" in missing.stderr
+    assert "is the volume attached? clusterkit status" in missing.stderr
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.root
+def test_dataset_mounts_by_id_read_only_verifies_and_swaps(tmp_path: Path, loops: list[str]):
+    """A clone (a loop device under its by-id name) is mounted ro,noatime and verified
+    (sha256, with the manifest's digest, after a prewarm); a second run only checks; the
+    pure step then says done; a new clone on the same path replaces the old one."""
+    require_root("mounting dataset clones")
+    files = {"train.rec": os.urandom(300_000), "train.idx": b"0\t0\n1\t4096\n",
+             "val/val.rec": os.urandom(5000)}
+    sha_a = _dataset_tree(tmp_path / "a", files)
+    _dataset_tree(tmp_path / "b", {"other.rec": b"x" * 1234})
+    loops += [_ext4_loop(tmp_path, "a", tmp_path / "a"), _ext4_loop(tmp_path, "b", tmp_path / "b")]
+    mnt = tmp_path / "data"
+    view = steps.DatasetView(str(mnt), {1: VOL_A}, sha_a, "full", prewarm=True)
+    cluster = steps.ClusterView("demo", "us-east-1", CLUSTER.nodes, dataset=view)
+    gather = nf.gather_script([nf.DISKS_BY_ID, nf.MOUNTS])
+    out = _as_node(tmp_path, {VOL_A: loops[0], VOL_B: loops[1]}, (
+        f"sh -c {shlex.quote(gather)}; echo @facts-end\n"
+        + _dataset_call(mnt, VOL_A, "--verify", "full", "--manifest-sha256", sha_a, "--prewarm")
+        + f"echo @findmnt; findmnt -J -o TARGET,SOURCE,FSTYPE,OPTIONS,LABEL {mnt}; "
+        "echo @findmnt\n"
+        + f"touch {mnt}/written 2>/dev/null && echo @writable\n"
+        + f"sh -c {shlex.quote(gather)}; echo @facts-end\n"
+        + _dataset_call(mnt, VOL_A, "--verify", "full", "--manifest-sha256", sha_a)
+        + _dataset_call(mnt, VOL_B)
+        + f"echo @sources $(findmnt -n -o SOURCE --mountpoint {mnt} | wc -l) "
+        f"$(findmnt -n -o SOURCE --mountpoint {mnt})\n"))
+    assert _results(out) == [0, 0, 0], out
+    first, second, third = out.split("@rc ")[:3]
+    assert f"mounted {VOL_A}" in first and "prewarmed" in first and "MB/s" in first
+    assert first.rstrip().splitlines()[-1] == (
+        f"dataset: verified 3 files, 305.0 kB (sha256) manifest sha256:{sha_a[:12]}")
+    assert "@writable" not in out
+    shown = out.split("@findmnt\n")[1]
+    mount = nf.mount_at(nf.parse_mounts(shown.splitlines()), str(mnt))
+    assert mount is not None and mount.label == "ck-dataset"
+    assert {"ro", "noatime"} <= set(mount.options)
+    assert mount.source == f"/dev/disk/by-id/{steps.ebs_by_id(VOL_A)}"
+    assert f"{VOL_A} is mounted on {mnt}" in second and "mounted " + VOL_A not in second
+    assert "unmounting it" in third and third.rstrip().splitlines()[-1].startswith(
+        "dataset: verified 1 files, 1.2 kB (size) manifest sha256:")
+    assert f"@sources 1 /dev/disk/by-id/{steps.ebs_by_id(VOL_B)}" in out
+
+    before, after = (nf.parse_gathered(part.splitlines(), [nf.DISKS_BY_ID, nf.MOUNTS])
+                     for part in out.split("@facts-end")[:2])
+    playbooks = steps.read_playbooks()
+    plans = []
+    for found in (before, after):
+        facts = nf.NodeFacts({**found.values, "receipts": {}})
+        key = steps.plan_step("dataset", steps.want_dataset(facts, SPEC, cluster, 1), facts,
+                              playbooks).digest
+        facts = nf.NodeFacts({**found.values, "receipts": {"dataset": key}})
+        plans.append(steps.plan_step("dataset", steps.want_dataset(facts, SPEC, cluster, 1),
+                                     facts, playbooks))
+    assert (plans[0].action, plans[0].reason) == ("run", f"receipt matches but {mnt} is not mounted")
+    assert (plans[1].action, plans[1].reason) == (
+        "done", "already done (receipt matches, and the system shows it)")
+
+
+@pytest.mark.root
+def test_dataset_mismatches_name_the_file_and_a_read_write_mount_is_left(tmp_path: Path,
+                                                                          loops: list[str]):
+    require_root("mounting dataset clones")
+    same_size = os.urandom(2000)
+    sha = _dataset_tree(tmp_path / "bad", {"a.rec": os.urandom(2000), "b.rec": b"b" * 10,
+                                           "c.rec": b"c"},
+                        after={"a.rec": same_size, "b.rec": b"b" * 11, "c.rec": None})
+    _dataset_tree(tmp_path / "mine", {"notes.txt": b"user data"})
+    loops += [_ext4_loop(tmp_path, "bad", tmp_path / "bad"),
+              _ext4_loop(tmp_path, "mine", tmp_path / "mine")]
+    mnt = tmp_path / "data"
+    mine = f"/dev/disk/by-id/{steps.ebs_by_id(VOL_B)}"
+    out = _as_node(tmp_path, {VOL_A: loops[0], VOL_B: loops[1]}, (
+        _dataset_call(mnt, VOL_A) + "echo @next\n"
+        + _dataset_call(mnt, VOL_A, "--verify", "full") + "echo @next\n"
+        + _dataset_call(mnt, VOL_A, "--manifest-sha256", "0" * 64) + "echo @next\n"
+        + f"umount {mnt}\nmount {mine} {mnt}\n"
+        + _dataset_call(mnt, VOL_A)
+        + f"echo @still $(findmnt -n -o SOURCE --mountpoint {mnt})\n"))
+    assert _results(out) == [1, 1, 1, 1], out
+    size, full, manifest, rw = out.split("@next")
+    assert "dataset: MISMATCH b.rec: size 11, manifest says 10" in size
+    assert "dataset: MISMATCH c.rec: missing" in size
+    assert "a.rec" not in size  # same size: only a full check sees it
+    assert "dataset: MISMATCH a.rec: sha256 " in full and "b.rec: size 11" in full
+    assert f"MISMATCH {MANIFEST}: sha256 {sha[:12]}, the snapshot's tag says 000000000000" \
+        in manifest
+    assert "read-write, not a dataset clone; leaving it" in rw
+    assert f"@still {mine}" in rw
+
+
+@pytest.mark.root
+def test_dataset_step_runs_through_the_node_script_and_leaves_its_receipt(
+        tmp_path: Path, loops: list[str]):
+    """The pure step's commands, wrapped by bootstrap's node script exactly as `up` sends
+    them (the playbook text through ``bash -c``), against a manifest written by
+    snapshot-dataset's own module: mounted, verified, receipt written."""
+    require_root("mounting dataset clones")
+    from clusterkit.bootstrap import run as bootstrap_run
+    from clusterkit.dataset import manifest
+
+    (tmp_path / "a/val").mkdir(parents=True)
+    (tmp_path / "a/val/x.rec").write_bytes(os.urandom(100_000))
+    published = manifest.build(tmp_path / "a")
+    manifest.write(tmp_path / "a", published)
+    sha = published.digest
+    loops.append(_ext4_loop(tmp_path, "a", tmp_path / "a"))
+    view = steps.DatasetView(str(tmp_path / "data"), {1: VOL_A}, sha, "full", prewarm=True)
+    cluster = steps.ClusterView("demo", "us-east-1", CLUSTER.nodes, dataset=view)
+    playbooks = steps.read_playbooks()
+    facts = nf.NodeFacts.from_outputs({"disks_by_id": None, "mounts": None, "receipts": None})
+    plan = steps.plan_step("dataset", steps.want_dataset(facts, SPEC, cluster, 1), facts,
+                           playbooks)
+    script = bootstrap_run.node_script([plan], playbooks)
+    out = _as_node(tmp_path, {VOL_A: loops[0]}, f"export CLUSTERKIT_ROOT={tmp_path}/root\n"
+                   f"sh -c {shlex.quote(script)}\n")
+    code, tail = bootstrap_run.parse_run(out.splitlines())["dataset"]
+    assert code == 0, out
+    assert tail.splitlines()[-1] == (f"dataset: verified 1 files, 100.0 kB (sha256) "
+                                     f"manifest sha256:{sha[:12]}")
+    receipt = tmp_path / "root/var/lib/clusterkit/steps/dataset"
+    assert receipt.read_text() == f"{plan.digest}\n"
