@@ -14,7 +14,7 @@ root=${CLUSTERKIT_ROOT:-}
 
 put() {  # put FILE: stdin -> FILE when it differs (atomic; mode 644)
     local target=$1 tmp
-    mkdir -p "$(dirname "$target")"
+    mkdir -p "${target%/*}"
     tmp=$(mktemp "$target.XXXXXX")
     cat > "$tmp"
     if cmp -s "$tmp" "$target"; then rm -f "$tmp"; return; fi

@@ -30,7 +30,7 @@ fi
 
 put() {  # put FILE MODE: stdin -> FILE when it differs (atomic)
     local target=$1 mode=$2 tmp
-    mkdir -p "$(dirname "$target")"
+    mkdir -p "${target%/*}"
     tmp=$(mktemp "$target.XXXXXX")
     cat > "$tmp"
     if cmp -s "$tmp" "$target"; then rm -f "$tmp"; return; fi
@@ -38,22 +38,28 @@ put() {  # put FILE MODE: stdin -> FILE when it differs (atomic)
     mv -f "$tmp" "$target"
 }
 
-known="" hosts=()
-while read -r names keytype key rest; do
-    [ -n "$names" ] || continue
-    if [ -n "$rest" ] || ! [[ $keytype =~ ^(ssh|ecdsa|sk)-[A-Za-z0-9@.-]+$ && $key =~ ^[A-Za-z0-9+/]+=*$ ]]; then
-        echo "ssh.sh: not a known_hosts line (NAMES KEYTYPE BASE64) on stdin" >&2
+# One awk pass checks every line and lists the host names once each (a bash loop over
+# the lines cost ~50 ms per node at 64 nodes).
+known=$(cat)
+names=$(printf '%s\n' "$known" | awk '
+    NF == 0 { next }
+    NF != 3 || $2 !~ /^(ssh|ecdsa|sk)-[A-Za-z0-9@.-]+$/ || $3 !~ /^[A-Za-z0-9+\/]+=*$/ {
+        print "ssh.sh: not a known_hosts line (NAMES KEYTYPE BASE64) on stdin" > "/dev/stderr"
         exit 2
-    fi
-    known+="$names $keytype $key"$'\n'
-    IFS=, read -ra each <<< "$names"
-    for name in "${each[@]}"; do
-        name=${name#[}; name=${name%]:*}
-        [[ $name =~ ^[A-Za-z0-9.:-]+$ ]] || { echo "ssh.sh: bad host name $name" >&2; exit 2; }
-        case " ${hosts[*]} " in *" $name "*) ;; *) hosts+=("$name");; esac
-    done
-done
+    }
+    {
+        n = split($1, each, ",")
+        for (i = 1; i <= n; i++) {
+            name = each[i]; sub(/^\[/, "", name); sub(/\]:.*$/, "", name)
+            if (name !~ /^[A-Za-z0-9.:-]+$/) {
+                print "ssh.sh: bad host name " name > "/dev/stderr"; exit 2
+            }
+            if (!(name in seen)) { seen[name] = 1; printf "%s ", name }
+        }
+    }') || exit 2
+read -ra hosts <<< "$names"
 [ ${#hosts[@]} -gt 0 ] || { echo "ssh.sh: no host keys on stdin" >&2; exit 2; }
+known=$(printf '%s\n' "$known" | awk 'NF { print $1, $2, $3 }')$'\n'
 
 printf '%s' "$known" | put "$root/etc/clusterkit/known_hosts" 644
 
