@@ -123,11 +123,3 @@ class SandboxError(ClusterkitError):
 
 class NotEmulated(ClusterkitError):
     """A step the sandbox cannot emulate on this machine (no md driver, not root...)."""
-
-
-class NotYetAvailable(ClusterkitError):
-    """A command registered in the CLI whose implementation has not landed yet."""
-
-    def __init__(self, command: str) -> None:
-        super().__init__(f"'clusterkit {command}' is not yet available in this version",
-                         "see README.md for what is implemented so far")

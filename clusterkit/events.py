@@ -32,6 +32,9 @@ class Stage(Enum):
     UP = "up"
     DOWN = "down"
     PACK = "pack"
+    DATASET = "dataset"  # deploy-dataset: snapshot checks, clones per node
+    PUBLISH = "publish"  # snapshot-dataset: manifest, image, upload, tags
+    TRAIN = "train"  # train: checks, workdir sync, job start on every node
 
 
 @dataclass(frozen=True)

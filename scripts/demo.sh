@@ -39,7 +39,5 @@ step sandbox start;           run_or_note sandbox start
 step up "$SPEC" --yes;        run_or_note up "$SPEC" --yes
 step status sandbox;          run_or_note status sandbox
 step exec "$SPEC" -- hostname; run_or_note exec "$SPEC" -- hostname
-step deploy-dataset "$SPEC";  run_or_note deploy-dataset "$SPEC"
-step train "$SPEC";           run_or_note train "$SPEC"
 step down "$SPEC";            run_or_note down "$SPEC" --yes
 step sandbox stop;            run_or_note sandbox stop

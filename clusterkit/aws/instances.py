@@ -47,7 +47,8 @@ def run_instances(session: boto3.Session, region: str, *, launch_template_id: st
                   instance_type: str, az: str, subnet_id: str, market: Market,
                   max_price: float | None, count: int, tags: Mapping[str, str],
                   volume_tags: Mapping[str, str], client_token: str,
-                  placement_group: str = "") -> list[Node]:
+                  placement_group: str = "",
+                  block_devices: Sequence[Mapping[str, Any]] = ()) -> list[Node]:
     """All ``count`` instances or none (MinCount = MaxCount): EC2 itself is all-or-nothing."""
     kwargs: dict[str, Any] = {
         "MinCount": count, "MaxCount": count, "InstanceType": instance_type,
@@ -56,6 +57,8 @@ def run_instances(session: boto3.Session, region: str, *, launch_template_id: st
         "ClientToken": client_token,
         "TagSpecifications": tag_specs(["instance"], tags) + tag_specs(["volume"], volume_tags),
     }
+    if block_devices:  # added to the launch template's (a device name it does not have)
+        kwargs["BlockDeviceMappings"] = [dict(b) for b in block_devices]
     if placement_group:  # repeated here: a Placement given to RunInstances replaces the LT's
         kwargs["Placement"]["GroupName"] = placement_group
     if market == Market.SPOT:

@@ -133,10 +133,13 @@ class BootstrapError(RemoteError):
                 last = step.output.strip().splitlines()[-1:] or [""]
                 parts.append(f"{node.label}: step {step.step} {step.reason}"
                              + (f": {last[0]}" if last[0] else ""))
+        # a node's own hint first (a changed host key says how to accept it)
+        hints = list(dict.fromkeys(n.hint for n in result.failed if n.hint))
         super().__init__(f"bootstrap failed on {len(result.failed)} of {len(result.nodes)} "
                          f"node(s): " + "; ".join(parts),
-                         "fix the cause shown above, then run `clusterkit up` again: the "
-                         "steps that succeeded left receipts and are not run again",
+                         "; ".join([*hints, "fix the cause shown above, then run `clusterkit "
+                                    "up` again: the steps that succeeded left receipts and "
+                                    "are not run again"]),
                          results={"bootstrap": result.to_json()})
         self.result = result
 

@@ -8,7 +8,17 @@ from typing import Any
 import click
 
 from clusterkit import __version__
-from clusterkit.cli import dataset, pack, provision, remote, sandbox, spot, train, validate
+from clusterkit.cli import (
+    dataset,
+    pack,
+    provision,
+    publish,
+    remote,
+    sandbox,
+    spot,
+    train,
+    validate,
+)
 from clusterkit.cli.context import CliContext, global_options, leaf_commands, sandbox_requested
 from clusterkit.cli.render import error_json, print_error_json, print_json, render_error
 from clusterkit.errors import ClusterkitError
@@ -17,7 +27,7 @@ from clusterkit.errors import ClusterkitError
 # (nor for `plan --offline`: a command's own --offline flag counts the same).
 OFFLINE_COMMANDS = frozenset({"sandbox", "validate", "schema", "pack"})
 # Commands that ask before spending or deleting: they take --yes after the name too.
-ASKING_COMMANDS = frozenset({"up", "down"})
+ASKING_COMMANDS = frozenset({"up", "down", "deploy-dataset"})
 DEBUG_HINT = ("run the same command again with --debug (before or after the command name) "
               "for the traceback, and please report it")
 
@@ -127,7 +137,7 @@ def cli(ctx: click.Context, region: str | None, profile: str | None, debug: bool
                          sandbox=sandbox_requested(sandbox), yes=yes)
 
 
-for module in (validate, spot, provision, remote, pack, dataset, train, sandbox):
+for module in (validate, spot, provision, remote, pack, publish, dataset, train, sandbox):
     for command in module.COMMANDS:
         cli.add_command(command)
         for leaf in leaf_commands(command):

@@ -99,4 +99,33 @@ def render_status(console: Console, result: StatusResult, *, wide: bool = False)
     per_hour = f"{usd(hourly, per_hour=True)}/h" if hourly is not None else "$/h unknown"
     console.print(f"total: {per_hour}, so far {usd(so_far) if so_far is not None else 'unknown'}",
                   markup=False, highlight=False)
+    _dataset(console, result)
+    _job(console, result)
     _kept_efs(console, result)
+
+
+def _dataset(console: Console, result: StatusResult) -> None:
+    """One line per dataset clone: node, volume, snapshot, size, hydration."""
+    for d in result.dataset:
+        node = "-" if d.index is None else ("master" if d.index == 0 else f"worker-{d.index}")
+        console.print(f"dataset {node}: {d.volume_id} from {d.snapshot_id}, {d.size_gib} GiB, "
+                      f"hydration {d.hydration}", markup=False, highlight=False)
+
+
+def _job(console: Console, result: StatusResult) -> None:
+    """The newest training job: its state, then one line per node with its processes."""
+    job = result.job
+    if not job:
+        return
+    failed = job.get("failed")
+    why = f" ({job['reason']})" if job.get("reason") else ""
+    console.print(f"job {job['job_id']}: {job['state']}{why}"
+                  + (f", failed: node {failed.get('node')} {failed.get('process')} exit "
+                     f"{failed.get('exit')}" if isinstance(failed, dict) else ""),
+                  markup=False, highlight=False)
+    for node, view in job["nodes"].items():
+        procs = ", ".join(
+            f"{name} {p.get('state')}" + ("" if p.get("exit") is None else f" {p['exit']}")
+            for name, p in (view.get("processes") or {}).items())
+        console.print(f"  {node}: {view['state']}" + (f": {procs}" if procs else ""),
+                      markup=False, highlight=False)

@@ -1,31 +1,166 @@
-"""`clusterkit train`, `logs`, `stop`."""
+"""`clusterkit train`, `logs`, `stop`: option wiring and rendering only."""
+
+from __future__ import annotations
+
+import sys
 
 import click
 
-from clusterkit.cli.context import check_spec_argument, check_target_argument
-from clusterkit.errors import NotYetAvailable
+from clusterkit.cli.context import (
+    check_spec_argument,
+    check_target_argument,
+    get_ctx,
+    json_option,
+)
+from clusterkit.cli.events import ConsoleReporter
+from clusterkit.cli.render import print_json
+from clusterkit.cluster.jobs import JobOutcome, StopResult
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.errors import ClusterkitError
+
+JOB_HELP = "The job id (default: the cluster's newest job)."
+
+
+def _runtime() -> Runtime:
+    """Progress and warnings on stderr: the job's logs own stdout."""
+    ctx = get_ctx()
+    return Runtime.make(region=ctx.region, profile=ctx.profile,
+                        report=ConsoleReporter(ctx.err_console))
+
+
+def _confirm_stop(job_id: str) -> bool:
+    """Ctrl-C during `train`: stop the job? Default yes; no terminal: yes."""
+    if not sys.stdin.isatty():
+        return True
+    try:
+        return click.confirm(f"\nstop job {job_id}?", default=True, err=True)
+    except click.Abort:  # a second Ctrl-C
+        return True
+
+
+def _finish(outcome: JobOutcome) -> None:
+    """Print the outcome; a failed job exits 1 naming node, role and its last lines."""
+    ctx = get_ctx()
+    if ctx.json:
+        print_json(outcome.to_json())
+        if not outcome.ok:
+            sys.exit(1)
+        return
+    err = ctx.err_console
+    if outcome.detached:
+        err.print(f"job {outcome.job_id} {outcome.state} on cluster {outcome.cluster}; "
+                  f"follow it: clusterkit logs {outcome.cluster} -f; stop it: "
+                  f"clusterkit stop {outcome.cluster}", markup=False, highlight=False)
+        click.echo(outcome.job_id)
+        return
+    if outcome.ok:
+        err.print(f"[green]job {outcome.job_id} succeeded[/green]", highlight=False)
+        return
+    failed = outcome.failed
+    if failed is not None:
+        err.print(f"last lines of {failed.node}/{failed.process}:", markup=False,
+                  highlight=False)
+        for line in failed.tail:
+            err.print(f"  {line}", markup=False, highlight=False)
+        what = (f"{failed.role} {failed.process} on {failed.node} exited "
+                f"{failed.exit if failed.exit is not None else '?'}")
+    else:
+        what = outcome.reason or outcome.state
+    raise ClusterkitError(f"job {outcome.job_id} {outcome.state}: {what}",
+                          f"`clusterkit logs {outcome.cluster} --node {failed.node}` shows "
+                          "its whole log" if failed else
+                          f"`clusterkit logs {outcome.cluster}` shows every log")
 
 
 @click.command()
 @click.argument("spec_file", type=click.Path(dir_okay=False), callback=check_spec_argument)
 @click.argument("command", nargs=-1)
-def train(spec_file: str, command: tuple[str, ...]) -> None:
-    """Start the distributed job (MXNet PS or torchrun) on every node; live logs; fail-fast."""
-    raise NotYetAvailable("train")
+@click.option("--detach", "-d", is_flag=True,
+              help="Return once every node's supervisor has started (prints the job id).")
+@click.option("--replace", is_flag=True, help="Stop the job running on the cluster first.")
+@click.option("--workdir", "workdir_option", type=click.Path(file_okay=False, exists=True),
+              help="Local directory copied to the nodes (EFS, else every node) before the "
+                   "start; the command runs there. Default: train.workdir when relative.")
+@json_option
+def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
+          workdir_option: str | None) -> None:
+    """Start the distributed job (MXNet PS or torchrun) on every node; live logs; fail-fast.
+
+    \b
+      clusterkit train SPEC [--detach] [--replace] [--workdir DIR] [-- COMMAND ...]
+
+    Exit 0 when every worker exited 0, 1 when the job failed (the failed node and role
+    and the last lines of its log are shown). Ctrl-C asks whether to stop the job."""
+    from clusterkit.cluster.train import do_train
+
+    ctx = get_ctx()
+    outcome = do_train(spec_file, command=command, workdir_option=workdir_option,
+                       detach=detach, replace=replace,
+                       out=sys.stderr if ctx.json else sys.stdout,
+                       confirm_stop=_confirm_stop, region=ctx.region, profile=ctx.profile,
+                       rt=_runtime())
+    _finish(outcome)
 
 
 @click.command()
 @click.argument("name", callback=check_target_argument)
-def logs(name: str) -> None:
-    """Follow the running job's logs on all nodes."""
-    raise NotYetAvailable("logs")
+@click.option("--follow", "-f", is_flag=True, help="Keep following until the job ends.")
+@click.option("--node", "-n", "nodes", multiple=True, metavar="NODE",
+              help="Only this node (index, master, worker-2, ...). Repeatable.")
+@click.option("--role", "roles", multiple=True,
+              type=click.Choice(["scheduler", "server", "worker", "torchrun"]),
+              help="Only processes of this role. Repeatable.")
+@click.option("--job", "job_id", metavar="JOB", help=JOB_HELP)
+@json_option
+def logs(name: str, follow: bool, nodes: tuple[str, ...], roles: tuple[str, ...],
+         job_id: str | None) -> None:
+    """Print (-f: follow) the job's logs on all nodes, from any terminal.
+
+    Lines are prefixed [node/process]. With -f, exit 0 when the job succeeded, 1 when it
+    failed or was stopped."""
+    from clusterkit.cluster.jobs import do_logs
+
+    ctx = get_ctx()
+    outcome = do_logs(name, job_id=job_id, follow=follow, nodes=nodes, roles=roles,
+                      out=sys.stderr if ctx.json else sys.stdout, region=ctx.region,
+                      profile=ctx.profile, rt=_runtime())
+    if follow or ctx.json:
+        _finish(outcome)
+
+
+def _render_stop(result: StopResult) -> None:
+    ctx = get_ctx()
+    if ctx.json:
+        print_json(result.to_json())
+        return
+    for node, state in result.nodes.items():
+        procs = state.get("processes") or {}
+        if not isinstance(procs, dict) or not procs:
+            ctx.console.print(f"{node}: {state.get('message') or state.get('state')}",
+                              markup=False, highlight=False)
+            continue
+        listed = ", ".join(f"{n} ({p.get('state')}{'' if p.get('exit') is None else ' ' + str(p.get('exit'))})"
+                           for n, p in procs.items())
+        ctx.console.print(f"{node}: {state.get('state')}: {listed}", markup=False,
+                          highlight=False)
+    ctx.err_console.print(f"[green]job {result.job_id} stopped on {len(result.nodes)} "
+                          "node(s)[/green]", highlight=False)
 
 
 @click.command()
 @click.argument("name", callback=check_target_argument)
-def stop(name: str) -> None:
-    """Stop the running job on all nodes."""
-    raise NotYetAvailable("stop")
+@click.option("--job", "job_id", metavar="JOB", help=JOB_HELP)
+@click.option("--grace", type=click.FloatRange(0, 600), default=None,
+              help="Seconds between SIGTERM and the kill (default: the job's, 10).")
+@json_option
+def stop(name: str, job_id: str | None, grace: float | None) -> None:
+    """Stop the running job on all nodes: SIGTERM, then its cgroup killed (nothing of it
+    survives, setsid or not)."""
+    from clusterkit.cluster.jobs import do_stop
+
+    ctx = get_ctx()
+    _render_stop(do_stop(name, job_id=job_id, grace=grace, region=ctx.region,
+                         profile=ctx.profile, rt=_runtime()))
 
 
 COMMANDS = [train, logs, stop]

@@ -6,6 +6,7 @@ cluster's record, GPUs from the catalog, the EFS id from the stack), then
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from clusterkit.bootstrap import run, steps
 from clusterkit.bootstrap.run import BootstrapResult, Outcome
@@ -36,9 +37,10 @@ def efs_id(outputs: Mapping[str, str]) -> str | None:
 
 
 def cluster_view(spec: Spec, region: str, nodes: Sequence[Node],
-                 outputs: Mapping[str, str]) -> steps.ClusterView:
+                 outputs: Mapping[str, str], dataset: Any = None) -> steps.ClusterView:
     """``nodes``: the running nodes, master first. Each node's in-cluster address is the
-    one the master dials (the private IP; in the sandbox its loopback address)."""
+    one the master dials (the private IP; in the sandbox its loopback address).
+    ``dataset``: the cluster's dataset clones (``steps.DatasetView``), if any."""
     keys = known_hosts.instance_keys(spec.name)
     missing = [n.instance_id for n in nodes if n.index is None]
     if missing:
@@ -47,9 +49,10 @@ def cluster_view(spec: Spec, region: str, nodes: Sequence[Node],
     view = tuple(steps.NodeView(n.index or 0, ssh_address(n, via_gateway=True),
                                 keys.get(n.instance_id)) for n in nodes)
     itype = instance_type(nodes[0].instance_type) if nodes else None
+    extra = {"dataset": dataset} if dataset is not None else {}
     return steps.ClusterView(spec.name, region, view,
                              gpus_per_node=itype.gpu_count if itype else 0,
-                             efs_id=efs_id(outputs))
+                             efs_id=efs_id(outputs), **extra)
 
 
 def summary(result: BootstrapResult) -> str:
@@ -60,12 +63,12 @@ def summary(result: BootstrapResult) -> str:
 
 def bootstrap_nodes(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node],
                     outputs: Mapping[str, str], *, force: Sequence[str] = (),
-                    timeout: float | None = None) -> BootstrapResult:
+                    timeout: float | None = None, dataset: Any = None) -> BootstrapResult:
     """Every bootstrap step on every node of ``nodes`` (all running), in parallel; raises
     BootstrapError naming each failed node and step, every node's result kept."""
     check_steps(force)
     ordered = sorted(nodes, key=node_order)
-    view = cluster_view(spec, region, ordered, outputs)
+    view = cluster_view(spec, region, ordered, outputs, dataset)
     login = Login(spec.name, user=spec.ssh.user, port=spec.ssh.port,
                   identity_file=spec.ssh.identity_file)
     rt.started(Stage.BOOTSTRAP, f"bootstrapping {len(ordered)} node(s): "

@@ -104,7 +104,7 @@ def _instances(rt: Runtime, cluster: str, region: str, deadline: float) -> None:
 def _volumes(rt: Runtime, cluster: str, region: str, deadline: float) -> None:
     for vol in volumes.cluster_volumes(rt.session, region, cluster):
         if vol["attached_to"]:
-            volumes.detach_volume(rt.session, region, vol["id"])
+            volumes.detach_volume(rt.session, region, vol["id"], vol["attached_to"][0])
         _retry(rt, deadline, lambda v=vol["id"]: volumes.delete_volume(rt.session, region, v),
                ("VolumeInUse", "IncorrectState"))
         _deleted(rt, "volume", vol["id"])

@@ -36,6 +36,17 @@ def accepted_ids(nodes: Sequence[Node], accept: Sequence[str]) -> set[str]:
     return {n.instance_id for n in selection.select(nodes, accept)} if accept else set()
 
 
+def pinned_keys(cluster: str, nodes: Sequence[Node], fresh: Sequence[Node],
+                accept: Sequence[str] = ()) -> dict[str, str]:
+    """{instance id: recorded key} of the nodes whose SSH answer needs no key exchange:
+    a key is recorded for the instance, it is not in ``fresh`` (launched by this `up`)
+    and not named by ``accept``. Their first real connection checks the key strictly."""
+    recorded = known_hosts.instance_keys(cluster)
+    skip = accepted_ids(nodes, accept) | {n.instance_id for n in fresh}
+    return {n.instance_id: recorded[n.instance_id] for n in nodes
+            if n.instance_id in recorded and n.instance_id not in skip}
+
+
 def check_and_record(rt: Runtime, cluster: str, nodes: Sequence[Node],
                      presented: Mapping[str, str], *, port: int = 22,
                      accept: Sequence[str] = ()) -> None:

@@ -16,12 +16,14 @@ from clusterkit.catalog.ranking import (
     launch_candidates,
     walk_candidates,
 )
+from clusterkit.cluster.dataset_checks import launch_mapping
 from clusterkit.cluster.lookups import base_tags
 from clusterkit.cluster.pins import launch_regions
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError, CapacityError
 from clusterkit.events import Stage
 from clusterkit.kinds import DEAD_STATES, InstanceState, Market, MarketPolicy
+from clusterkit.plan.dataset import CLONE_OF_TAG
 from clusterkit.plan.nodes import (
     PRICE_TAG,
     Node,
@@ -105,6 +107,10 @@ def gang_launch(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
                 launch_template_id: str, subnet_id: str, stack_id: str,
                 placement_group: str = "") -> list[Node]:
     volume_tags = {**base_tags(spec), **launch_tags(spec.name, slots)}
+    mapping = launch_mapping(spec, spec.storage.dataset.size_gb if spec.storage.dataset
+                             else None)
+    if mapping:  # every volume of the launch alike; only the clone's SnapshotId matches
+        volume_tags[CLONE_OF_TAG] = mapping[0]["Ebs"]["SnapshotId"]
     tags = dict(volume_tags)
     if offer.price is not None:
         tags[PRICE_TAG] = f"{offer.price:.4f}"
@@ -113,7 +119,7 @@ def gang_launch(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
         instance_type=offer.instance_type, az=offer.az or "", subnet_id=subnet_id,
         market=offer.market, max_price=spec.nodes.max_price, count=len(slots), tags=tags,
         volume_tags=volume_tags, client_token=client_token(stack_id, slots, offer),
-        placement_group=placement_group)
+        placement_group=placement_group, block_devices=mapping)
     # The creation tags are on the instances whether or not the response echoes them.
     return [replace(n, tags={**tags, **n.tags},
                     index=node_index({**tags, **n.tags}, n.launch_index))

@@ -13,15 +13,18 @@ from clusterkit.catalog.ranking import Offer, launch_candidates
 from clusterkit.catalog.zones import ZoneType, label, zone_block, zone_type
 from clusterkit.cluster import launch
 from clusterkit.cluster.caller import ssh_source_cidr
+from clusterkit.cluster.dataset_checks import check_dataset
 from clusterkit.cluster.lookups import facts, key_pair_missing
 from clusterkit.cluster.pins import checked_regions, pin_report, same_region
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.target import find_nodes
 from clusterkit.kinds import Market
+from clusterkit.plan.dataset import dataset_cost
 from clusterkit.plan.nodes import node_actions
 from clusterkit.plan.pinning import offline_lines, pinned_resources
+from clusterkit.plan.spend import EBS_GB_MONTH, HOURS_PER_MONTH
 from clusterkit.plan.stack import stack_name, stack_parameters
-from clusterkit.plan.up import Choice, UpPlan, plan_up
+from clusterkit.plan.up import Choice, UpPlan, gpu_warnings, plan_up
 from clusterkit.spec.model import Spec
 
 
@@ -72,9 +75,10 @@ def plan_offline(spec: Spec, region: str | None = None) -> UpPlan:
              *offline_lines(pinned_resources(spec)), *zone_lines(offers)]
     if region:
         notes.append(f"--region {region}: only {region} of the spec's regions")
-    return UpPlan(spec.name, offer.region, "create", (), "none" if spec.ssh.key_name
+    plan = UpPlan(spec.name, offer.region, "create", (), "none" if spec.ssh.key_name
                   else "import", node_actions(spec.name, spec.nodes.count, []),
                   _choice(offer), (), tuple(notes))
+    return replace(plan, warnings=gpu_warnings(spec, plan))
 
 
 def plan_online(rt: Runtime, spec: Spec, only_region: str | None = None) -> UpPlan:
@@ -96,11 +100,25 @@ def plan_online(rt: Runtime, spec: Spec, only_region: str | None = None) -> UpPl
     cidr = ssh_source_cidr(spec)  # the caller's address: the one lookup outside AWS
     found = facts(rt, spec, region, current=current["parameters"] if current else None,
                   ssh_cidr=cidr)
-    return plan_up(spec, region=region, stack_status=current["status"] if current else None,
+    notes += dataset_notes(rt, spec, region, len(node_actions(spec.name, spec.nodes.count,
+                                                               nodes).launch))
+    plan = plan_up(spec, region=region, stack_status=current["status"] if current else None,
                    stack_params=current["parameters"] if current else None,
                    wanted_params=stack_parameters(spec, found),
                    key_pair_missing=key_pair_missing(rt, spec, region), nodes=nodes,
                    choice=_choice(offer), notes=notes)
+    return replace(plan, warnings=gpu_warnings(spec, plan))
+
+
+def dataset_notes(rt: Runtime, spec: Spec, region: str, launch: int) -> list[str]:
+    """The dataset clones a launch makes, priced at the snapshot's size (the snapshot
+    checked as `up` checks it: exit 2 naming it when it would be refused)."""
+    ds = spec.storage.dataset
+    if ds is None or not ds.snapshot or not launch:
+        return []
+    verdict = check_dataset(rt, spec, region)
+    cost = dataset_cost(ds, launch, verdict.size_gib if verdict else ds.size_gb, EBS_GB_MONTH)
+    return [*(verdict.warnings if verdict else ()), *cost.lines(ds, HOURS_PER_MONTH)]
 
 
 def do_plan(spec_file: str, *, offline: bool = False, profile: str | None = None,

@@ -8,13 +8,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from clusterkit.aws import instances
+from clusterkit.aws import instances, volumes
 from clusterkit.cluster import kept_efs
+from clusterkit.cluster.dataset_checks import hydration
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.target import per_region, resolve_target, search_regions
 from clusterkit.cluster.up import safe_address
 from clusterkit.kinds import InstanceState, Market, Role
 from clusterkit.plan.cost import cluster_hourly, node_cost
+from clusterkit.plan.dataset import clone_index
 from clusterkit.plan.nodes import CLUSTER_TAG, Node, node_order
 
 
@@ -53,11 +55,42 @@ class StatusResult:
     hourly_usd: float | None
     cost_so_far_usd: float | None
     kept_efs: list[dict[str, Any]] = field(default_factory=list)
+    dataset: list[DatasetRow] = field(default_factory=list)
+    job: dict[str, Any] | None = None  # the newest training job (cluster/jobs.job_summary)
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "regions": self.regions,
                 "nodes": [r.to_json() for r in self.nodes], "hourly_usd": self.hourly_usd,
-                "cost_so_far_usd": self.cost_so_far_usd, "kept_efs": self.kept_efs}
+                "cost_so_far_usd": self.cost_so_far_usd, "kept_efs": self.kept_efs,
+                "dataset": [d.to_json() for d in self.dataset], "job": self.job}
+
+
+@dataclass(frozen=True)
+class DatasetRow:
+    """One dataset clone of a node: its volume, snapshot and initialization ("42%",
+    "done", or "unknown" where AWS does not report it)."""
+
+    index: int | None
+    instance_id: str | None
+    volume_id: str
+    snapshot_id: str
+    size_gib: int
+    hydration: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def dataset_rows(rt: Runtime, cluster: str, nodes: Sequence[Node]) -> list[DatasetRow]:
+    """The cluster's dataset clones in the regions its nodes run in, with hydration."""
+    index_of = {n.instance_id: n.index for n in nodes if n.index is not None}
+    rows: list[DatasetRow] = []
+    for region in dict.fromkeys(n.region for n in nodes):
+        clones = volumes.dataset_clones(rt.session, region, cluster)
+        shown = hydration(rt, region, [c.volume_id for c in clones]) if clones else {}
+        rows += [DatasetRow(clone_index(c, index_of), c.instance_id, c.volume_id,
+                            c.snapshot_id, c.size_gib, shown[c.volume_id]) for c in clones]
+    return sorted(rows, key=lambda r: (r.index is None, r.index or 0, r.volume_id))
 
 
 def node_row(node: Node, now: datetime) -> StatusRow:
@@ -93,11 +126,17 @@ def status(rt: Runtime, name: str | None, regions: Sequence[str],
     known = [r.cost_so_far for r in rows if r.cost_so_far is not None]
     so_far = round(sum(known), 4) if rows and len(known) == len(rows) else None
     return StatusResult(name, list(regions), rows, cluster_hourly(nodes), so_far,
-                        kept_efs.kept(rt, name, regions) if name else [])
+                        kept_efs.kept(rt, name, regions) if name else [],
+                        dataset_rows(rt, name, nodes) if name and nodes else [])
 
 
 def do_status(name: str | None, *, region: str | None = None, profile: str | None = None,
               rt: Runtime | None = None) -> StatusResult:
     rt = rt or Runtime.make(region=region, profile=profile)
     cluster, regions, _ = resolve_target(name, region)
-    return status(rt, cluster, regions)
+    result = status(rt, cluster, regions)
+    if cluster and result.nodes and all(r.state == InstanceState.RUNNING for r in result.nodes):
+        from clusterkit.cluster.jobs import job_summary
+
+        result = dataclasses.replace(result, job=job_summary(rt, name or cluster, region))
+    return result

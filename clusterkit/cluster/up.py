@@ -4,7 +4,7 @@ from the spec is changed; a difference it cannot apply to running nodes is refus
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from clusterkit.catalog.ranking import Offer
 from clusterkit.cluster import hostkeys, launch, pins, record, stackops, stopped
 from clusterkit.cluster.bootstrap import bootstrap_nodes, check_steps
 from clusterkit.cluster.caller import ssh_source_cidr
+from clusterkit.cluster.dataset_checks import check_dataset, view_for_up
 from clusterkit.cluster.lookups import base_tags, facts, key_pair_missing
 from clusterkit.cluster.running import Trail, report_failure
 from clusterkit.cluster.runtime import Runtime
@@ -27,7 +28,7 @@ from clusterkit.plan.drift import refused, spec_drift
 from clusterkit.plan.nodes import Node, node_actions, node_order
 from clusterkit.plan.spend import spend
 from clusterkit.plan.stack import key_pair_name, stack_action, stack_name, stack_parameters
-from clusterkit.plan.up import Choice, UpPlan, plan_up
+from clusterkit.plan.up import Choice, UpPlan, gpu_warnings, plan_up
 from clusterkit.remote import known_hosts
 from clusterkit.remote.address import ssh_address
 from clusterkit.remote.probe import local_public_key, wait_reachable
@@ -159,14 +160,16 @@ def refuse_drift(spec: Spec, region: str | None, nodes: Sequence[Node]) -> None:
 
 
 def _check_plan(rt: Runtime, spec: Spec, plan: UpPlan, *, yes: bool,
-                confirm: Confirm | None) -> None:
+                confirm: Confirm | None, dataset_gib: int | None = None) -> None:
     """Show what differs and what will be spent, and ask."""
     for diff in plan.drift:
         rt.info(f"spec differs: {diff.describe()}")
     if not plan.asks:
         return
-    for line in spend(plan, spec).lines:
+    for line in spend(plan, spec, dataset_gib).lines:
         rt.info(line)
+    for warning in gpu_warnings(spec, plan):  # beside the type the spend lines name
+        rt.warn(warning)
     if yes:
         return
     if confirm is None:
@@ -262,7 +265,9 @@ def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tru
             launch.candidates(rt, spec, only_region)
     cidr = ssh_source_cidr(spec)  # the caller's address: the one lookup outside AWS
     plan = read_plan(rt, spec, region, nodes, offers, cidr)
-    _check_plan(rt, spec, plan, yes=yes, confirm=confirm)
+    verdict = check_dataset(rt, spec, plan.region) if actions.launch else None  # exit 2 first
+    _check_plan(rt, spec, plan, yes=yes, confirm=confirm,
+                dataset_gib=verdict.size_gib if verdict else None)
     trail = Trail(spec.name)
     trail.touch(region, [n for n in nodes if n.live])
     trail.touch(plan.region)
@@ -302,14 +307,16 @@ def _apply(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
     running = launch.wait_running(rt, region, ids, deadline=deadline)
     _retag(rt, spec, region, running)  # described running: root volume ids are known
     _mount_target(rt, spec, region, stacks[region], running, deadline)
-    host_keys = _wait_ssh(rt, spec, region, running, new, deadline) if wait_ssh else {}
+    pinned = hostkeys.pinned_keys(spec.name, running, new, accept_host_keys)
+    host_keys = _wait_ssh(rt, spec, region, running, new, deadline, pinned) if wait_ssh else {}
     hostkeys.check_and_record(rt, spec.name, running, host_keys, port=spec.ssh.port,
                               accept=accept_host_keys)
     known = record_host_keys(spec, running, host_keys)
     booted = None
     if force_steps is not None:
         booted = bootstrap_nodes(rt, spec, region, running, stacks[region].get("outputs", {}),
-                                 force=force_steps, timeout=max(60.0, deadline - rt.clock()))
+                                 force=force_steps, timeout=max(60.0, deadline - rt.clock()),
+                                 dataset=view_for_up(rt, spec, region, running))
     return up_result(spec, region, running, host_keys, known, booted)
 
 
@@ -344,9 +351,11 @@ class _SshProgress:
 
 
 def _wait_ssh(rt: Runtime, spec: Spec, region: str, running: Sequence[Node],
-              new: Sequence[Node], deadline: float) -> dict[str, str]:
-    """SSH on every node until the deadline; a node terminated meanwhile (spot reclaim)
-    aborts at once, and the nodes of this launch are terminated (never half a cluster)."""
+              new: Sequence[Node], deadline: float,
+              pinned: Mapping[str, str]) -> dict[str, str]:
+    """SSH on every node until the deadline (nodes with a ``pinned`` key: banner only);
+    a node terminated meanwhile (spot reclaim) aborts at once, and the nodes of this
+    launch are terminated (never half a cluster)."""
     rt.started(Stage.SSH, f"waiting for SSH on {len(running)} node(s)")
     ids = [n.instance_id for n in running]
     progress = _SshProgress(rt, len(running))
@@ -354,7 +363,8 @@ def _wait_ssh(rt: Runtime, spec: Spec, region: str, running: Sequence[Node],
         return wait_reachable(
             running, port=spec.ssh.port, deadline=deadline,
             on_ready=progress.on_ready, on_round=progress.on_round, clock=rt.clock,
-            interval=rt.poll, check=lambda: launch.check_alive(rt, region, ids))
+            interval=rt.poll, check=lambda: launch.check_alive(rt, region, ids),
+            pinned=pinned)
     except CapacityError:
         if new:
             rt.emit(Kind.ERROR, f"terminating the {len(new)} node(s) of this launch",

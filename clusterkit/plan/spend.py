@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from clusterkit.kinds import Market, MarketPolicy
+from clusterkit.plan.dataset import dataset_cost
 from clusterkit.plan.nodes import node_name
 from clusterkit.plan.up import UpPlan
 from clusterkit.spec.model import Spec
@@ -63,7 +64,8 @@ def _node_lines(plan: UpPlan, spec: Spec) -> tuple[list[str], float | None, floa
     return lines, now, worst
 
 
-def _storage_lines(plan: UpPlan, spec: Spec) -> tuple[list[str], float]:
+def _storage_lines(plan: UpPlan, spec: Spec,
+                   dataset_gib: int | None = None) -> tuple[list[str], float]:
     lines: list[str] = []
     launch = len(plan.nodes.launch)
     root = spec.nodes.root_volume
@@ -80,10 +82,11 @@ def _storage_lines(plan: UpPlan, spec: Spec) -> tuple[list[str], float]:
                      f"${EFS_GB_MONTH:.2f}/GB-month of data stored, empty at creation")
     data = spec.storage.dataset
     if data is not None and data.snapshot and launch:
-        price = EBS_GB_MONTH.get(data.volume_type)
-        lines.append(f"dataset volumes (made by deploy-dataset, not by up): one {data.volume_type}"
-                     f" volume per node the size of {data.snapshot}, "
-                     f"{_money(price, '/GB-month')}")
+        cost = dataset_cost(data, launch, dataset_gib or data.size_gb, EBS_GB_MONTH)
+        lines += [f"{line} (clones of {data.snapshot}, made with the nodes)" if i == 0
+                  else line for i, line in enumerate(cost.lines(data, HOURS_PER_MONTH))]
+        if cost.per_month is not None:
+            hourly = round(hourly + cost.per_month / HOURS_PER_MONTH, 4)
     return lines, hourly
 
 
@@ -95,10 +98,11 @@ def _named(plan: UpPlan, instance_id: str) -> str:
     return f"{node_name(plan.cluster, node.index)} ({instance_id})"
 
 
-def spend(plan: UpPlan, spec: Spec) -> Spend:
-    """The lines `up` shows before it asks, and the $/h they add up to."""
+def spend(plan: UpPlan, spec: Spec, dataset_gib: int | None = None) -> Spend:
+    """The lines `up` shows before it asks, and the $/h they add up to (``dataset_gib``:
+    the size of each dataset clone, when the snapshot was looked up)."""
     node_lines, now, worst = _node_lines(plan, spec)
-    storage_lines, volumes = _storage_lines(plan, spec)
+    storage_lines, volumes = _storage_lines(plan, spec, dataset_gib)
     lines = [f"cluster {plan.cluster} in {plan.region}: up will"]
     if plan.stack in ("create", "recreate"):
         lines.append("create the stack (security group, placement group, launch template, "

@@ -9,6 +9,7 @@ from clusterkit.plan.cost import hourly
 from clusterkit.plan.drift import Difference, refused, spec_drift
 from clusterkit.plan.nodes import Node, NodeActions, node_actions
 from clusterkit.plan.stack import changed_parameters, stack_action
+from clusterkit.spec.checks import cuda_warnings
 from clusterkit.spec.model import Spec
 
 
@@ -40,6 +41,7 @@ class UpPlan:
     existing: tuple[Node, ...] = ()
     notes: tuple[str, ...] = field(default=())
     drift: tuple[Difference, ...] = ()  # the spec against the running cluster
+    warnings: tuple[str, ...] = ()  # train.packages against the GPU of the chosen type
 
     @property
     def mutates(self) -> bool:
@@ -83,6 +85,7 @@ class UpPlan:
             "choice": None if self.choice is None else self.choice.__dict__,
             "hourly_usd": self.hourly_after(),
             "changes": self.mutates, "notes": list(self.notes),
+            "warnings": list(self.warnings),
             "drift": [{"key": d.key, "running": d.running, "wanted": d.wanted,
                        "in_place": d.apply.name == "IN_PLACE"} for d in self.drift],
         }
@@ -98,6 +101,16 @@ def plan_up(spec: Spec, *, region: str, stack_status: str | None,
     return UpPlan(spec.name, region, action, changes, "import" if key_pair_missing else "none",
                   node_actions(spec.name, spec.nodes.count, nodes), choice, tuple(nodes),
                   tuple(notes), tuple(spec_drift(spec, nodes)))
+
+
+def gpu_warnings(spec: Spec, plan: UpPlan) -> tuple[str, ...]:
+    """validate's CUDA warnings for the type new nodes get (or, launching none, the
+    types the live nodes run)."""
+    if plan.nodes.launch and plan.choice is not None:
+        types = [plan.choice.instance_type]
+    else:
+        types = sorted({n.instance_type for n in plan.existing if n.live})
+    return tuple(w for t in types for w in cuda_warnings(spec, t))
 
 
 def plan_lines(plan: UpPlan) -> list[str]:
@@ -118,6 +131,7 @@ def plan_lines(plan: UpPlan) -> list[str]:
         where = plan.choice.describe() if plan.choice else "no launch candidate"
         lines.append(f"launch {len(plan.nodes.launch)} node(s) (indexes "
                      f"{', '.join(map(str, plan.nodes.launch))}) in one call: {where}")
+    lines.extend(f"  warning: {w}" for w in plan.warnings)
     if plan.nodes.terminate:
         lines.append(f"terminate {len(plan.nodes.terminate)} node(s): "
                      + ", ".join(plan.nodes.terminate))

@@ -84,3 +84,17 @@ def read_instances() -> tuple[list[InstanceView], list[VolumeView], dict[str, st
         for snap in list(backend.snapshots.values()):
             snapshots[snap.id] = getattr(snap.volume, "id", None)
     return views, volumes, snapshots
+
+
+def direct_snapshot_blocks(ebs_backend: Any, snapshot_id: str) -> tuple[int, dict[int, bytes]]:
+    """(volume size in GiB, block index -> data) of a snapshot written through the EBS
+    direct APIs (moto's ``ebs`` backend: ``snapshots``, ``volume_size``, ``blocks``,
+    ``block_data``)."""
+    snap = ebs_backend.snapshots[snapshot_id]
+    return int(snap.volume_size), {int(i): b.block_data for i, b in list(snap.blocks.items())}
+
+
+def direct_snapshot_ec2(ebs_backend: Any, snapshot_id: str) -> Any:
+    """The EC2 snapshot model behind an EBS direct-API snapshot (``ec2_backend``,
+    ``snapshots``), whose ``status`` and ``volume`` the sandbox's gap patch adjusts."""
+    return ebs_backend.ec2_backend.snapshots[snapshot_id]

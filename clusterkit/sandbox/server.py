@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clusterkit.sandbox import ec2_gaps, spot_prices
+from clusterkit.sandbox import ebs_direct, ec2_gaps, spot_prices
 from clusterkit.sandbox.state import (
     ADDRESSES_FILE,
     CAPS_FILE,
@@ -85,6 +85,7 @@ def _serve(state_dir: Path) -> None:
     _install_extras()
     block, _claim = claim_block()
     agent = Agent(state_dir, caps, block)
+    ebs_direct.install(agent.disks.image)  # direct-API snapshots become image files
     thread = threading.Thread(target=agent.run, name="node-agent", daemon=True)
     thread.start()
     stop = threading.Event()

@@ -19,8 +19,12 @@ Add = Callable[..., None]
 _SYSTEM_DIRS = {"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt",
                 "/proc", "/root", "/run", "/sbin", "/sys", "/tmp", "/usr", "/var"}
 _VOLUME_IOPS = {"gp3": (3000, 80000), "io1": (100, 64000), "io2": (100, 256000)}
-_RESERVED_ENV = ("DMLC_", "PS_", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK",
-                 "LOCAL_RANK", "NODE_RANK")
+_RESERVED_ENV = ("DMLC_", "PS_", "CLUSTERKIT_", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE",
+                 "RANK", "LOCAL_RANK", "NODE_RANK")
+# Reserved names the user may still set (training.topology keeps them): the interface
+# ps-lite binds, and ps-lite's own tuning and debug knobs, which clusterkit never sets.
+_USER_ENV = frozenset({"DMLC_INTERFACE", "PS_VERBOSE", "PS_HEARTBEAT_INTERVAL",
+                       "PS_HEARTBEAT_TIMEOUT", "PS_RESEND", "PS_RESEND_TIMEOUT"})
 # pip package name -> the CUDA version it is built for (digits after cu/cuda).
 _CUDA_PACKAGE = re.compile(r"^(mxnet-cu|cupy-cuda|nvidia-[a-z0-9-]+-cu|jax-cuda|jaxlib-cuda)"
                            r"(\d+)", re.IGNORECASE)
@@ -139,7 +143,9 @@ def _train(spec: Spec, add: Add) -> None:
         add("train.servers_per_node", "torchrun has no parameter servers; ignored",
             "remove servers_per_node", "warning")
     for name in train.env:
-        if name.startswith(_RESERVED_ENV[:2]) or name in _RESERVED_ENV[2:]:
+        if name in _USER_ENV:
+            continue
+        if name.startswith(_RESERVED_ENV[:3]) or name in _RESERVED_ENV[3:]:
             add(f"train.env.{name}", f"{name} is set by clusterkit for every process",
                 "remove it; clusterkit computes the job's topology", "warning")
 
@@ -242,3 +248,20 @@ def _max_price(spec: Spec, add: Add) -> None:
         add("nodes.max_price", f"max_price ${nodes.max_price}/h is above the on-demand price "
             f"in {spec.region} of {', '.join(above)}",
             "leave max_price unset to cap spot at the on-demand price", "warning")
+
+
+def cuda_warnings(spec: Spec, instance_type: str) -> list[str]:
+    """What validate says about train.packages on ``instance_type``'s GPU (a CUDA build
+    too old or too new for it, a GPU build on a type without GPU), as lines: `plan` and
+    `up` show them beside the chosen type, `train` before it launches. [] for a type the
+    catalog does not know."""
+    itype = instances.lookup(instance_type)
+    if itype is None or spec.train is None:
+        return []
+    lines: list[str] = []
+
+    def add(path: str, message: str, hint: str | None = None, level: str = "error") -> None:
+        lines.append(f"{path}: {message}" + (f"; {hint}" if hint else ""))
+
+    _gpu_facts(spec, itype, f"the chosen type {instance_type}", add)
+    return lines

@@ -132,6 +132,8 @@ DATASET = _obj("One EBS volume per node cloned from a snapshot, mounted read-onl
                       maximum=2000),
     "initialization_rate": Key("integer", "Volume initialization rate from the snapshot, "
                                "MiB/s (100-300).", minimum=100, maximum=300),
+    "size_gb": Key("integer", "Size of each node's volume in GiB (unset: the snapshot's "
+                   "size; smaller than the snapshot is refused).", minimum=1, maximum=65536),
 })
 
 STORAGE = _obj("Disks and file systems on every node; each part is off unless written.", {

@@ -100,6 +100,7 @@ class Dataset:
     iops: int | None = None  # gp3 default 3000
     throughput: int | None = None  # MiB/s, gp3 only, default 125
     initialization_rate: int | None = None  # MiB/s, CreateVolume VolumeInitializationRate
+    size_gb: int | None = None  # volume size; None: the snapshot's size
 
 
 @dataclass(frozen=True)

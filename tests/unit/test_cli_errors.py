@@ -40,7 +40,7 @@ COMMANDS: dict[str, Row] = {
     "spot": Row(Arg.SPEC, required=False), "up": Row(Arg.SPEC),
     "status": Row(Arg.TARGET, required=False), "down": Row(Arg.TARGET, ("--yes",)),
     "exec": Row(Arg.TARGET, ("--", "true")), "ssh": Row(Arg.TARGET, ("--print",)),
-    "pack": Row(Arg.OTHER), "deploy-dataset": Row(Arg.SPEC, SNAP), "train": Row(Arg.SPEC),
+    "pack": Row(Arg.OTHER), "snapshot-dataset": Row(Arg.OTHER), "deploy-dataset": Row(Arg.SPEC, SNAP), "train": Row(Arg.SPEC),
     "logs": Row(Arg.TARGET), "stop": Row(Arg.TARGET), "sandbox start": Row(Arg.NONE),
     "sandbox stop": Row(Arg.NONE), "sandbox status": Row(Arg.NONE),
 }
@@ -179,17 +179,6 @@ def test_the_debug_hint_works_where_it_says(env, tmp_path, monkeypatch):
         "error": "unexpected error: ValueError: unexpected", "exit_code": 1,
         "hint": "run the same command again with --debug (before or after the command "
                 "name) for the traceback, and please report it"}
-
-
-def test_not_yet_available_commands_exit_1_with_valid_arguments(env, tmp_path):
-    spec = tmp_path / "ok.yaml"
-    spec.write_text("name: ok\nregion: us-east-1\nnodes: {count: 1, instance_types: "
-                    "[c5.large]}\n")
-    for argv in (["logs", "ok"], ["stop", "ok"], ["train", str(spec)],
-                 ["deploy-dataset", str(spec), *SNAP]):
-        result = CliRunner().invoke(cli, [*argv, "--json"])
-        assert result.exit_code == 1, argv
-        assert "not yet available" in json.loads(result.stdout)["error"]
 
 
 def test_error_json_keeps_issues_and_per_node_results():

@@ -97,3 +97,38 @@ def test_a_hanging_node_does_not_hold_up_the_others(servers):
     assert log[0] == "i-good ready", log
     keys = presented_keys(nodes, port, timeout=0.5)
     assert keys == {"i-good": f"{host_key.get_name()} {host_key.get_base64()}"}
+
+
+def test_a_pinned_node_answers_with_its_banner_and_pinned_key(servers):
+    """A node whose key is already recorded needs no key exchange: its banner is enough,
+    and the pinned key is the answer (the connection that follows checks it)."""
+    port, silent, good, _log, host_key = servers
+    pinned = {"i-good": "ssh-ed25519 PINNED"}
+    found = wait_reachable([_node("i-good", good)], port=port,
+                           deadline=time.monotonic() + 2, interval=0.05, pinned=pinned)
+    assert found == pinned
+    with pytest.raises(RemoteError) as err:  # no banner: still silent, pinned or not
+        wait_reachable([_node("i-silent", silent)], port=port, interval=0.05,
+                       deadline=time.monotonic() + 0.5, pinned={"i-silent": "ssh-ed25519 X"})
+    assert "i-silent" in err.value.message
+
+
+def test_a_server_that_is_not_ssh_is_not_ready():
+    """Something else listening on the port does not count as the node's sshd."""
+    from clusterkit.remote.probe import ssh_banner
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+
+    def answer() -> None:
+        conn, _ = sock.accept()
+        with conn:
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    with pytest.raises(paramiko.SSHException):
+        ssh_banner("127.0.0.1", sock.getsockname()[1], timeout=2)
+    thread.join(timeout=5)
+    sock.close()

@@ -103,3 +103,19 @@ def test_formatters():
 def test_local_time_has_the_zone(paris):
     assert local_time("2026-11-23T16:05:00+00:00") == "2026-11-23 17:05 CET"
     assert local_time("2026-07-01T10:00:00Z") == "2026-07-01 12:00 CEST"
+
+
+def test_dataset_clones_are_listed_with_hydration_and_in_json(paris):
+    from clusterkit.cluster.status import DatasetRow
+
+    rows = [DatasetRow(0, "i-0", "vol-0a", "snap-0123456789abcdef0", 150, "42% (~3 min left)"),
+            DatasetRow(1, "i-1", "vol-1b", "snap-0123456789abcdef0", 150, "unknown")]
+    result = dataclasses.replace(_result([_node(0), _node(1)]), dataset=rows)
+    out = _render(result, 100)
+    assert "dataset master: vol-0a from snap-0123456789abcdef0, 150 GiB, hydration 42% " \
+        "(~3 min left)" in out
+    assert "dataset worker-1: vol-1b from snap-0123456789abcdef0, 150 GiB, hydration " \
+        "unknown" in out
+    assert result.to_json()["dataset"][1] == {
+        "index": 1, "instance_id": "i-1", "volume_id": "vol-1b",
+        "snapshot_id": "snap-0123456789abcdef0", "size_gib": 150, "hydration": "unknown"}

@@ -1,0 +1,342 @@
+"""A cluster's training jobs as the client sees them, all from the nodes' own job dirs
+(``/var/lib/clusterkit/jobs/<job-id>/``, kept by each node's supervisor): which jobs
+there are and their state, their logs streamed live (``logs``, and `train` after the
+start), and stopping one on every node (``stop``). Nothing is kept on this machine: any
+terminal sees the same jobs.
+
+Every node-side read runs ``training/follower.py`` (stdlib) sent over SSH stdin; stop
+runs the job's own ``supervisor.py stop`` on every node at once.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from clusterkit.bootstrap.steps import host_names
+from clusterkit.cluster import hostkeys
+from clusterkit.cluster.remote_ops import cluster_nodes, login_for, require_running
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.errors import ClusterkitError, UsageError
+from clusterkit.kinds import InstanceState
+from clusterkit.plan import selection
+from clusterkit.plan.nodes import Node
+from clusterkit.remote.address import targets as dial_targets
+from clusterkit.remote.channels import Call, run_calls
+from clusterkit.remote.connect import Login, Target
+from clusterkit.remote.results import GroupResult
+from clusterkit.spec.model import Spec
+from clusterkit.training import follower, jobfiles
+
+JOBS_DIR = follower.JOBS
+ACTIVE = follower.ACTIVE
+ENDED = follower.ENDED
+TAIL_LINES = 20  # of the failed process's log shown with the failure
+DRAIN_S = 2.0  # the other nodes' streams get this long to finish after the master's ends
+
+
+def job_dir(job_id: str) -> str:
+    """The job's dir on a node (the id checked first: it becomes a path)."""
+    return jobfiles.job_dir(job_id, root="")
+
+
+def node_python() -> str:
+    """The interpreter the node-side programs run under: the node's own, not the job's
+    environment (the supervisor and follower are stdlib only)."""
+    return "python3"
+
+
+def follower_call(*args: str) -> Call:
+    return Call(shlex.join([node_python(), "-", *args]),
+                Path(follower.__file__).read_bytes())
+
+
+@dataclass(frozen=True)
+class JobCluster:
+    """A cluster's running nodes, master first, ready to dial."""
+
+    name: str
+    spec: Spec | None
+    login: Login
+    nodes: list[Node]
+    targets: list[Target]
+
+    def short(self, label: str) -> str:
+        """``master`` / ``worker-2`` for a target's label."""
+        node = next(t.node for t in self.targets if t.hop.label == label)
+        return host_names(self.name, node.index or 0)[1]
+
+    def pick(self, selectors: Sequence[str]) -> list[Target]:
+        chosen = {n.instance_id for n in selection.select(self.nodes, selectors)}
+        return [t for t in self.targets if t.node.instance_id in chosen]
+
+    @property
+    def master(self) -> Target:
+        return self.targets[0]
+
+
+def open_cluster(rt: Runtime, target: str, region: str | None = None) -> JobCluster:
+    """NAME or spec file -> the cluster's nodes, every one running, host keys checked."""
+    login, regions = login_for(target, region)
+    found = cluster_nodes(rt, login.cluster, regions)
+    nodes = selection.ordered(found)
+    require_running(found, nodes)
+    if nodes[0].index != 0:
+        raise ClusterkitError(f"cluster {login.cluster} has no master (index 0)",
+                              "`clusterkit up <spec>` replaces it")
+    hostkeys.prepare(rt, login.cluster, [n for n in nodes if n.state ==
+                                         InstanceState.RUNNING], (), port=login.port)
+    from clusterkit.cluster.target import resolve_target
+
+    spec = resolve_target(target, region)[2]
+    return JobCluster(login.cluster, spec, login, nodes, dial_targets(found, nodes))
+
+
+# -- which jobs, in which state ------------------------------------------------------
+
+def node_jobs(jc: JobCluster) -> dict[str, list[dict[str, Any]]]:
+    """label -> that node's jobs (state.json each, refreshed), oldest first."""
+    group = run_calls(jc.login, jc.targets, {t.hop.label: follower_call("jobs")
+                                             for t in jc.targets}, timeout=60)
+    return {label: [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+            for label, r in group.items()}
+
+
+def active_jobs(by_node: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """Job ids starting, running or stopping on any node, oldest first."""
+    return sorted({j["job_id"] for jobs in by_node.values() for j in jobs
+                   if j.get("state") in ACTIVE})
+
+
+def latest_job(by_node: Mapping[str, Sequence[Mapping[str, Any]]]) -> str | None:
+    """The newest job id on any node (job ids sort by their start time)."""
+    ids = [j["job_id"] for jobs in by_node.values() for j in jobs]
+    return max(ids) if ids else None
+
+
+def choose_job(jc: JobCluster, job_id: str | None) -> tuple[str, dict[str, list[dict]]]:
+    by_node = node_jobs(jc)
+    if job_id is None:
+        job_id = latest_job(by_node)
+        if job_id is None:
+            raise ClusterkitError(f"no job on cluster {jc.name}",
+                                  "`clusterkit train <spec>` starts one")
+    elif not any(j["job_id"] == job_id for jobs in by_node.values() for j in jobs):
+        raise UsageError(f"no job {job_id} on cluster {jc.name}",
+                         "`clusterkit status NAME` lists the cluster's jobs")
+    return job_id, by_node
+
+
+# -- stop ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StopResult:
+    """What ``stop`` did on each node: its supervisor's report (what was killed)."""
+
+    cluster: str
+    job_id: str
+    nodes: dict[str, dict[str, Any]]  # short node name -> its final state.json
+    group: GroupResult = field(repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "job_id": self.job_id, "nodes": self.nodes}
+
+
+def stop_job(jc: JobCluster, job_id: str, grace: float | None = None) -> StopResult:
+    """The job's supervisor ``stop`` on every node at once (SIGTERM, then the cgroup
+    killed after the grace period; idempotent; a node without the job says so)."""
+    d = job_dir(job_id)
+    words = [node_python(), f"{d}/supervisor.py", "stop", d]
+    if grace is not None:
+        words += ["--grace", f"{grace:g}"]
+    command = (f"if [ -f {shlex.quote(d)}/supervisor.py ]; then {shlex.join(words)}; "
+               "else echo 'no such job here'; fi")
+    group = run_calls(jc.login, jc.targets, {t.hop.label: Call(command) for t in jc.targets},
+                      timeout=120)
+    return StopResult(jc.name, job_id, {jc.short(label): _last_json(r.stdout)
+                                        for label, r in group.items()}, group)
+
+
+def _last_json(text: str) -> dict[str, Any]:
+    """The supervisor's printed state (its last line), else its words as a message."""
+    lines = text.strip().splitlines()
+    try:
+        data = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        data = None
+    return data if isinstance(data, dict) else {"message": text.strip()}
+
+
+def do_stop(target: str, *, job_id: str | None = None, grace: float | None = None,
+            region: str | None = None, profile: str | None = None,
+            rt: Runtime | None = None) -> StopResult:
+    """Stop the cluster's running job (or ``job_id``) on every node."""
+    rt = rt or Runtime.make(region=region, profile=profile)
+    jc = open_cluster(rt, target, region)
+    if job_id is None:
+        by_node = node_jobs(jc)
+        running = active_jobs(by_node)
+        job_id = running[-1] if running else latest_job(by_node)
+        if job_id is None:
+            raise ClusterkitError(f"no job on cluster {jc.name}", "nothing to stop")
+    return stop_job(jc, job_id, grace)
+
+
+# -- logs ----------------------------------------------------------------------------
+
+class LogPrinter:
+    """The sink of every node's follower: ``[node/process] line`` on ``out``, the last
+    lines of each process kept, each node's final state recorded."""
+
+    def __init__(self, jc: JobCluster, out: TextIO | None, stop: threading.Event) -> None:
+        self.jc, self.out, self.stop = jc, out, stop
+        self.lock = threading.Lock()
+        self.tails: dict[tuple[str, str], deque[str]] = {}
+        self.states: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, label: str, line: str) -> None:
+        node = self.jc.short(label)
+        if line.startswith("S"):
+            self._ended(label, node, line[1:])
+            return
+        name, _, text = line[1:].partition("\t")
+        with self.lock:
+            self.tails.setdefault((node, name), deque(maxlen=TAIL_LINES)).append(text)
+            if self.out is not None:
+                self.out.write(f"[{node}/{name}] {text}\n")
+                self.out.flush()
+
+    def _ended(self, label: str, node: str, text: str) -> None:
+        try:
+            self.states[node] = json.loads(text)
+        except ValueError:
+            self.states[node] = {"state": "unknown"}
+        if label == self.jc.master.hop.label:
+            threading.Timer(DRAIN_S, self.stop.set).start()
+
+
+def follow_logs(jc: JobCluster, job_id: str, *, keep_following: bool,
+                chosen: Sequence[Target] | None = None, names: Sequence[str] = (),
+                roles: Sequence[str] = (), out: TextIO | None = None) -> LogPrinter:
+    """Stream the job's logs from ``chosen`` nodes (all by default) until the job has
+    ended (``keep_following``) or what is there now has been printed."""
+    args = ["follow", job_dir(job_id), *(["--follow"] if keep_following else [])]
+    for name in names:
+        args += ["--name", name]
+    for role in roles:
+        args += ["--role", role]
+    stop = threading.Event()
+    printer = LogPrinter(jc, out, stop)
+    chosen = list(chosen if chosen is not None else jc.targets)
+    run_calls(jc.login, chosen, {t.hop.label: follower_call(*args) for t in chosen},
+              sink=printer, stop=stop, warn=True)
+    return printer
+
+
+@dataclass(frozen=True)
+class FailedProcess:
+    """The process whose exit failed the job (from the master's state)."""
+
+    node: str  # master / worker-2
+    process: str  # worker-0
+    role: str
+    exit: int | None
+    tail: tuple[str, ...] = ()  # its last log lines
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "process": self.process, "role": self.role,
+                "exit": self.exit, "tail": list(self.tail)}
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """Where a job stands after `train` / `logs`: its state on the master (the job's
+    state), why it failed, and whether the client left it running (``detached``)."""
+
+    cluster: str
+    job_id: str
+    state: str
+    reason: str | None = None
+    failed: FailedProcess | None = None
+    detached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "succeeded" or (self.detached and self.state in ACTIVE)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "job_id": self.job_id, "state": self.state,
+                "reason": self.reason, "ok": self.ok, "detached": self.detached,
+                "failed": self.failed.to_json() if self.failed else None}
+
+
+def failed_process(jc: JobCluster, state: Mapping[str, Any],
+                   tails: Mapping[tuple[str, str], Sequence[str]]) -> FailedProcess | None:
+    failed = state.get("failed")
+    if not isinstance(failed, Mapping):
+        return None
+    index = failed.get("node")
+    node = host_names(jc.name, index)[1] if isinstance(index, int) else str(index)
+    name = str(failed.get("process") or "supervisor")  # no process: the node went silent
+    exit_code = failed.get("exit")
+    return FailedProcess(node, name, name.split("-")[0],
+                         exit_code if isinstance(exit_code, int) else None,
+                         tuple(tails.get((node, name), ())))
+
+
+def outcome(jc: JobCluster, job_id: str, printer: LogPrinter) -> JobOutcome:
+    """The job's outcome from the master's final state (read again when the master's
+    stream ended without one)."""
+    state = printer.states.get("master")
+    if state is None:
+        master_jobs = node_jobs(jc).get(jc.master.hop.label, [])
+        state = next((j for j in master_jobs if j.get("job_id") == job_id),
+                     {"state": "unknown"})
+    return JobOutcome(jc.name, job_id, str(state.get("state")), state.get("reason"),
+                      failed_process(jc, state, printer.tails))
+
+
+def do_logs(target: str, *, job_id: str | None = None, follow: bool = False,
+            nodes: Sequence[str] = (), roles: Sequence[str] = (), out: TextIO | None = None,
+            region: str | None = None, profile: str | None = None,
+            rt: Runtime | None = None) -> JobOutcome:
+    """Print the job's logs (the newest job unless ``job_id``) from every node, or the
+    ``nodes`` / ``roles`` chosen; with ``follow`` until the job ends."""
+    rt = rt or Runtime.make(region=region, profile=profile)
+    jc = open_cluster(rt, target, region)
+    job_id, _ = choose_job(jc, job_id)
+    printer = follow_logs(jc, job_id, keep_following=follow, chosen=jc.pick(nodes),
+                          roles=roles, out=out)
+    if not follow:
+        master_jobs = node_jobs(jc).get(jc.master.hop.label, [])
+        state = next((j for j in master_jobs if j.get("job_id") == job_id), {})
+        printer.states["master"] = state or {"state": "unknown"}
+    return outcome(jc, job_id, printer)
+
+
+def job_summary(rt: Runtime, cluster: str, region: str | None = None) -> dict[str, Any] | None:
+    """`status NAME`'s job section: the newest job, its state on the master, and every
+    node's processes; None when there is none or the nodes cannot be read (status must
+    answer without them)."""
+    try:
+        jc = open_cluster(rt, cluster, region)
+        by_node = node_jobs(jc)
+    except ClusterkitError:
+        return None
+    job_id = latest_job(by_node)
+    if job_id is None:
+        return None
+    nodes = {jc.short(label): next((j for j in found if j.get("job_id") == job_id), {})
+             for label, found in by_node.items()}
+    master = nodes.get("master", {})
+    return {"job_id": job_id, "state": master.get("state", "unknown"),
+            "reason": master.get("reason"), "failed": master.get("failed"),
+            "nodes": {name: {"state": s.get("state", "unknown"),
+                             "processes": s.get("processes") or {}}
+                      for name, s in nodes.items()}}

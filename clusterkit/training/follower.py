@@ -1,0 +1,168 @@
+"""Node-side reader of training jobs: stdlib only, Python >= 3.8. The client sends this
+file over SSH stdin and runs it as ``python3 - VERB ARGS`` (nothing is installed on the
+node, and the node always runs the client's version).
+
+Verbs:
+  jobs [ROOT]          one JSON line per job under ROOT/var/lib/clusterkit/jobs: its
+                       state.json, refreshed by the job's supervisor while it runs
+  follow JOB_DIR [--follow] [--name N]... [--role R]...
+                       every line of the selected processes' logs as ``L<name>\\t<line>``;
+                       with --follow until the job has ended on this node; last line
+                       ``S<state.json>``
+  ports COUNT          COUNT distinct TCP ports free on every interface here (bind test)
+"""
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+
+JOBS = "/var/lib/clusterkit/jobs"
+ENDED = ("succeeded", "failed", "stopped")
+ACTIVE = ("starting", "running", "stopping")
+POLL = 0.2
+STOPPING_WAIT = 3.0  # a failed job still stopping on this node counts as ended after it
+MISSING_WAIT = 30.0  # no state.json for this long: the supervisor never started
+PORT_RANGE = (20000, 32000)  # below Linux's ephemeral ports (32768-60999)
+
+
+def read_json(path):
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def refreshed_state(job_dir):
+    """state.json, refreshed through the supervisor's `status` verb while the job runs."""
+    state = read_json(os.path.join(job_dir, "state.json"))
+    supervisor = os.path.join(job_dir, "supervisor.py")
+    if state and state.get("state") in ACTIVE and os.path.exists(supervisor):
+        try:
+            out = subprocess.run([sys.executable, supervisor, "status", job_dir],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 timeout=20, check=False).stdout
+            state = json.loads(out.decode()) or state
+        except (OSError, ValueError, subprocess.SubprocessError):
+            pass
+    return state
+
+
+def jobs(root):
+    base = root + JOBS
+    names = sorted(os.listdir(base)) if os.path.isdir(base) else []
+    for name in names:
+        job_dir = os.path.join(base, name)
+        if not name.startswith("j-") or not os.path.isdir(job_dir):
+            continue
+        state = refreshed_state(job_dir) or {"job_id": name, "state": "unknown"}
+        state["job_id"] = name
+        print(json.dumps(state), flush=True)
+
+
+class Log:
+    """One process's log, read as it grows; only whole lines are passed on."""
+
+    def __init__(self, path, name):
+        self.path, self.name, self.handle, self.partial = path, name, None, b""
+
+    def pump(self, final=False):
+        if self.handle is None:
+            try:
+                self.handle = open(self.path, "rb")  # noqa: SIM115 (kept open: it grows)
+            except OSError:
+                return
+        data = self.handle.read()
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        if final and self.partial:
+            lines.append(self.partial)
+            self.partial = b""
+        for line in lines:
+            text = line.decode("utf-8", "replace").rstrip("\r")
+            sys.stdout.write(f"L{self.name}\t{text}\n")
+
+
+def selected(job_dir, names, roles):
+    job = read_json(os.path.join(job_dir, "job.json")) or {}
+    procs = job.get("processes") or []
+    return [Log(os.path.join(job_dir, p["name"] + ".log"), p["name"]) for p in procs
+            if (not names or p["name"] in names) and (not roles or p.get("role") in roles)]
+
+
+def ended(state, since):
+    """Whether the job is over on this node (``since``: when it was first seen failed
+    while still stopping)."""
+    if state is None:
+        return False
+    if state.get("state") in ENDED:
+        return True
+    return state.get("failed") is not None and since is not None \
+        and time.monotonic() - since > STOPPING_WAIT
+
+
+def follow(job_dir, keep_following, names, roles):
+    logs = selected(job_dir, names, roles)
+    start, failing_since, last_pass = time.monotonic(), None, False
+    state = None
+    while True:
+        for log in logs:
+            log.pump(final=last_pass or not keep_following)
+        sys.stdout.flush()
+        if last_pass or not keep_following:
+            break
+        state = read_json(os.path.join(job_dir, "state.json"))
+        if state is None and time.monotonic() - start > MISSING_WAIT:
+            break
+        if state is not None and state.get("failed") is not None and failing_since is None:
+            failing_since = time.monotonic()
+        last_pass = ended(state, failing_since)
+        if not last_pass:
+            time.sleep(POLL)
+    state = read_json(os.path.join(job_dir, "state.json")) or {"state": "unknown"}
+    sys.stdout.write("S" + json.dumps(state) + "\n")
+    sys.stdout.flush()
+
+
+def free_ports(count):
+    found = []
+    for port in random.sample(range(*PORT_RANGE), 200):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("", port))
+            found.append(port)
+        except OSError:
+            continue
+        finally:
+            sock.close()
+        if len(found) == count:
+            break
+    print(" ".join(str(p) for p in found))
+    return 0 if len(found) == count else 1
+
+
+def options(args, flag):
+    return [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == flag]
+
+
+def main(argv):
+    if argv and argv[0] == "jobs":
+        jobs(argv[1] if len(argv) > 1 else "")
+        return 0
+    if len(argv) >= 2 and argv[0] == "follow":
+        follow(argv[1], "--follow" in argv, options(argv, "--name"), options(argv, "--role"))
+        return 0
+    if len(argv) == 2 and argv[0] == "ports":
+        return free_ports(int(argv[1]))
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except BrokenPipeError:  # the client went away
+        sys.exit(0)

@@ -1,0 +1,741 @@
+#!/usr/bin/env python3
+"""clusterkit's per-node job supervisor: stdlib only, Python >= 3.8, one file.
+
+The client copies it to ``<job dir>/supervisor.py`` and runs
+``python3 supervisor.py start|stop|status|wait <job dir>``. ``start`` daemonizes and
+runs the processes of ``job.json`` in a cgroup of the job's own (a systemd scope, else a
+directory under the cgroup v2 mount; without either, process groups and then every
+process whose environment holds ``CLUSTERKIT_JOB_ID=<id>``). The master node's
+supervisor listens on the coordinator port; the others connect, report their processes
+and heartbeat every second; the master alone decides success or failure and tells every
+node to stop. Nothing here puts a secret on a command line: env comes from job.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import os
+import re
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+ACTIVE = ("starting", "running", "stopping")
+FINAL = ("succeeded", "failed", "stopped")
+WAITED_ROLES = ("worker", "torchrun")  # the job succeeds when all of these exit 0
+JOB_ID_RE = re.compile(r"^j-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
+PROC_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+CGROUP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,200}$")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Moves the process into the cgroup between fork and exec ($0 is cgroup.procs), so
+# nothing it forks can start outside it; the supervisor has no threads but stays safe.
+CGROUP_WRAPPER = 'echo $$ > "$0" && exec "$@"'
+HEARTBEAT_S = 1.0
+TICK_S = 0.1
+MAX_LINE = 1 << 16
+
+
+# ----- files ----------------------------------------------------------------------
+
+def read_json(path: str, default: object = None) -> object:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return default
+
+
+def write_json(path: str, data: object) -> None:
+    """Atomic (rename) and 0600: state.json may be read at any time by the client."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def load_job(job_dir: str) -> dict:
+    """job.json, checked: every name in it becomes a file or cgroup name."""
+    job = read_json(os.path.join(job_dir, "job.json"))
+    if not isinstance(job, dict):
+        raise ValueError(f"no readable job.json in {job_dir}")
+    if not JOB_ID_RE.match(str(job.get("job_id"))) or \
+            os.path.basename(job_dir.rstrip("/")) != job["job_id"]:
+        raise ValueError("job.json's job_id does not name this job dir")
+    if not CGROUP_NAME_RE.match(str(job.get("cgroup_name"))):
+        raise ValueError(f"bad cgroup_name {job.get('cgroup_name')!r}")
+    names = [p.get("name") for p in job.get("processes", [])]
+    bad = [n for n in names if not PROC_NAME_RE.match(str(n))]
+    if bad or len(set(names)) != len(names):
+        raise ValueError(f"bad or repeated process names: {names!r}")
+    return job
+
+
+def process_env(base: dict, extra: dict, job_id: str) -> dict:
+    """The minimal environment (PATH, HOME, LANG) plus the job's keys, nothing else."""
+    env = {"PATH": base.get("PATH") or DEFAULT_PATH, "HOME": base.get("HOME") or "/root",
+           "LANG": base.get("LANG") or "C.UTF-8"}
+    env.update({str(k): str(v) for k, v in extra.items()})
+    env["CLUSTERKIT_JOB_ID"] = job_id  # the last-resort stop finds processes by it
+    return env
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ----- cgroups and killing ------------------------------------------------------------
+
+def cgroup2_mount(mountinfo: str) -> str | None:
+    for line in mountinfo.splitlines():
+        left, _, right = line.partition(" - ")
+        if right.split()[:1] == ["cgroup2"]:
+            return left.split()[4]
+    return None
+
+
+class Cgroup:
+    def __init__(self, path: str, unit: str | None = None, holder: int | None = None):
+        self.path, self.unit, self.holder = path, unit, holder
+        self.procs_file = os.path.join(path, "cgroup.procs")
+
+    def pids(self) -> set:
+        try:
+            with open(self.procs_file) as f:
+                return {int(x) for x in f.read().split()} - {self.holder}
+        except OSError:
+            return set()
+
+    def kill(self) -> None:
+        try:
+            with open(os.path.join(self.path, "cgroup.kill"), "w") as f:
+                f.write("1")
+        except OSError:  # kernels before 5.14: one by one
+            for pid in self.pids():
+                _signal(pid, signal.SIGKILL)
+
+    def remove(self) -> None:
+        if self.unit:
+            subprocess.call(["systemctl", "stop", self.unit], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+        for _ in range(20):
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.05)
+
+
+def _systemd_scope(name: str, mount: str) -> Cgroup | None:
+    """A scope unit held open by a sleeper, so systemd owns the group and cleans it."""
+    unit = f"ck-{name}.scope"
+    holder = subprocess.Popen(
+        ["systemd-run", "--scope", "--quiet", "--collect", "-p", "Delegate=yes",
+         "--unit", unit, "sleep", "infinity"], stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    for _ in range(50):
+        try:
+            with open(f"/proc/{holder.pid}/cgroup") as f:
+                rel = [x[3:] for x in f.read().splitlines() if x.startswith("0::")][0]
+        except (OSError, IndexError):
+            rel = ""
+        if rel.endswith("/" + unit):
+            return Cgroup(mount + rel, unit, holder.pid)
+        if holder.poll() is not None:
+            return None
+        time.sleep(0.1)
+    return None
+
+
+def make_cgroup(name: str) -> Cgroup | None:
+    if os.environ.get("CLUSTERKIT_NO_CGROUP") == "1":
+        return None
+    try:
+        with open("/proc/self/mountinfo") as f:
+            mount = cgroup2_mount(f.read())
+        if mount is None:
+            return None
+        with open("/proc/1/comm") as f:
+            systemd = f.read().strip() == "systemd"
+        if systemd and shutil.which("systemd-run"):
+            return _systemd_scope(name, mount)
+        path = os.path.join(mount, "clusterkit", name)
+        os.makedirs(path, exist_ok=True)
+        group = Cgroup(path)
+        with open(group.procs_file):
+            return group
+    except OSError:
+        return None
+
+
+def _signal(pid: int, sig: int, group: bool = False) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        (os.killpg if group else os.kill)(pid, sig)
+
+
+def scan_proc(pgids: set, job_id: str) -> set:
+    """Live pids in one of ``pgids`` or whose environ holds CLUSTERKIT_JOB_ID=job_id."""
+    marker, found = ("CLUSTERKIT_JOB_ID=" + job_id).encode(), set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if fields[0] == b"Z":
+                continue
+            if int(fields[2]) in pgids:
+                found.add(int(entry))
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker in f.read().split(b"\0"):
+                    found.add(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+class Reaper:
+    """Who is left of the job on this node, and how to end them."""
+
+    def __init__(self, job_id: str, cgroup: Cgroup | None, pgids: set):
+        self.job_id, self.cgroup, self.pgids = job_id, cgroup, set(pgids)
+
+    def alive(self) -> set:
+        if self.cgroup is not None and os.path.isdir(self.cgroup.path):
+            return self.cgroup.pids()
+        return scan_proc(self.pgids, self.job_id)
+
+    def signal(self, sig: int) -> None:
+        for pgid in self.pgids:
+            _signal(pgid, sig, group=True)
+        for pid in self.alive():  # escaped their process group (setsid)
+            _signal(pid, sig)
+
+    def kill(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        self.signal(signal.SIGKILL)
+
+
+# ----- processes --------------------------------------------------------------------
+
+class Proc:
+    def __init__(self, spec: dict, job_dir: str):
+        self.name, self.role = spec["name"], spec.get("role", "worker")
+        self.spec, self.job_dir = spec, job_dir
+        self.popen = None
+        self.exit = None
+
+    def file(self, ext: str) -> str:
+        return os.path.join(self.job_dir, self.name + "." + ext)
+
+    def start(self, cgroup: Cgroup | None, env: dict) -> None:
+        argv = [str(a) for a in self.spec["argv"]]
+        if cgroup is not None:
+            argv = ["sh", "-c", CGROUP_WRAPPER, cgroup.procs_file] + argv
+        log = os.open(self.file("log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            self.popen = subprocess.Popen(
+                argv, cwd=self.spec.get("cwd") or "/", env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            _write(self.file("pid"), f"{self.popen.pid} {self.popen.pid}\n")
+        except OSError as e:
+            os.write(log, (f"clusterkit: cannot start {self.name}: {e}\n").encode())
+            self.finish(127)
+        finally:
+            os.close(log)
+
+    def poll(self) -> bool:
+        """True once, when the process has just ended."""
+        if self.exit is not None or self.popen is None or self.popen.poll() is None:
+            return False
+        self.finish(self.popen.returncode)
+        return True
+
+    def finish(self, code: int) -> None:
+        self.exit = code
+        _write(self.file("exit"), f"{code}\n")
+
+    def view(self) -> dict:
+        return {"pid": self.popen.pid if self.popen else None, "role": self.role,
+                "state": "running" if self.exit is None else "exited", "exit": self.exit}
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+# ----- the coordinator protocol (newline-delimited JSON, token first) ------------------
+
+class Link:
+    def __init__(self, sock: socket.socket, node: int | None = None):
+        self.sock, self.node, self.buf = sock, node, b""
+        sock.settimeout(2.0)
+
+    def send(self, msg: dict) -> bool:
+        try:
+            self.sock.sendall(json.dumps(msg).encode() + b"\n")
+            return True
+        except OSError:
+            return False
+
+    def read(self) -> list | None:
+        """Whole messages now readable; None when the peer is gone or misbehaves."""
+        try:
+            data = self.sock.recv(65536)
+        except OSError:
+            return None
+        self.buf += data
+        if not data or len(self.buf) > MAX_LINE:
+            return None
+        *lines, self.buf = self.buf.split(b"\n")
+        try:
+            return [json.loads(line) for line in lines if line.strip()]
+        except ValueError:
+            return None
+
+
+def decide_outcome(nodes: dict, num_nodes: int) -> tuple | None:
+    """(state, reason, failed) from every node's reported processes, or None (go on)."""
+    for i in sorted(nodes):
+        for name, p in sorted(nodes[i].items()):
+            if p.get("exit") not in (None, 0):
+                return ("failed", f"node {i} {name} exited with {p['exit']}",
+                        {"node": i, "process": name, "exit": p["exit"]})
+    waited = [p for i in nodes for p in nodes[i].values() if p.get("role") in WAITED_ROLES]
+    if len(nodes) == num_nodes and waited and all(p.get("exit") == 0 for p in waited):
+        return ("succeeded", "every worker exited 0", None)
+    return None
+
+
+# ----- the daemon -------------------------------------------------------------------
+
+def log(msg: str) -> None:
+    print(time.strftime("%Y-%m-%dT%H:%M:%S ") + msg, flush=True)
+
+
+class Supervisor:
+    def __init__(self, job_dir: str, job: dict):
+        self.job_dir, self.job, self.job_id = job_dir, job, job["job_id"]
+        self.me, self.master = int(job.get("node_index", 0)), bool(job.get("is_master"))
+        self.num_nodes = int(job.get("num_nodes", 1))
+        self.grace = float(job.get("grace_seconds", 10))
+        self.hb_timeout = float(job.get("heartbeat_timeout", 15))
+        coord = job.get("coordinator") or {}
+        self.addr = (str(coord.get("host", "127.0.0.1")), int(coord.get("port", 0)))
+        self.token = str(coord.get("token", ""))
+        self.procs = [Proc(p, job_dir) for p in job.get("processes", [])]
+        self.state, self.outcome, self.cgroup, self.reaper = "starting", None, None, None
+        self.sel, self.listener = selectors.DefaultSelector(), None
+        self.links, self.nodes, self.seen, self.done_nodes = {}, {}, {}, set()
+        self.started = time.monotonic()
+        self.stop_at = self.last_kill = self.last_hb = self.last_dial = 0.0
+        self.stop_flag = self.local_done = False
+
+    def save(self) -> None:
+        state, reason, failed = self.outcome or (self.state, None, None)
+        write_json(os.path.join(self.job_dir, "state.json"), {
+            "job_id": self.job_id, "node": self.me, "state": self.state, "reason": reason,
+            "failed": failed, "processes": {p.name: p.view() for p in self.procs},
+            "cgroup": self.cgroup.path if self.cgroup else None,
+            "cgroup_unit": self.cgroup.unit if self.cgroup else None,
+            "supervisor_pid": os.getpid(), "updated": time.time()})
+
+    def run(self) -> int:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda *_: setattr(self, "stop_flag", True))
+        self.cgroup = make_cgroup(self.job["cgroup_name"])
+        log(f"job {self.job_id} node {self.me} cgroup {self.cgroup and self.cgroup.path}")
+        if self.master:
+            self.listen()
+        if self.outcome is None:
+            for p in self.procs:
+                p.start(self.cgroup, process_env(os.environ, p.spec.get("env") or {},
+                                                 self.job_id))
+            self.state = "running"
+        self.save()
+        self.report()
+        while not self.finished():
+            self.pump()
+            self.tick()
+        self.state = self.outcome[0]
+        self.save()
+        log(f"final state {self.state}: {self.outcome[1]}")
+        return 0
+
+    # -- decisions and the local stop
+    def decide(self, state: str, reason: str, failed: dict | None) -> None:
+        if self.outcome is not None:
+            return
+        log(f"decided {state}: {reason}")
+        self.outcome, self.state = (state, reason, failed), "stopping"
+        msg = {"t": "stop", "state": state, "reason": reason, "failed": failed}
+        for link in list(self.links.values()):
+            if self.master:
+                link.send(msg)
+        pgids = {p.popen.pid for p in self.procs if p.popen is not None}
+        self.reaper = Reaper(self.job_id, self.cgroup, pgids)
+        self.reaper.signal(signal.SIGTERM)
+        self.stop_at = time.monotonic()
+        self.save()
+
+    def step_stop(self, now: float) -> None:
+        if self.local_done:
+            return
+        running = [p for p in self.procs if p.popen is not None and p.exit is None]
+        if not running and not self.reaper.alive():
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            self.local_done = True
+            if 0 in self.links and not self.master:
+                self.links[0].send({"t": "done"})
+        elif now - self.stop_at >= self.grace and now - self.last_kill >= 0.5:
+            self.reaper.kill()
+            self.last_kill = now
+
+    def finished(self) -> bool:
+        if not self.local_done:
+            return False
+        if not self.master:
+            return True
+        waiting = set(self.links) - self.done_nodes
+        return not waiting or time.monotonic() - self.stop_at > self.grace + 3
+
+    def tick(self) -> None:
+        if [p for p in self.procs if p.poll()]:
+            self.save()
+            self.report()
+        now = time.monotonic()
+        if self.stop_flag and self.outcome is None:
+            grace = (read_json(os.path.join(self.job_dir, "stop.json")) or {}).get("grace")
+            self.grace = self.grace if grace is None else float(grace)
+            if 0 in self.links and not self.master:
+                self.links[0].send({"t": "stop"})
+            self.decide("stopped", f"stopped on request on node {self.me}", None)
+        if now - self.last_hb >= HEARTBEAT_S:
+            self.last_hb = now
+            for link in list(self.links.values()):
+                link.send({"t": "hb"})
+        if self.master:
+            self.judge(now)
+        elif self.outcome is None and now - self.seen.get(0, self.started) > self.hb_timeout:
+            host, port = self.addr
+            self.decide("failed", f"lost the master ({host}:{port}) for {self.hb_timeout:g}s",
+                        None)
+        if self.outcome is not None:
+            self.step_stop(now)
+
+    def judge(self, now: float) -> None:
+        if self.outcome is not None:
+            return
+        self.nodes[self.me] = {p.name: p.view() for p in self.procs}
+        for i in range(self.num_nodes):
+            if i != self.me and now - self.seen.get(i, self.started) > self.hb_timeout:
+                self.decide("failed", f"node {i} stopped answering",
+                            {"node": i, "process": None, "exit": None})
+                return
+        outcome = decide_outcome(self.nodes, self.num_nodes)
+        if outcome is not None:
+            self.decide(*outcome)
+
+    def report(self) -> None:
+        if not self.master and 0 in self.links:
+            self.links[0].send({"t": "procs", "procs": {p.name: p.view() for p in self.procs}})
+
+    # -- the network
+    def listen(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        for _ in range(20):
+            try:
+                sock.bind(("", self.addr[1]))
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            sock.close()
+            return self.decide("failed", f"coordinator port {self.addr[1]} is in use", None)
+        sock.listen(64)
+        sock.setblocking(False)
+        self.listener = sock
+        self.sel.register(sock, selectors.EVENT_READ)
+
+    def dial(self, now: float) -> None:
+        self.last_dial = now
+        try:
+            sock = socket.create_connection(self.addr, timeout=1.0)
+        except OSError:
+            return
+        link = Link(sock, 0)
+        procs = {p.name: p.view() for p in self.procs}
+        if link.send({"t": "hello", "token": self.token, "node": self.me, "procs": procs}):
+            self.links[0] = link
+            self.sel.register(sock, selectors.EVENT_READ, link)
+        else:
+            sock.close()
+
+    def pump(self) -> None:
+        for key, _ in self.sel.select(TICK_S):
+            if key.fileobj is self.listener:
+                try:
+                    sock, _ = self.listener.accept()
+                except OSError:
+                    continue
+                self.sel.register(sock, selectors.EVENT_READ, Link(sock))
+                continue
+            msgs = key.data.read()
+            for msg in msgs or []:
+                if not self.handle(key.data, msg):
+                    msgs = None
+                    break
+            if msgs is None:
+                self.drop(key.data)
+        now = time.monotonic()
+        if not self.master and 0 not in self.links and not self.local_done \
+                and now - self.last_dial >= 1.0:
+            self.dial(now)
+
+    def drop(self, link: Link) -> None:
+        self.sel.unregister(link.sock)
+        link.sock.close()
+        if self.links.get(link.node) is link:
+            del self.links[link.node]
+
+    def handle(self, link: Link, msg: dict) -> bool:
+        """False drops the link (a stranger, or a peer breaking the protocol)."""
+        kind, now = msg.get("t"), time.monotonic()
+        if not self.master:
+            self.seen[0] = now
+            if kind == "stop":
+                self.decide(str(msg.get("state", "failed")), str(msg.get("reason")),
+                            msg.get("failed"))
+            return True
+        if link.node is None:
+            node = msg.get("node")
+            if kind != "hello" or not hmac.compare_digest(str(msg.get("token")), self.token) \
+                    or not isinstance(node, int) or not 0 <= node < self.num_nodes \
+                    or node == self.me:
+                return False
+            if node in self.links:
+                self.drop(self.links[node])
+            link.node, self.links[node] = node, link
+            link.send({"t": "hb"} if self.outcome is None else {
+                "t": "stop", "state": self.outcome[0], "reason": self.outcome[1],
+                "failed": self.outcome[2]})
+        self.seen[link.node] = now
+        if kind in ("hello", "procs") and isinstance(msg.get("procs"), dict):
+            self.nodes[link.node] = msg["procs"]
+        elif kind == "stop":
+            self.decide("stopped", f"stopped on request on node {link.node}", None)
+        elif kind == "done":
+            self.done_nodes.add(link.node)
+        return True
+
+    def crash(self, error: BaseException) -> None:
+        """Last resort: nothing of the job may outlive its supervisor silently."""
+        pgids = {p.popen.pid for p in self.procs if p.popen is not None}
+        Reaper(self.job_id, self.cgroup, pgids).kill()
+        self.outcome, self.state = ("failed", f"supervisor crashed: {error!r}", None), "failed"
+        self.save()
+
+
+# ----- the verbs --------------------------------------------------------------------
+
+def daemon_pid(job_dir: str, job_id: str) -> int | None:
+    """The job's live supervisor, checked by its command line (pids get reused)."""
+    try:
+        with open(os.path.join(job_dir, "supervisor.pid")) as f:
+            pid = int(f.read().split()[0])
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            zombie = f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, ValueError, IndexError):
+        return None
+    ours = b"supervisor.py" in cmdline and job_id.encode() in cmdline
+    return pid if ours and not zombie else None
+
+
+def daemonize(job_dir: str) -> int:
+    """In the caller: the daemon's pid. In the daemon (setsid, double fork): 0."""
+    sys.stdout.flush()
+    rfd, wfd = os.pipe()
+    if os.fork():
+        os.close(wfd)
+        data = os.read(rfd, 32)
+        os.wait()
+        return int(data)
+    os.close(rfd)
+    os.setsid()
+    pid = os.fork()
+    if pid:
+        os.write(wfd, str(pid).encode())
+        os._exit(0)
+    os.close(wfd)
+    os.chdir("/")
+    os.umask(0o077)
+    out = os.open(os.path.join(job_dir, "supervisor.log"), os.O_WRONLY | os.O_CREAT |
+                  os.O_APPEND, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(null)
+    os.close(out)
+    _write(os.path.join(job_dir, "supervisor.pid"), f"{os.getpid()}\n")
+    return 0
+
+
+def verb_start(job_dir: str, job: dict) -> int:
+    if read_json(os.path.join(job_dir, "state.json")) is not None:
+        print(f"job {job['job_id']} was already started on this node", file=sys.stderr)
+        return 1
+    write_json(os.path.join(job_dir, "state.json"), {
+        "job_id": job["job_id"], "node": job.get("node_index"), "state": "starting",
+        "reason": None, "failed": None, "processes": {}, "updated": time.time()})
+    pid = daemonize(job_dir)
+    if pid:
+        print(f"started {pid}")
+        return 0
+    sup = Supervisor(job_dir, job)
+    try:
+        code = sup.run()
+    except BaseException as e:  # noqa: BLE001 - the daemon must record any death
+        import traceback
+        traceback.print_exc()
+        sup.crash(e)
+        code = 1
+    sys.stdout.flush()
+    os._exit(code)
+
+
+def _wait_gone(reaper: Reaper, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while reaper.alive():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def verb_stop(job_dir: str, job: dict, grace: float | None) -> int:
+    """Ask the daemon, then sweep whatever is left ourselves (also when it is dead)."""
+    grace = float(job.get("grace_seconds", 10)) if grace is None else grace
+    pid = daemon_pid(job_dir, job["job_id"])
+    if pid is not None:
+        write_json(os.path.join(job_dir, "stop.json"), {"grace": grace})
+        _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace + float(job.get("heartbeat_timeout", 15)) + 5
+        while daemon_pid(job_dir, job["job_id"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    path = os.path.join(job_dir, "state.json")
+    state = read_json(path) or {"job_id": job["job_id"], "processes": {}}
+    group = recorded_cgroup(state, job["cgroup_name"])
+    reaper = Reaper(job["job_id"], group, _pgids(job_dir, job))
+    if reaper.alive():
+        reaper.signal(signal.SIGTERM)
+        if not _wait_gone(reaper, grace):
+            reaper.kill()
+    gone = _wait_gone(reaper, 5.0)
+    if group is not None and gone:
+        group.remove()
+    if state.get("state") not in FINAL:
+        state.update(state="stopped", updated=time.time(),
+                     reason=state.get("reason") or "stopped on request")
+        write_json(path, state)
+    print(json.dumps(state, sort_keys=True))
+    return 0 if gone else 1
+
+
+def recorded_cgroup(state: dict, name: str) -> Cgroup | None:
+    """The group state.json names, only if it is this job's (never kill another group)."""
+    path, unit = str(state.get("cgroup") or ""), state.get("cgroup_unit")
+    if unit is not None and unit != f"ck-{name}.scope":
+        return None
+    ends = ("/" + unit,) if unit else ("/clusterkit/" + name,)
+    return Cgroup(path, unit) if path.startswith("/") and path.endswith(ends) \
+        and "/../" not in path else None
+
+
+def _pgids(job_dir: str, job: dict) -> set:
+    found = set()
+    for p in job.get("processes", []):
+        try:
+            with open(os.path.join(job_dir, p["name"] + ".pid")) as f:
+                found.add(int(f.read().split()[1]))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def refreshed_state(job_dir: str, job: dict) -> dict:
+    """state.json with each process's state checked against the node right now."""
+    state = read_json(os.path.join(job_dir, "state.json")) or {
+        "job_id": job["job_id"], "state": "unknown", "processes": {}}
+    for name, proc in (state.get("processes") or {}).items():
+        code = read_json(os.path.join(job_dir, name + ".exit"))
+        if isinstance(code, int):
+            proc.update(state="exited", exit=code)
+        elif proc.get("pid") and not pid_alive(int(proc["pid"])):
+            proc["state"] = "gone"
+    state["supervisor"] = "running" if daemon_pid(job_dir, job["job_id"]) else "gone"
+    return state
+
+
+def verb_wait(job_dir: str, job: dict, timeout: float | None) -> int:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        state = refreshed_state(job_dir, job)
+        if state.get("state") in FINAL and state["supervisor"] == "gone":
+            print(json.dumps(state, sort_keys=True))
+            return 0 if state["state"] == "succeeded" else 1
+        if deadline is not None and time.monotonic() > deadline:
+            print(json.dumps(state, sort_keys=True))
+            return 124
+        time.sleep(0.2)
+
+
+def main(argv: list) -> int:
+    import argparse
+    parser = argparse.ArgumentParser(prog="supervisor.py")
+    parser.add_argument("verb", choices=("start", "stop", "status", "wait"))
+    parser.add_argument("job_dir")
+    parser.add_argument("--grace", type=float)
+    parser.add_argument("--timeout", type=float)
+    args = parser.parse_args(argv)
+    job_dir = os.path.abspath(args.job_dir)
+    try:
+        job = load_job(job_dir)
+    except ValueError as e:
+        print(f"supervisor: {e}", file=sys.stderr)
+        return 2
+    if args.verb == "start":
+        return verb_start(job_dir, job)
+    if args.verb == "stop":
+        return verb_stop(job_dir, job, args.grace)
+    if args.verb == "wait":
+        return verb_wait(job_dir, job, args.timeout)
+    print(json.dumps(refreshed_state(job_dir, job), sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,229 @@
+"""`train`, `logs`, `stop` end to end in the sandbox with real MXNet (CPU): a moto server,
+a real sshd per node on loopback (each node its own root, sharing this machine's PID
+space and cgroup mount), each node's supervisor, real ps-lite scheduler/servers/workers.
+Nothing is mocked.
+
+One 3-node c5.large cluster for the module (no EFS: the workdir goes to every node),
+brought up once. The nodes see this machine's ``/`` (an overlay) but not ``/root``, where
+the .venv's interpreter lives: the jobs run the system ``/usr/bin/python3`` (3.11, as the
+.venv) with the .venv's site-packages (mxnet 1.9.1) on ``PYTHONPATH`` (``train.env``). Each test leaves no
+job running (the last lines of each stop what it started)."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import signal
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from clusterkit.cluster.down import do_down
+from clusterkit.cluster.jobs import node_jobs, open_cluster
+from clusterkit.cluster.remote_ops import do_exec
+from clusterkit.cluster.train import do_train
+from clusterkit.cluster.up import do_up
+from clusterkit.errors import ClusterkitError
+from tests import support
+from tests.e2e.test_exec_ssh import _start_agent
+from tests.e2e.test_up_down import SANDBOX_AMI
+from tests.integration.conftest import leftovers, runtime
+
+CLI = str(Path(sys.executable).with_name("clusterkit"))
+SPEC = """\
+name: {name}
+region: us-east-1
+nodes:
+  count: 3
+  instance_types: [c5.large]
+  market: on-demand
+  image: {{id: {ami}}}
+  placement_group: false
+  root_volume: {{size_gb: 8, type: gp3}}
+ssh:
+  user: ubuntu
+train:
+  framework: mxnet
+  python: /usr/bin/python3
+  command: python3 dist_sync.py
+  servers_per_node: 1
+  workers_per_node: 1
+  env: {{OMP_NUM_THREADS: 1, PYTHONPATH: {site}}}
+  packages: []
+"""
+# Every worker pushes rank+1; the dist_sync servers aggregate the round over the workers,
+# so every worker must pull N(N+1)/2 in every element.
+DIST_SYNC = textwrap.dedent("""\
+    import mxnet as mx
+    kv = mx.kv.create("dist_sync")
+    shape = (4,)
+    kv.init(0, mx.nd.zeros(shape))
+    kv.push(0, mx.nd.ones(shape) * (kv.rank + 1))
+    mx.nd.waitall()  # every push acknowledged: in dist_sync, once its round is merged
+    kv._barrier()
+    out = mx.nd.zeros(shape)
+    kv.pull(0, out=out)
+    mx.nd.waitall()
+    print("RESULT", kv.rank, kv.num_workers, out.asnumpy().tolist(), flush=True)
+""")
+FAIL_ON_1 = ("if [ \"$CLUSTERKIT_NODE_RANK\" = 1 ]; then echo about to fail; sleep 3; "
+             "exit 3; fi; sleep 300")
+
+
+@dataclass
+class Cluster:
+    name: str
+    spec: Path
+    work: Path
+
+    def train(self, *command: str, **kwargs: object):
+        return do_train(str(self.spec), command=command, workdir_option=str(self.work),
+                        rt=runtime(), **kwargs)
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, env=os.environ.copy())
+
+    def active(self) -> list[str]:
+        from clusterkit.cluster.jobs import active_jobs
+
+        return active_jobs(node_jobs(open_cluster(runtime(), self.name)))
+
+
+@pytest.fixture(scope="module")
+def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    support.require_root("the sandbox's SSH nodes")
+    where = tmp_path_factory.mktemp("train")
+    key = support.ssh_keygen(where / "id_ed25519")
+    agent, sock = _start_agent(where, key)
+    name = support.unique_name("tr")
+    spec = where / f"{name}.yaml"
+    spec.write_text(SPEC.format(name=name, ami=SANDBOX_AMI, site=sysconfig.get_paths()["purelib"]))
+    work = where / "work"
+    work.mkdir()
+    (work / "dist_sync.py").write_text(DIST_SYNC)
+    with pytest.MonkeyPatch.context() as mp:
+        for var in support.FOREIGN_AWS_VARS:
+            mp.delenv(var, raising=False)
+        for var, value in sandbox.env.items():
+            mp.setenv(var, value)
+        mp.setenv("HOME", str(where))
+        mp.setenv("CLUSTERKIT_HOME", str(where / "ckhome"))
+        mp.setenv("SSH_AUTH_SOCK", sock)
+        try:
+            do_up(str(spec), yes=True, rt=runtime(), timeout=180)
+            yield Cluster(name, spec, work)
+        finally:
+            try:
+                do_down(str(spec), yes=True, rt=runtime())
+                assert leftovers(name) == {}
+            finally:
+                agent.send_signal(signal.SIGTERM)
+                agent.wait(5)
+
+
+def job_processes(job_id: str) -> list[int]:
+    """Every process on this machine (all sandbox nodes share its PID space) whose
+    environment holds the job's id: what `stop` must leave none of."""
+    needle = f"CLUSTERKIT_JOB_ID={job_id}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if needle in handle.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def test_three_node_dist_sync_aggregates_on_every_worker(cluster: Cluster):
+    out = io.StringIO()
+    outcome = cluster.train(out=out)
+    text = out.getvalue()
+    assert outcome.state == "succeeded", text
+    results = re.findall(r"^\[(\S+)/worker-0\] RESULT (\d) 3 (\[.*\])$", text, re.M)
+    assert sorted(node for node, _, _ in results) == ["master", "worker-1", "worker-2"], text
+    assert sorted(rank for _, rank, _ in results) == ["0", "1", "2"]
+    assert {values for _, _, values in results} == {str([1.0 + 2.0 + 3.0] * 4)}
+    assert job_processes(outcome.job_id) == []  # scheduler and servers stopped too
+    assert cluster.active() == []
+
+
+def test_worker_exit_3_stops_everything_within_10_s_naming_node_and_role(cluster: Cluster):
+    out = io.StringIO()
+    outcome = cluster.train(FAIL_ON_1, out=out)
+    returned = time.time()
+    assert outcome.state == "failed", out.getvalue()
+    assert outcome.failed is not None
+    assert (outcome.failed.node, outcome.failed.role, outcome.failed.exit) == \
+        ("worker-1", "worker", 3)
+    assert "about to fail" in outcome.failed.tail
+    d = f"/var/lib/clusterkit/jobs/{outcome.job_id}"
+    (res,) = do_exec(cluster.name, [f"stat -c %Y {d}/worker-0.exit"], nodes=["worker-1"],
+                     rt=runtime()).values()
+    assert returned - int(res.stdout) < 10
+    assert job_processes(outcome.job_id) == []
+
+
+def test_detached_failure_is_seen_by_logs_follow(cluster: Cluster):
+    proc = cluster.cli("train", str(cluster.spec), "--detach", "--workdir", str(cluster.work),
+                       "--", FAIL_ON_1)
+    assert proc.returncode == 0, proc.stderr
+    job_id = proc.stdout.strip().splitlines()[-1]
+    assert re.match(r"^j-\d{8}-\d{6}-[0-9a-f]{4}$", job_id)
+    logs = cluster.cli("logs", cluster.name, "-f", timeout=60)
+    assert logs.returncode == 1, logs.stdout + logs.stderr
+    assert "[worker-1/worker-0] about to fail" in logs.stdout
+    assert "worker-0 on worker-1 exited 3" in logs.stderr
+    assert job_processes(job_id) == []
+    status = cluster.cli("status", cluster.name)
+    assert status.returncode == 0, status.stderr
+    assert f"job {job_id}: failed" in status.stdout
+    assert "worker-0 exited 3" in status.stdout
+
+
+def test_refuses_a_second_job_then_replace_and_stop_leave_nothing(cluster: Cluster):
+    escape = "setsid bash -c 'sleep 1000' </dev/null >/dev/null 2>&1 & sleep 300"
+    first = cluster.train(escape, detach=True)
+    with pytest.raises(ClusterkitError, match="is running on cluster"):
+        cluster.train(detach=True)
+    second = cluster.train(escape, detach=True, replace=True)
+    assert job_processes(first.job_id) == []
+    deadline = time.time() + 20
+    while len(job_processes(second.job_id)) < 9 and time.time() < deadline:
+        time.sleep(0.2)  # scheduler, 3 servers, 3 workers, and the escaped sleeps
+    assert len(job_processes(second.job_id)) >= 7
+    stop = cluster.cli("stop", cluster.name)
+    assert stop.returncode == 0, stop.stderr
+    assert job_processes(second.job_id) == []
+    assert cluster.active() == []
+    # a job right after a killed one completes
+    assert cluster.train(out=io.StringIO()).state == "succeeded"
+
+
+def test_logs_follow_reattaches_after_the_client_is_killed(cluster: Cluster):
+    client = subprocess.Popen([CLI, "train", str(cluster.spec), "--workdir", str(cluster.work),
+                               "--", "echo started; sleep 6; echo done-ok"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              stdin=subprocess.DEVNULL, env=os.environ.copy())
+    assert client.stdout is not None
+    for line in client.stdout:
+        if "started" in line:
+            break
+    client.kill()
+    client.wait(10)
+    logs = cluster.cli("logs", cluster.name, "-f", timeout=60)
+    assert logs.returncode == 0, logs.stdout + logs.stderr
+    assert logs.stdout.count("done-ok") == 3
+    assert cluster.active() == []

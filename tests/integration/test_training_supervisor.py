@@ -1,0 +1,355 @@
+"""The node supervisor with real processes, cgroups and sockets, all on this machine:
+each "node" is a job dir of its own under a temp CLUSTERKIT_ROOT, its supervisor a real
+daemon (python3 <job dir>/supervisor.py start), the coordinator on 127.0.0.1. Needs
+root (cgroup v2 directories); fails instead of skipping under CI=true."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from clusterkit.training import jobfiles
+from tests.support import wait_for
+
+pytestmark = pytest.mark.root
+
+SLEEP = "exec sleep 1000"
+MARKER = "s3cr3t-marker-9f2c1e"  # an env value that must show on no command line
+# The nodes' python3 (Ubuntu 20.04 has 3.8): CLUSTERKIT_TEST_NODE_PYTHON=python3.8 checks it.
+NODE_PYTHON = os.environ.get("CLUSTERKIT_TEST_NODE_PYTHON") or sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def new_job_id() -> str:
+    return time.strftime("j-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+@dataclass
+class Node:
+    index: int
+    dir: Path
+
+    def cli(self, verb: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CLUSTERKIT_JOB")}
+        return subprocess.run([NODE_PYTHON, str(self.dir / "supervisor.py"), verb,
+                               str(self.dir), *args], capture_output=True, text=True,
+                              env=env, timeout=timeout)
+
+    def state(self) -> dict:
+        try:
+            return json.loads((self.dir / "state.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+
+@dataclass
+class Job:
+    id: str
+    nodes: list[Node]
+
+    @property
+    def master(self) -> Node:
+        return self.nodes[0]
+
+    def start(self) -> None:
+        for node in self.nodes:
+            t0 = time.monotonic()
+            out = node.cli("start")
+            assert out.returncode == 0, out.stderr
+            assert out.stdout.startswith("started ") and out.stdout.split()[1].isdigit()
+            assert time.monotonic() - t0 < 1.0  # daemonizes at once
+
+    def wait_final(self, timeout: float = 30, count: int | None = None) -> list[dict]:
+        """The state of the first ``count`` nodes (all), once final and their supervisor
+        has exited."""
+        nodes = self.nodes[:count]
+        wait_for(lambda: all(n.state().get("state") in ("succeeded", "failed", "stopped")
+                             and n.cli("status").stdout.find('"supervisor": "gone"') > 0
+                             for n in nodes), f"job {self.id} final", timeout)
+        return [n.state() for n in nodes]
+
+    def leftovers(self) -> list[int]:
+        return pids_with_env(f"CLUSTERKIT_JOB_ID={self.id}")
+
+    def stop_all(self) -> None:
+        for node in self.nodes:
+            node.cli("stop", "--grace", "1")
+
+
+def pids_with_env(entry: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if stat[0] != b"Z" and entry.encode() in env:
+            found.append(int(pid))
+    return found
+
+
+@pytest.fixture
+def make_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("CLUSTERKIT_NO_CGROUP", raising=False)
+    jobs: list[Job] = []
+
+    def make(node_procs: list[list[dict]], grace: float = 1, hb: float = 3,
+             port: int | None = None) -> Job:
+        job_id, port, token = new_job_id(), port or free_port(), secrets.token_hex(16)
+        nodes = []
+        for i, procs in enumerate(node_procs):
+            monkeypatch.setenv("CLUSTERKIT_ROOT", str(tmp_path / f"node{i}"))
+            d = Path(jobfiles.job_dir(job_id))
+            d.mkdir(parents=True, mode=0o700)
+            (d / "supervisor.py").write_text(jobfiles.supervisor_source())
+            spec = {"version": 1, "job_id": job_id, "node_index": i, "node_name": f"n{i}",
+                    "cgroup_name": f"cktest-{i}-{job_id}", "is_master": i == 0,
+                    "num_nodes": len(node_procs), "grace_seconds": grace,
+                    "heartbeat_timeout": hb,
+                    "coordinator": {"host": "127.0.0.1", "port": port, "token": token},
+                    "processes": [{"name": p["name"], "role": p["role"],
+                                   "argv": ["bash", "-c", p["cmd"]], "cwd": str(tmp_path),
+                                   "env": {"SECRET_THING": MARKER, "CK_TEST_NODE": str(i)}}
+                                  for p in procs]}
+            (d / "job.json").write_text(json.dumps(spec))
+            (d / "job.json").chmod(0o600)
+            nodes.append(Node(i, d))
+        job = Job(job_id, nodes)
+        jobs.append(job)
+        return job
+
+    yield make
+    for job in jobs:  # whatever a failed assertion left behind
+        job.stop_all()
+        for pid in job.leftovers():
+            os.kill(pid, signal.SIGKILL)
+
+
+def ps_node(worker_cmd: str, extra: list[dict] | None = None) -> list[dict]:
+    """One node of a parameter-server job: a server that never exits and a worker."""
+    return [{"name": "server-0", "role": "server", "cmd": SLEEP},
+            {"name": "worker-0", "role": "worker", "cmd": worker_cmd}, *(extra or [])]
+
+
+def cgroup_dirs(job: Job) -> list[Path]:
+    base = Path("/sys/fs/cgroup/unified/clusterkit")
+    return [p for p in base.glob(f"*{job.id}")] if base.exists() else []
+
+
+def test_workers_exit_0_then_servers_stop_and_every_node_succeeds(make_job) -> None:
+    job = make_job([ps_node("sleep 1; echo hi $CLUSTERKIT_JOB_ID") + [
+        {"name": "scheduler", "role": "scheduler", "cmd": SLEEP}],
+        ps_node("sleep 1.5"), ps_node("true")])
+    job.start()
+    wait_for(lambda: cgroup_dirs(job) and len(cgroup_dirs(job)) == 3, "3 cgroups")
+    group = cgroup_dirs(job)[0]
+    pid0 = int((job.nodes[0].dir / "server-0.pid").read_text().split()[0])
+    assert str(pid0) in (group.parent / f"cktest-0-{job.id}" / "cgroup.procs").read_text()
+    assert os.getpgid(pid0) == pid0  # a process group of its own
+    env = dict(e.split("=", 1) for e in
+               Path(f"/proc/{pid0}/environ").read_text().split("\0") if e)
+    shell_own = {"SHLVL", "PWD", "_"}  # what bash itself exports
+    assert set(env) - shell_own == {"PATH", "HOME", "LANG", "SECRET_THING", "CK_TEST_NODE",
+                                    "CLUSTERKIT_JOB_ID"}
+    waited = job.master.cli("wait", "--timeout", "20")
+    assert waited.returncode == 0, waited.stdout
+    states = job.wait_final()
+    assert [s["state"] for s in states] == ["succeeded"] * 3, states
+    again = job.nodes[1].cli("start")
+    assert again.returncode == 1 and "already started" in again.stderr
+    assert all(s["processes"]["worker-0"]["exit"] == 0 for s in states)
+    assert states[0]["processes"]["scheduler"]["exit"] == -signal.SIGTERM
+    assert (job.nodes[2].dir / "server-0.exit").read_text().strip() == "-15"
+    assert (job.nodes[1].dir / "worker-0.exit").read_text().strip() == "0"
+    assert (job.nodes[0].dir / "worker-0.log").read_text() == f"hi {job.id}\n"
+    assert cgroup_dirs(job) == []
+    assert job.leftovers() == []
+
+
+def test_a_worker_exiting_3_stops_every_process_on_every_node_within_10s(make_job) -> None:
+    job = make_job([ps_node(SLEEP), ps_node("sleep 2; exit 3"), ps_node(SLEEP)], grace=2)
+    job.start()
+    assert job.nodes[2].cli("wait", "--timeout", "0.5").returncode == 124
+    exit_file = job.nodes[1].dir / "worker-0.exit"
+    wait_for(exit_file.exists, "worker-0 on node 1 ends", 10)
+    failed_at = exit_file.stat().st_mtime
+    states = job.wait_final(20)
+    took = time.time() - failed_at
+    assert took < 10, f"{took:.1f} s from the failure to the job stopped everywhere"
+    master = states[0]
+    assert master["state"] == "failed"
+    assert master["failed"] == {"node": 1, "process": "worker-0", "exit": 3}
+    assert "node 1 worker-0 exited with 3" in master["reason"]
+    assert [s["state"] for s in states] == ["failed"] * 3
+    assert job.leftovers() == []
+    assert cgroup_dirs(job) == []
+    assert job.nodes[2].cli("wait").returncode == 1
+
+
+def test_a_process_that_cannot_start_fails_the_job(make_job, tmp_path: Path) -> None:
+    job = make_job([ps_node(SLEEP)])
+    spec = json.loads((job.master.dir / "job.json").read_text())
+    spec["processes"][1]["cwd"] = str(tmp_path / "missing")
+    (job.master.dir / "job.json").write_text(json.dumps(spec))
+    job.start()
+    [state] = job.wait_final(15)
+    assert state["failed"] == {"node": 0, "process": "worker-0", "exit": 127}
+    assert "cannot start worker-0" in (job.master.dir / "worker-0.log").read_text()
+    assert job.leftovers() == []
+
+
+ESCAPE = "setsid sh -c 'trap \"\" TERM; sleep 1000 &'; exec sleep 1000"  # ignores SIGTERM too
+
+
+def _sessions(pids: list[int]) -> set[int]:
+    return {int(Path(f"/proc/{p}/stat").read_bytes().rsplit(b")", 1)[1].split()[3])
+            for p in pids}
+
+
+@pytest.mark.parametrize("cgroups", [True, False], ids=["cgroup", "no-cgroup"])
+def test_stop_ends_escaped_processes_and_is_idempotent(make_job, monkeypatch,
+                                                       cgroups: bool) -> None:
+    if not cgroups:
+        monkeypatch.setenv("CLUSTERKIT_NO_CGROUP", "1")
+    job = make_job([ps_node(ESCAPE), ps_node(ESCAPE)], grace=1, hb=5)
+    job.start()
+    # 2 nodes x (server, worker, escaped sleep)
+    def sleepers() -> list[int]:
+        return [p for p in job.leftovers() if _comm(p) == "sleep"]
+
+    pids = wait_for(lambda: (found := sleepers()) and len(found) == 6 and found, "6 sleeps")
+    assert len(_sessions(pids)) == 6  # each its own session, the escapee too
+    assert bool(cgroup_dirs(job)) is cgroups
+    status = json.loads(job.master.cli("status").stdout)
+    assert status["state"] == "running" and status["supervisor"] == "running"
+    assert status["processes"]["worker-0"]["state"] == "running"
+    for pid in filter(str.isdigit, os.listdir("/proc")):  # no secret on a command line
+        try:
+            assert MARKER.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+    assert len([p for p in pids if _on_node(1, p)]) == 3
+    t0 = time.monotonic()
+    out = job.nodes[1].cli("stop", "--grace", "1")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["state"] == "stopped"
+    assert [p for p in job.leftovers() if _on_node(1, p)] == []  # stop waited
+    for node in job.nodes:
+        again = node.cli("stop")
+        assert again.returncode == 0 and json.loads(again.stdout)["state"] == "stopped"
+    assert time.monotonic() - t0 < 10
+    assert job.leftovers() == []
+    assert cgroup_dirs(job) == []
+    assert job.master.state()["reason"] == "stopped on request on node 1"
+    assert all(MARKER not in p.read_text() for n in job.nodes for p in n.dir.glob("*.log"))
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _on_node(index: int, pid: int) -> bool:
+    try:
+        return f"CK_TEST_NODE={index}".encode() in \
+            Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def _kill_supervisor(node: Node) -> None:
+    os.kill(int((node.dir / "supervisor.pid").read_text()), signal.SIGKILL)
+
+
+def _node_pids(node: Node) -> list[int]:
+    return [int((node.dir / f"{n}.pid").read_text().split()[0])
+            for n in ("server-0", "worker-0")]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def test_a_worker_node_that_loses_the_master_stops_its_processes(make_job) -> None:
+    job = make_job([ps_node(SLEEP), ps_node(SLEEP)], grace=1, hb=2)
+    job.start()
+    wait_for(lambda: job.nodes[1].state().get("state") == "running", "node 1 running")
+    time.sleep(1.5)  # connected and heartbeating
+    _kill_supervisor(job.master)
+    killed = time.monotonic()
+    wait_for(lambda: job.nodes[1].state().get("state") == "failed", "node 1 gives up", 10)
+    assert time.monotonic() - killed < 2 + 3
+    assert "lost the master" in job.nodes[1].state()["reason"]
+    wait_for(lambda: not any(map(_alive, _node_pids(job.nodes[1]))), "node 1 empty", 5)
+    assert all(map(_alive, _node_pids(job.master)))  # its own supervisor is gone
+    out = job.master.cli("stop", "--grace", "1")  # stop without a daemon: from the files
+    assert out.returncode == 0, out.stderr
+    assert job.leftovers() == [] and cgroup_dirs(job) == []
+
+
+def test_a_master_that_stops_hearing_a_node_fails_the_job(make_job) -> None:
+    job = make_job([ps_node(SLEEP), ps_node(SLEEP), ps_node(SLEEP)], grace=1, hb=2)
+    job.start()
+    wait_for(lambda: job.nodes[2].state().get("state") == "running", "node 2 running")
+    time.sleep(1.5)
+    _kill_supervisor(job.nodes[2])
+    states = job.wait_final(15, count=2)
+    assert states[0]["state"] == "failed"
+    assert states[0]["reason"] == "node 2 stopped answering"
+    assert states[0]["failed"] == {"node": 2, "process": None, "exit": None}
+    assert states[1]["state"] == "failed"
+    assert not any(map(_alive, _node_pids(job.nodes[0]) + _node_pids(job.nodes[1])))
+    assert job.nodes[2].cli("stop", "--grace", "1").returncode == 0
+    assert job.leftovers() == []
+
+
+def test_a_job_right_after_a_killed_one_on_the_same_port_completes(make_job) -> None:
+    port = free_port()
+    first = make_job([ps_node(SLEEP), ps_node(SLEEP)], port=port)
+    first.start()
+    wait_for(lambda: first.nodes[1].state().get("state") == "running", "first running")
+    time.sleep(1.2)
+    for node in first.nodes:
+        _kill_supervisor(node)
+        assert node.cli("stop", "--grace", "0").returncode == 0
+    assert first.leftovers() == []
+    second = make_job([ps_node("true"), ps_node("sleep 0.5")], port=port)
+    second.start()
+    assert [s["state"] for s in second.wait_final(15)] == ["succeeded", "succeeded"]
+
+
+def test_the_coordinator_drops_a_peer_without_the_token(make_job) -> None:
+    job = make_job([ps_node(SLEEP), ps_node(SLEEP)], hb=5)
+    job.start()
+    port = json.loads((job.master.dir / "job.json").read_text())["coordinator"]["port"]
+    wait_for(lambda: job.master.state().get("state") == "running", "master running")
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(json.dumps({"t": "hello", "token": "nope", "node": 1}).encode() + b"\n")
+        assert s.recv(100) == b""  # closed without a word
+    s2 = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s2.sendall(json.dumps({"t": "hello", "token": "nope", "node": 1}).encode() + b"\n")
+    s2.sendall(json.dumps({"t": "stop"}).encode() + b"\n")
+    s2.close()
+    time.sleep(0.5)
+    assert job.master.state()["state"] == "running"

@@ -1,0 +1,60 @@
+"""The dataset parts of a launch and of `up`'s question, without AWS: the clone's block
+device mapping (everything explicit), and the dataset volumes priced in what `up` shows."""
+
+from __future__ import annotations
+
+from clusterkit.cluster.dataset_checks import launch_mapping
+from clusterkit.plan.nodes import node_actions
+from clusterkit.plan.spend import spend
+from clusterkit.plan.up import Choice, plan_up
+from clusterkit.spec import loads
+
+SID = "snap-0123456789abcdef0"
+
+
+def _spec(dataset: str = ""):
+    text = ("name: t\nregion: us-east-1\nnodes:\n  count: 4\n  instance_types: [c5.large]\n"
+            "  market: on-demand\n  image: {id: ami-11111111}\n"
+            "  root_volume: {size_gb: 100, type: gp3}\n")
+    return loads(text + (f"storage:\n  dataset: {{{dataset}}}\n" if dataset else ""))
+
+
+def test_launch_mapping_is_explicit_about_every_setting():
+    spec = _spec(f"snapshot: {SID}, iops: 6000, throughput: 500, initialization_rate: 300, "
+                 "size_gb: 200")
+    assert launch_mapping(spec, 200) == [{"DeviceName": "/dev/sdf", "Ebs": {
+        "SnapshotId": SID, "VolumeType": "gp3", "DeleteOnTermination": True,
+        "Encrypted": True, "VolumeSize": 200, "Iops": 6000, "Throughput": 500,
+        "VolumeInitializationRate": 300}}]
+
+
+def test_launch_mapping_leaves_out_what_the_spec_does_not_say():
+    (mapping,) = launch_mapping(_spec(f"snapshot: {SID}"), None)
+    assert mapping["Ebs"] == {"SnapshotId": SID, "VolumeType": "gp3",
+                              "DeleteOnTermination": True, "Encrypted": True}
+    assert launch_mapping(_spec(), None) == []
+    assert launch_mapping(_spec("mount: /data"), None) == []  # no snapshot: no clone
+
+
+def _spend_text(spec, gib):
+    choice = Choice("c5.large", "us-east-1", "us-east-1a", "on-demand", 0.085, 0.085)
+    plan = plan_up(spec, region="us-east-1", stack_status=None, stack_params=None,
+                   wanted_params={}, key_pair_missing=False, nodes=[], choice=choice)
+    assert node_actions("t", 4, []).launch == (0, 1, 2, 3)
+    return spend(plan, spec, gib)
+
+
+def test_up_prices_the_clones_it_launches_and_the_initialization_rate():
+    spec = _spec(f"snapshot: {SID}, initialization_rate: 300")
+    result = _spend_text(spec, 150)
+    text = "\n".join(result.lines)
+    # 4 x 150 GiB gp3 at $0.08 = $48/month = $0.0658/h, on top of 4 x 100 GB root volumes
+    assert f"dataset volumes: 4 x 150 GiB gp3 = $48.00/month ($0.0658/h) (clones of {SID}" \
+        in text
+    assert "initialization rate 300 MiB/s" in text and "assumed" in text
+    assert result.volumes == round(32.0 / 730 + 48.0 / 730, 4)
+
+
+def test_up_without_the_snapshot_size_still_names_the_price_per_gb():
+    text = "\n".join(_spend_text(_spec(f"snapshot: {SID}"), None).lines)
+    assert "dataset volumes: 4 x the snapshot's size gp3 = price unknown" in text

@@ -1,0 +1,57 @@
+"""The pure parts of cluster/train.py and cluster/jobs.py: the command, the job archive,
+which job is active or newest, the supervisor's stop report."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+import pytest
+
+from clusterkit.cluster import jobs, train
+from clusterkit.errors import UsageError
+from clusterkit.spec.model import Spec, Train
+
+
+def _spec(command: str | None) -> Spec:
+    return Spec(name="c1", region="us-east-1", regions=("us-east-1",), nodes=None,  # type: ignore[arg-type]
+                ssh=None, storage=None, train=Train(command=command), tags={})  # type: ignore[arg-type]
+
+
+def test_command_after_dashes_wins_over_the_spec():
+    assert train.training_command(_spec("python3 a.py"), ("python3", "b.py")) == "python3 b.py"
+    assert train.training_command(_spec("python3 a.py"), ()) == "python3 a.py"
+    with pytest.raises(UsageError, match="no training command"):
+        train.training_command(_spec(None), ())
+
+
+def test_job_archive_keeps_job_json_private():
+    data = train.job_archive({"job_id": "j", "coordinator": {"token": "s3cret"}}, "print(1)")
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert members["job.json"].mode == 0o600
+        assert json.loads(tar.extractfile("job.json").read())["coordinator"]["token"] == "s3cret"  # type: ignore[union-attr]
+        assert tar.extractfile("supervisor.py").read() == b"print(1)"  # type: ignore[union-attr]
+
+
+def test_start_command_carries_no_secret_and_checks_the_id():
+    cmd = train.start_command("j-20250101-120000-ab12")
+    assert "/var/lib/clusterkit/jobs/j-20250101-120000-ab12/supervisor.py start" in cmd
+    assert "token" not in cmd
+    with pytest.raises(UsageError):
+        train.start_command("j-1; rm -rf /")
+
+
+def test_active_and_latest_jobs_across_nodes():
+    by_node = {"m": [{"job_id": "j-20250101-120000-aaaa", "state": "failed"},
+                     {"job_id": "j-20250102-120000-bbbb", "state": "stopped"}],
+               "w": [{"job_id": "j-20250101-130000-cccc", "state": "running"}]}
+    assert jobs.active_jobs(by_node) == ["j-20250101-130000-cccc"]
+    assert jobs.latest_job(by_node) == "j-20250102-120000-bbbb"
+    assert jobs.latest_job({"m": []}) is None
+
+
+def test_stop_report_is_the_supervisors_last_json_line():
+    assert jobs._last_json('noise\n{"state": "stopped"}\n') == {"state": "stopped"}
+    assert jobs._last_json("no such job here\n") == {"message": "no such job here"}

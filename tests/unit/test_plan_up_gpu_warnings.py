@@ -1,0 +1,89 @@
+"""Issue 15 item 10: the CUDA warning validate gives (mxnet-cu112 on a Hopper p5) is shown
+by `plan` and `up` beside the chosen type, and `train` can ask for it (cuda_warnings)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from clusterkit.cli.main import cli
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.cluster.up import _check_plan
+from clusterkit.events import Collect, Kind
+from clusterkit.plan.nodes import node_actions
+from clusterkit.plan.up import Choice, UpPlan, gpu_warnings, plan_lines
+from clusterkit.spec import loads
+from clusterkit.spec.checks import cuda_warnings
+
+
+def spec_text(itype: str, packages: list[str]) -> str:
+    return yaml.safe_dump({
+        "name": "gpu", "region": "us-east-1", "ssh": {"key_name": "k"},
+        "nodes": {"count": 2, "instance_types": [itype], "market": "on-demand"},
+        "train": {"framework": "mxnet", "command": "python3 train.py",
+                  "packages": packages}})
+
+
+def plan_output(tmp_path: Path, itype: str, packages: list[str], *extra: str) -> str:
+    path = tmp_path / "gpu.yaml"
+    path.write_text(spec_text(itype, packages))
+    result = CliRunner().invoke(cli, ["plan", "--offline", str(path), *extra])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_plan_shows_the_cuda_warning_under_the_chosen_type(tmp_path):
+    lines = plan_output(tmp_path, "p5.48xlarge", ["mxnet-cu112==1.9.1"]).splitlines()
+    launch = next(i for i, line in enumerate(lines) if line.startswith("launch 2 node(s)"))
+    assert "p5.48xlarge" in lines[launch]
+    warning = lines[launch + 1]
+    assert warning.startswith("  warning: train.packages[0]: mxnet-cu112==1.9.1")
+    assert "CUDA 11.2" in warning and "Hopper" in warning and "p5.48xlarge" in warning
+
+
+def test_plan_json_carries_the_warning(tmp_path):
+    out = json.loads(plan_output(tmp_path, "p5.48xlarge", ["mxnet-cu112"], "--json"))
+    assert len(out["warnings"]) == 1 and "Hopper" in out["warnings"][0]
+
+
+def test_plan_is_quiet_where_the_build_fits(tmp_path):
+    out = plan_output(tmp_path, "p4d.24xlarge", ["mxnet-cu112==1.9.1"])
+    assert "warning" not in out and "p4d.24xlarge" in out
+
+
+def test_cuda_warnings_for_train():
+    spec = loads(spec_text("p5.48xlarge", ["mxnet-cu112==1.9.1"]))
+    assert len(cuda_warnings(spec, "p5.48xlarge")) == 1
+    assert cuda_warnings(spec, "p4d.24xlarge") == []
+    assert cuda_warnings(spec, "z9.unknown") == []
+    cpu = loads(spec_text("c5.large", []))
+    assert cuda_warnings(cpu, "c5.large") == []
+
+
+def _plan(itype: str) -> UpPlan:
+    return UpPlan("gpu", "us-east-1", "none", (), "none", node_actions("gpu", 2, []),
+                  Choice(itype, "us-east-1", "us-east-1a", "on-demand", 98.32))
+
+
+def test_up_warns_after_the_spend_lines():
+    spec = loads(spec_text("p5.48xlarge", ["mxnet-cu112==1.9.1"]))
+    seen = Collect()
+    _check_plan(Runtime(session=None, report=seen), spec, _plan("p5.48xlarge"), yes=True,
+                confirm=None)
+    kinds = [e.kind for e in seen.events]
+    assert Kind.WARNING in kinds and kinds.index(Kind.WARNING) > 0
+    assert "Hopper" in seen.texts(Kind.WARNING)[0]
+    assert any("p5.48xlarge" in t for t in seen.texts(Kind.INFO))
+
+
+def test_gpu_warnings_follow_the_type_of_the_launch():
+    spec = loads(spec_text("p5.48xlarge", ["mxnet-cu112==1.9.1"]))
+    assert gpu_warnings(spec, _plan("p4d.24xlarge")) == ()
+    plan = _plan("p5.48xlarge")
+    assert gpu_warnings(spec, plan) == tuple(cuda_warnings(spec, "p5.48xlarge"))
+    lines = plan_lines(replace(plan, warnings=gpu_warnings(spec, plan)))
+    assert lines[2].startswith("launch 2") and lines[3].startswith("  warning: ")

@@ -1,0 +1,58 @@
+"""training/follower.py, the node-side job reader, run as the client runs it:
+``python3 - VERB ...`` with the program on stdin, against a job dir in tmp_path."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from clusterkit.training import follower
+
+SOURCE = Path(follower.__file__).read_bytes()
+
+
+def _run(*args: str, timeout: float = 20) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-", *args], input=SOURCE, capture_output=True,
+                          timeout=timeout, check=False)
+
+
+def _job(tmp_path: Path, state: str) -> Path:
+    d = tmp_path / "var/lib/clusterkit/jobs/j-20250101-120000-ab12"
+    d.mkdir(parents=True)
+    procs = [{"name": "scheduler", "role": "scheduler"}, {"name": "worker-0", "role": "worker"}]
+    (d / "job.json").write_text(json.dumps({"processes": procs}))
+    (d / "scheduler.log").write_text("s1\n")
+    (d / "worker-0.log").write_text("w1\nw2 no newline")
+    (d / "state.json").write_text(json.dumps({"state": state, "failed": None}))
+    return d
+
+
+def test_follow_prints_every_line_tagged_then_the_state(tmp_path: Path):
+    d = _job(tmp_path, "succeeded")
+    out = _run("follow", str(d), "--follow").stdout.decode().splitlines()
+    assert out[:-1] == ["Lscheduler\ts1", "Lworker-0\tw1", "Lworker-0\tw2 no newline"]
+    assert json.loads(out[-1][1:])["state"] == "succeeded"
+
+
+def test_follow_by_role(tmp_path: Path):
+    d = _job(tmp_path, "running")
+    out = _run("follow", str(d), "--role", "worker").stdout.decode().splitlines()
+    assert out[:-1] == ["Lworker-0\tw1", "Lworker-0\tw2 no newline"]  # no --follow: ends
+
+
+def test_jobs_lists_each_job_with_its_state(tmp_path: Path):
+    _job(tmp_path, "failed")
+    (lines,) = _run("jobs", str(tmp_path)).stdout.decode().splitlines()
+    assert json.loads(lines) == {"job_id": "j-20250101-120000-ab12", "state": "failed",
+                                 "failed": None}
+
+
+def test_ports_are_free_and_distinct():
+    ports = [int(p) for p in _run("ports", "3").stdout.split()]
+    assert len(set(ports)) == 3
+    for port in ports:
+        with socket.socket() as sock:
+            sock.bind(("", port))  # still free
