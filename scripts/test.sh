@@ -3,7 +3,8 @@
 #
 # Random order (pytest-randomly), one seed for both passes; CK_TEST_SEED=N repeats an order.
 #   1. every test that does not use the sandbox daemon, in two processes (pytest-xdist);
-#   2. the tests on the shared sandbox (its SSH nodes own 127.0.0.N:22), in one process.
+#   2. the tests on the shared sandbox (its SSH nodes own 127.0.0.N:22), in one process;
+#   3. the whole pipeline (scripts/pipeline.py), which starts and stops its own sandbox.
 # Arguments go to both passes (e.g. -x, -k NAME, a path); a pass they leave empty is skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,5 +20,6 @@ run_pass() {
     [ "$status" -eq 0 ] || [ "$status" -eq 5 ]  # 5: the arguments selected nothing here
 }
 
-run_pass -n 2 -m "not sandbox" "$@"
-run_pass -m sandbox "$@"
+run_pass -n 2 -m "not sandbox and not pipeline" "$@"
+run_pass -m "sandbox and not pipeline" "$@"
+run_pass -m pipeline "$@"

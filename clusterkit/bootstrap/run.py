@@ -210,10 +210,10 @@ def _unreachable(target: Target, res: NodeResult, what: str) -> NodeBootstrap:
 
 def _plan_all(login: Login, targets: Sequence[Target], spec: Spec,
               cluster: steps.ClusterView, playbooks: Mapping[str, str],
-              force: Sequence[str], parallel: int,
+              force: Sequence[str], parallel: int, pool: fanout.Connections,
               ) -> tuple[list[_Planned], dict[str, NodeBootstrap]]:
     gathered = fanout.run_each(login, targets, {t.hop.label: gather_command() for t in targets},
-                               warn=True, parallel=parallel)
+                               warn=True, parallel=parallel, pool=pool)
     planned, broken = [], {}
     for target in targets:
         res = gathered[target.hop.label]
@@ -281,12 +281,14 @@ def run(login: Login, targets: Sequence[Target], spec: Spec, cluster: steps.Clus
     through it); ``force``: steps to run again whatever their receipts say. Raises
     BootstrapError, carrying every node's result, when anything failed."""
     playbooks = playbooks if playbooks is not None else steps.read_playbooks()
-    planned, broken = _plan_all(login, targets, spec, cluster, playbooks, force, parallel)
-    scripts = {p.target.hop.label: node_script([s for s in p.plans if s.action == "run"],
-                                               playbooks)
-               for p in planned if any(s.action == "run" for s in p.plans)}
-    ran = fanout.run_each(login, [p.target for p in planned], scripts, warn=True,
-                          timeout=timeout, parallel=parallel) if scripts else {}
+    with fanout.Connections(login, targets) as pool:  # facts and steps: one handshake
+        planned, broken = _plan_all(login, targets, spec, cluster, playbooks, force,
+                                    parallel, pool)
+        scripts = {p.target.hop.label: node_script([s for s in p.plans if s.action == "run"],
+                                                   playbooks)
+                   for p in planned if any(s.action == "run" for s in p.plans)}
+        ran = fanout.run_each(login, [p.target for p in planned], scripts, warn=True,
+                              timeout=timeout, parallel=parallel, pool=pool) if scripts else {}
     by_label = {p.target.hop.label: _node_result(p, ran.get(p.target.hop.label))
                 for p in planned}
     result = BootstrapResult(tuple(broken.get(t.hop.label) or by_label[t.hop.label]

@@ -138,5 +138,6 @@ def do_status(name: str | None, *, region: str | None = None, profile: str | Non
     if cluster and result.nodes and all(r.state == InstanceState.RUNNING for r in result.nodes):
         from clusterkit.cluster.jobs import job_summary
 
-        result = dataclasses.replace(result, job=job_summary(rt, name or cluster, region))
+        where = region or result.nodes[0].region  # found already: no second search
+        result = dataclasses.replace(result, job=job_summary(rt, name or cluster, where))
     return result

@@ -129,6 +129,28 @@ def _connections(login: Login, targets: Sequence[Target], gw: Connection | None,
     return out
 
 
+class Connections:
+    """Connections to ``targets`` kept open across several fan-outs (``run_each(...,
+    pool=)``), so a node is dialled once: bootstrap gathers facts and runs its steps on
+    the same connection, one SSH handshake per node instead of two. Each connection
+    opens on its first command; ``close`` (or leaving the ``with``) closes them all."""
+
+    def __init__(self, login: Login, targets: Sequence[Target]) -> None:
+        self.gw, self.gw_error = _gateway(login, targets)
+        self.conns = _connections(login, targets, self.gw, self.gw_error)
+
+    def __enter__(self) -> Connections:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for conn in [c for c in self.conns.values() if isinstance(c, Connection)] + [self.gw]:
+            if conn is not None:
+                conn.close()
+
+
 def run_all(login: Login, targets: Sequence[Target], command: str, *,
             timeout: float | None = None, out: TextIO | None = None,
             warn: bool = False) -> GroupResult:
@@ -141,26 +163,28 @@ def run_all(login: Login, targets: Sequence[Target], command: str, *,
 
 def run_each(login: Login, targets: Sequence[Target], commands: Mapping[str, str], *,
              timeout: float | None = None, out: TextIO | None = None, warn: bool = False,
-             parallel: int = MAX_THREADS) -> GroupResult:
+             parallel: int = MAX_THREADS, pool: Connections | None = None) -> GroupResult:
     """``run_all`` with a command of its own per node (``commands``: label -> command; a
-    target without one is not dialled nor listed), at most ``parallel`` at a time."""
+    target without one is not dialled nor listed), at most ``parallel`` at a time, on the
+    connections of ``pool`` when given (left open, unless this run fails or is
+    interrupted), else on connections of its own (closed at the end)."""
     targets = [t for t in targets if t.hop.label in commands]
     lock = threading.Lock()
-    gw, gw_error = _gateway(login, targets)
-    conns = _connections(login, targets, gw, gw_error)
-    pool = ThreadPoolExecutor(max_workers=max(1, min(parallel, MAX_THREADS, len(targets))))
+    conns = pool if pool is not None else Connections(login, targets)
+    workers = ThreadPoolExecutor(max_workers=max(1, min(parallel, MAX_THREADS, len(targets))))
+    done = False
     try:
-        futures = {t.hop.label: pool.submit(_run_one, login, t, c, commands[t.hop.label],
-                                            timeout, out, lock)
-                   for t in targets if isinstance(c := conns[t.hop.label], Connection)}
+        futures = {t.hop.label: workers.submit(_run_one, login, t, c, commands[t.hop.label],
+                                               timeout, out, lock)
+                   for t in targets if isinstance(c := conns.conns[t.hop.label], Connection)}
         group = GroupResult(futures[t.hop.label].result() if t.hop.label in futures
-                            else _failed(t, conns[t.hop.label])  # type: ignore[arg-type]
+                            else _failed(t, conns.conns[t.hop.label])  # type: ignore[arg-type]
                             for t in targets)
+        done = True
     finally:  # also on Ctrl-C: closing the transports first ends the remote reads at once
-        for conn in [c for c in conns.values() if isinstance(c, Connection)] + [gw]:
-            if conn is not None:
-                conn.close()
-        pool.shutdown(wait=True)
+        if pool is None or not done:
+            conns.close()
+        workers.shutdown(wait=True)
     if group.failed and not warn:
         raise GroupError(group)
     return group

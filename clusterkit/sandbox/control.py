@@ -121,7 +121,7 @@ def sweep(where: Path) -> dict[str, int]:
         victims = node.pids_in_ns(str(ns))
         killed += len(victims)
         node.kill_all(victims)
-    strays = _pids_mentioning(str(run))
+    strays = pids_mentioning(str(run))
     killed += len(strays)
     node.kill_all(strays)
     unmounted = _unmount_under(run)
@@ -132,7 +132,7 @@ def sweep(where: Path) -> dict[str, int]:
     return {"killed": killed, "unmounted": unmounted, "loops_detached": len(loops)}
 
 
-def _pids_mentioning(text: str) -> list[int]:
+def pids_mentioning(text: str) -> list[int]:
     """Processes naming ``text`` on their command line or carrying the node marker."""
     marker = f"{node.MARKER_ENV}={text}".encode()
     below = (text + "/").encode()

@@ -268,3 +268,28 @@ def test_cli_up_renders_every_step(cluster: Cluster):
     for step in STEP_NAMES:
         assert any(line.split()[:1] == [step] for line in proc.stdout.splitlines()), step
     assert "already done on 3" in proc.stdout
+
+
+def test_facts_and_steps_share_one_ssh_connection_per_node(cluster: Cluster, monkeypatch):
+    """An `up` that gathers facts and then runs a step dials the master once and opens one
+    channel through it per worker: the step runs on the connection the facts came over
+    (counted where the connections are made; the SSH probe dials on its own)."""
+    from clusterkit.remote import connect
+
+    dials, tunnels = [], []
+    real_dial, real_tunnel = connect.dial, connect._Connection.open_gateway
+
+    def counted_dial(address: str, port: int, timeout: float):
+        dials.append(address)
+        return real_dial(address, port, timeout)
+
+    def counted_tunnel(self):
+        tunnels.append(self.host)
+        return real_tunnel(self)
+
+    monkeypatch.setattr(connect, "dial", counted_dial)
+    monkeypatch.setattr(connect._Connection, "open_gateway", counted_tunnel)
+    result = cluster.up("hostname")
+    assert result.by_step()["hostname"][Outcome.RAN] == 3
+    assert len(dials) == 1, dials  # the master: the gateway, and its own node
+    assert sorted(tunnels) == sorted(set(tunnels)) and len(tunnels) == 2, tunnels

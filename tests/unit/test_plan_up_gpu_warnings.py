@@ -37,12 +37,14 @@ def plan_output(tmp_path: Path, itype: str, packages: list[str], *extra: str) ->
 
 
 def test_plan_shows_the_cuda_warning_under_the_chosen_type(tmp_path):
-    lines = plan_output(tmp_path, "p5.48xlarge", ["mxnet-cu112==1.9.1"]).splitlines()
-    launch = next(i for i, line in enumerate(lines) if line.startswith("launch 2 node(s)"))
-    assert "p5.48xlarge" in lines[launch]
-    warning = lines[launch + 1]
-    assert warning.startswith("  warning: train.packages[0]: mxnet-cu112==1.9.1")
-    assert "CUDA 11.2" in warning and "Hopper" in warning and "p5.48xlarge" in warning
+    # words, not lines: the console wraps long lines at its width (80 without a terminal)
+    out = " ".join(plan_output(tmp_path, "p5.48xlarge", ["mxnet-cu112==1.9.1"]).split())
+    launch = out.index("launch 2 node(s)")
+    warning = out.index("warning: train.packages[0]: mxnet-cu112==1.9.1")
+    assert launch < warning < out.index("total:")
+    assert "p5.48xlarge" in out[launch:warning]
+    text = out[warning:out.index("total:")]
+    assert "CUDA 11.2" in text and "Hopper" in text and "p5.48xlarge" in text
 
 
 def test_plan_json_carries_the_warning(tmp_path):
