@@ -20,6 +20,6 @@ run_pass() {
     [ "$status" -eq 0 ] || [ "$status" -eq 5 ]  # 5: the arguments selected nothing here
 }
 
-run_pass -n 2 -m "not sandbox and not pipeline" "$@"
+run_pass -n 2 -m "not sandbox and not pipeline and not torch" "$@"
 run_pass -m "sandbox and not pipeline" "$@"
 run_pass -m pipeline "$@"
