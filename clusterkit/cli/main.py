@@ -10,6 +10,7 @@ import click
 from clusterkit import __version__
 from clusterkit.cli import (
     dataset,
+    help,
     pack,
     provision,
     publish,
@@ -53,6 +54,9 @@ def _click_error_json(ctx: click.Context, exc: click.ClickException) -> None:
 class ClusterkitGroup(click.Group):
     """Turns ClusterkitError into message + hint and exit 1/2; click usage errors exit 2.
     Under --json every error is ``{"error", "hint", "exit_code"}`` on stdout."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        help.format_commands(self, ctx, formatter)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta["clusterkit.argv"] = list(args)
@@ -117,7 +121,8 @@ def _fail(ctx: click.Context, err: ClusterkitError) -> None:
 @click.option("--json", "json_output", is_flag=True, help="Machine-readable JSON on stdout.")
 @click.option("--sandbox", is_flag=True,
               help="Use the local sandbox (also CLUSTERKIT_SANDBOX=1).")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (up, down).")
+@click.option("--yes", "-y", is_flag=True,
+              help="Do not ask for confirmation (up, down, deploy-dataset).")
 @click.pass_context
 def cli(ctx: click.Context, region: str | None, profile: str | None, debug: bool,
         json_output: bool, sandbox: bool, yes: bool) -> None:

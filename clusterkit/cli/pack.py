@@ -67,6 +67,7 @@ def pack(prefix: str, root: str, make_list: bool, exts: tuple[str, ...], chunks:
     """Pack an image tree into MXNet RecordIO (.lst/.rec/.idx), im2rec.py-compatible.
 
     \b
+    Examples:
       clusterkit pack --list --recursive data/train /images/train
       clusterkit pack --resize 480 --quality 95 --num-thread 16 data/train /images/train
     """

@@ -38,7 +38,12 @@ def runtime(region: str | None = None) -> Runtime:
               help="No AWS calls: shipped catalog and price snapshot, assumes a new cluster.")
 @json_option
 def plan(spec_file: str, offline: bool) -> None:
-    """Show what `up` would create or change, the chosen offer and total $/h. Read-only."""
+    """Show what `up` would create or change, the chosen offer and total $/h. Read-only.
+
+    \b
+    Example:
+      clusterkit plan examples/imagenet-p4d-spot.yaml --offline
+    """
     from clusterkit.cluster.planning import do_plan
     from clusterkit.plan.up import plan_lines
 
@@ -87,7 +92,12 @@ def up(spec_file: str, timeout: float, no_wait_ssh: bool, yes: bool,
 
     Shows what it will create and what that costs, then asks (--yes skips the question;
     with no terminal and no --yes it refuses). A changed node count is applied; a changed
-    instance type, market, region or image is refused (`down` first)."""
+    instance type, market, region or image is refused (`down` first).
+
+    \b
+    Example:
+      clusterkit --sandbox up examples/sandbox-cpu.yaml --yes
+    """
     from clusterkit.cluster.up import do_up
 
     ctx = get_ctx()
@@ -160,7 +170,12 @@ def status(name: str | None, wide: bool) -> None:
     """Nodes, roles, AZ, market, addresses, state and cost so far (found by tags).
 
     NAME is a cluster name (looked up in --region) or a spec file (its regions); without
-    NAME every clusterkit cluster in --region is listed."""
+    NAME every clusterkit cluster in --region is listed.
+
+    \b
+    Example:
+      clusterkit status sandbox --wide
+    """
     from clusterkit.cli.status_view import render_status
     from clusterkit.cluster.status import do_status
 
@@ -189,7 +204,12 @@ def down(target: str, yes: bool, timeout: float, delete_efs: bool) -> None:
 
     The cluster is found through its local record (written by `up`), else by a tag
     search of every enabled region; --region narrows the search. Declining the question
-    exits 1 with nothing deleted."""
+    exits 1 with nothing deleted.
+
+    \b
+    Example:
+      clusterkit down examples/sandbox-cpu.yaml --yes
+    """
     from clusterkit.cluster.down import do_down
 
     ctx = get_ctx()

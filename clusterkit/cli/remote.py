@@ -65,7 +65,8 @@ def exec_(name: str, command: tuple[str, ...], nodes: tuple[str, ...],
     """Run CMD on every node at once (agent forwarded); output prefixed per node.
 
     \b
-      clusterkit exec NAME -- CMD ...
+    Example:
+      clusterkit exec sandbox --node worker -- nproc
 
     Workers are reached through the master. Exit 1 if the command fails on any node
     (--json: the error object's "results" holds every node's result). NAME is a cluster name (looked up in
@@ -110,7 +111,9 @@ def ssh(name: str, node: str | None, print_only: bool, accept_host_keys: tuple[s
     """Shell on a node (default: the master) with the system ssh, agent forwarded.
 
     \b
-      clusterkit ssh NAME [NODE] [-- CMD ...]
+    Example:
+      clusterkit ssh sandbox worker-2
+      clusterkit ssh sandbox --print --json
 
     NODE: index (2), name (master, worker-2), instance id or full name. Workers are reached through the master
     (-J); host keys are checked against the ones `up` recorded. NAME is a cluster name
@@ -122,7 +125,10 @@ def ssh(name: str, node: str | None, print_only: bool, accept_host_keys: tuple[s
     argv = do_ssh(name, node, command, accept_host_keys=accept_host_keys, region=ctx.region,
                   profile=ctx.profile, user=user, port=port, identity_file=identity_file,
                   print_only=print_only, rt=_runtime())
-    click.echo(shlex.join(argv))
+    if ctx.json:  # only reached with --print: without it this process became ssh
+        print_json({"argv": argv, "command": shlex.join(argv)})
+    else:
+        click.echo(shlex.join(argv))
 
 
 COMMANDS = [exec_, ssh]

@@ -18,14 +18,24 @@ DIR_OPTION = click.option(
 
 @click.group()
 def sandbox() -> None:
-    """Local AWS endpoint + SSH nodes on loopback, for demos and tests."""
+    """Local AWS endpoint + SSH nodes on loopback, for demos and tests.
+
+    \b
+    Example:
+      clusterkit sandbox start && clusterkit --sandbox up examples/sandbox-cpu.yaml --yes
+    """
 
 
 @sandbox.command()
 @DIR_OPTION
 @json_option
 def start(directory: str | None) -> None:
-    """Start the emulator and the node agent in the background."""
+    """Start the emulator and the node agent in the background.
+
+    \b
+    Example:
+      clusterkit sandbox start --dir /tmp/ck-sandbox
+    """
     from clusterkit.sandbox.control import do_start
 
     result = do_start(directory)
@@ -36,7 +46,12 @@ def start(directory: str | None) -> None:
 @DIR_OPTION
 @json_option
 def stop(directory: str | None) -> None:
-    """Stop everything the sandbox started and remove its mounts and loop devices."""
+    """Stop everything the sandbox started and remove its mounts and loop devices.
+
+    \b
+    Example:
+      clusterkit sandbox stop
+    """
     from clusterkit.sandbox.control import do_stop
 
     result = do_stop(directory)
@@ -53,7 +68,12 @@ def stop(directory: str | None) -> None:
 @DIR_OPTION
 @json_option
 def status_(directory: str | None) -> None:
-    """Endpoint, nodes and their addresses."""
+    """Endpoint, nodes and their addresses.
+
+    \b
+    Example:
+      clusterkit sandbox status --json
+    """
     from clusterkit.sandbox.control import do_status
 
     _render(do_status(directory), "")

@@ -72,7 +72,8 @@ def spot(spec_file: str | None, instance_types: str | None, regions: str | None,
     """Spot-price search: type, region/AZ, spot and on-demand $/h, discount, capacity score.
 
     \b
-      clusterkit spot cluster.yaml
+    Examples:
+      clusterkit spot examples/imagenet-p4d-spot.yaml
       clusterkit spot --instance-types p4d.24xlarge,p5.48xlarge \\
                       --regions us-east-1,us-west-2 --count 4
     """

@@ -20,6 +20,10 @@ def validate(spec_files: tuple[str, ...], strict: bool) -> None:
 
     Every problem is printed as FILE:LINE:COL, the key path, what is wrong and a hint.
     Warnings are printed but do not fail (unless --strict).
+
+    \b
+    Example:
+      clusterkit validate examples/*.yaml --strict
     """
     ctx = get_ctx()
     report = do_validate(spec_files, strict=strict)
@@ -45,7 +49,8 @@ def schema() -> None:
     """Print the JSON Schema of cluster.yaml (for editor completion and checks).
 
     \b
-    clusterkit schema > cluster.schema.json
+    Example:
+      clusterkit schema > cluster.schema.json
     then put this first line in cluster.yaml (yaml-language-server, e.g. VS Code YAML):
     # yaml-language-server: $schema=./cluster.schema.json
     """

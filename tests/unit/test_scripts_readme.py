@@ -1,0 +1,150 @@
+"""scripts/readme.py and README's generated and quoted parts: the spec key table, the
+examples' costs and quotas and the IAM policy are what the code says today, and every
+error README's troubleshooting quotes is the one the code prints."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from botocore.exceptions import ClientError
+from rich.console import Console
+
+from clusterkit.aws.errors import translate
+from clusterkit.cli.render import render_error
+from clusterkit.errors import ClusterkitError, UsageError
+from clusterkit.spec.doc import SHOWN_DEFAULTS, key_table
+from clusterkit.spec.keys import walk_keys
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture(scope="module")
+def readme():
+    spec = importlib.util.spec_from_file_location("readme", ROOT / "scripts/readme.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _section(name: str) -> str:
+    return README.split(f"<!-- section:{name} -->")[1].split(f"<!-- /section:{name} -->")[0]
+
+
+def test_readme_generated_parts_are_fresh(readme):
+    assert readme.regenerate(README) == README, "run: python scripts/readme.py --write"
+    assert readme.main(["--check"]) == 0
+
+
+def test_a_stale_part_is_rewritten(readme):
+    stale = README.replace("| `train.python` |", "| `train.interpreter` |")
+    assert stale != README
+    assert readme.regenerate(stale) == README
+
+
+def test_a_missing_marker_is_refused(readme):
+    with pytest.raises(SystemExit, match="generated:spec-keys"):
+        readme.regenerate(README.replace("<!-- generated:spec-keys -->", ""))
+
+
+def test_key_table_has_every_key_once_with_new_keys():
+    table = key_table()
+    paths = [p for p, _ in walk_keys() if p and not p.endswith(("[]", ".*"))]
+    for path in paths:
+        assert table.count(f"| `{path}` |") == 1, path
+    assert len(table.splitlines()) == len(paths) + 2
+    assert "| `storage.dataset.size_gb` | integer | the snapshot's size |" in table
+    assert "| `train.framework` | `mxnet` \\| `torchrun` | `mxnet` |" in table
+    assert "| `nodes.count` | integer | `1` | Number of nodes (node 0 is the master). " \
+           "(1..100000) |" in table
+    assert "| `nodes.max_price` | number | on-demand price |" in table and "(>0..1000)" in table
+
+
+def test_shown_defaults_name_existing_keys():
+    assert set(SHOWN_DEFAULTS) <= {p for p, _ in walk_keys()}
+
+
+def test_quotas_per_market_and_largest_candidate(readme):
+    p4d = readme.quota_lines(EXAMPLES / "imagenet-p4d-spot.yaml")  # 4 x 96, both markets
+    assert p4d == ["384 vCPUs of *All P Spot Instance Requests (L-7212CCBC)*",
+                   "384 vCPUs of *Running On-Demand P instances (L-417A185B)*"]
+    g5 = readme.quota_lines(EXAMPLES / "torchrun-g5.yaml")  # 2 x g5.24xlarge (96), spot
+    assert g5 == ["192 vCPUs of *All G and VT Spot Instance Requests (L-3819A6DF)*"]
+    with pytest.raises(SystemExit, match="x1e.xlarge"):
+        readme._quota("x1e.xlarge")
+
+
+def _printed(err: ClusterkitError) -> list[str]:
+    out = io.StringIO()
+    render_error(err, Console(file=out, width=10_000, no_color=True, highlight=False))
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 2 and lines[0].startswith("error: ")
+    return lines
+
+
+def _client_error(code: str, message: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": message}}, "RunInstances")
+
+
+def _troubles(monkeypatch: pytest.MonkeyPatch) -> list[ClusterkitError]:
+    from clusterkit.cluster import train
+    from clusterkit.cluster.launch import capacity_hint
+    from clusterkit.plan.dataset import check_snapshot
+    from clusterkit.plan.pinning import MISSING, PinKind, Pinned, PinReport
+    from clusterkit.remote import known_hosts
+
+    launch = "4 x p4d.24xlarge spot in use1-az1"
+    capacity = translate(_client_error(
+        "InsufficientInstanceCapacity", "We currently do not have sufficient p4d.24xlarge "
+        "capacity in the Availability Zone you requested (us-east-1a)."), "RunInstances", launch)
+    capacity.hint = capacity_hint("spot")
+    quota = translate(_client_error(
+        "VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU "
+        "limit of 0 allows for the instance bucket that the specified instance type belongs "
+        "to."), "RunInstances", launch)
+    snap = "snap-0123456789abcdef0"
+    verdict = check_snapshot(snap, "us-east-1", None, ["us-west-2"])
+    pin = Pinned(PinKind.SNAPSHOT, snap, "storage.dataset.snapshot")
+    errors = [capacity, quota, UsageError(verdict.error, verdict.hint),
+              PinReport(("us-east-1",), {pin: {"us-east-1": MISSING}}).failure()]
+    monkeypatch.setattr(train.jobs, "active_jobs", lambda _jobs: ["JOB"])
+    monkeypatch.setattr(train.jobs, "node_jobs", lambda _jc: {})
+    with pytest.raises(ClusterkitError) as stale:
+        train.refuse_running(None, SimpleNamespace(name="NAME"), replace=False)
+    errors.append(stale.value)
+    return errors + [known_hosts.changed_error([known_hosts.KeyChange(
+        "worker-2", "i-0abc", "ssh-ed25519 AAAA", "ssh-ed25519 BBBB")])]
+
+
+def test_troubleshooting_quotes_what_the_code_prints(monkeypatch):
+    section = _section("troubleshooting")
+    errors = _troubles(monkeypatch)
+    assert len(errors) == 6
+    for err in errors[:-1]:
+        for line in _printed(err):
+            assert line in section, line
+    # fingerprints differ per key: the changed-host-key quote elides them
+    changed = _printed(errors[-1])
+    assert changed[0].split(": worker-2")[0] in section
+    assert changed[1] in section
+
+
+def test_troubleshooting_quotes_the_no_key_error(monkeypatch, tmp_path):
+    from clusterkit.remote import probe
+
+    class NoAgent:
+        def get_keys(self):
+            return ()
+
+    monkeypatch.setattr(probe.paramiko, "Agent", NoAgent)
+    monkeypatch.setattr(probe, "DEFAULT_KEYS", (str(tmp_path / "none.pub"),))
+    with pytest.raises(UsageError) as caught:
+        probe.local_public_key()
+    section = _section("troubleshooting")
+    for line in _printed(caught.value):
+        assert line in section, line
