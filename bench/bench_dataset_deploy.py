@@ -68,6 +68,7 @@ def bench(count: int, tmp: Path, snapshot: str) -> dict[str, object]:
     finally:
         do_down(str(spec), yes=True, rt=_runtime(Counter()))
     return {"nodes": count, "wall": wall, "mutating": _mutating(first), "wall2": wall2,
+            "describe": first["DescribeVolumes"],
             "bootstrap_at": phases.started.get("bootstrap"),
             "mutating2": sum(_mutating(second).values()),
             "line": result.nodes[0].line if result.nodes else ""}
@@ -77,16 +78,17 @@ def report(rows: list[dict]) -> list[str]:
     base = rows[0]["wall"]
     out = ["deploy: deploy-dataset in the sandbox (moto + sshd per node, loop-backed volumes)",
            f"{'nodes':>5} {'wall s':>7} {'ratio':>6} {'volumes s':>9} {'mutating':>8} "
-           f"{'2nd s':>6} {'2nd mutating':>12}  mutating calls of the first deploy"]
+           f"{'describe':>8} {'2nd s':>6} {'2nd mutating':>12}  mutating calls of the first "
+           "deploy"]
     for r in rows:
         muts = ", ".join(f"{k} {v}" for k, v in sorted(r["mutating"].items()))
         at = r["bootstrap_at"]
         out.append(f"{r['nodes']:>5} {r['wall']:>7.2f} {r['wall'] / base:>6.2f} "
                    f"{at if at is None else f'{at:.2f}':>9} "
-                   f"{sum(r['mutating'].values()):>8} {r['wall2']:>6.2f} "
+                   f"{sum(r['mutating'].values()):>8} {r['describe']:>8} {r['wall2']:>6.2f} "
                    f"{r['mutating2']:>12}  {muts}")
     out.append("volumes s: seconds until every clone was attached (the bootstrap then "
-               "mounts and verifies)")
+               "mounts and verifies); describe: DescribeVolumes calls of the first deploy")
     out.append(f"node 0 said: {rows[-1]['line']}")
     big = rows[-1]
     ratio = big["wall"] / base

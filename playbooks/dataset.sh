@@ -37,7 +37,8 @@ case "$mnt" in  # a read-only volume over one of these would hide the system
 esac
 dev=/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_${vol//-/}
 
-for _ in $(seq "$wait_s"); do [ -b "$dev" ] && break; sleep 1; done
+# 0.1 s steps: the device often shows a moment after the attach, rarely seconds after
+for _ in $(seq $((wait_s * 10))); do [ -b "$dev" ] && break; sleep 0.1; done
 if [ ! -b "$dev" ]; then
     echo "dataset: volume $vol is not visible on this node ($dev): is the volume" \
          "attached? clusterkit status" >&2

@@ -12,6 +12,8 @@ from clusterkit.aws.errors import aws_call
 from clusterkit.aws.tags import cluster_filter, tag_specs, to_dict
 from clusterkit.plan.dataset import CLONE_OF_TAG, NODE_INDEX_TAG, Clone, Snapshot, is_clone
 
+DESCRIBE_BATCH = 200  # volume ids per DescribeVolumes call
+
 
 def cluster_volumes(session: boto3.Session, region: str, cluster: str) -> list[dict[str, Any]]:
     """[{id, state, attached_to}] of every volume tagged with the cluster."""
@@ -74,7 +76,8 @@ def to_clone(raw: Mapping[str, Any]) -> Clone:
                  az=raw.get("AvailabilityZone", ""), state=raw.get("State", ""),
                  size_gib=int(raw.get("Size") or 0),
                  instance_id=live[0]["InstanceId"] if live else None,
-                 device=live[0].get("Device") if live else None, node_index=index, tags=tags)
+                 device=live[0].get("Device") if live else None, node_index=index, tags=tags,
+                 delete_on_termination=live[0].get("DeleteOnTermination") if live else None)
 
 
 def dataset_clones(session: boto3.Session, region: str, cluster: str) -> list[Clone]:
@@ -90,12 +93,15 @@ def dataset_clones(session: boto3.Session, region: str, cluster: str) -> list[Cl
 
 
 def describe_clones(session: boto3.Session, region: str, ids: Sequence[str]) -> list[Clone]:
-    if not ids:
-        return []
-    with aws_call("DescribeVolumes", ",".join(ids), expected={"InvalidVolume.NotFound"}):
-        return [to_clone(v) for v in _ec2(session, region).describe_volumes(
-            VolumeIds=list(ids))["Volumes"]]
-    return []
+    """The volumes of ``ids``, DESCRIBE_BATCH ids a call; none of a batch when one of its
+    ids is not found (yet: a new volume may take a moment to show)."""
+    out: list[Clone] = []
+    for at in range(0, len(ids), DESCRIBE_BATCH):
+        batch = list(ids[at:at + DESCRIBE_BATCH])
+        with aws_call("DescribeVolumes", ",".join(batch), expected={"InvalidVolume.NotFound"}):
+            out += [to_clone(v) for v in _ec2(session, region).describe_volumes(
+                VolumeIds=batch)["Volumes"]]
+    return out
 
 
 def create_clone(session: boto3.Session, region: str, *, az: str, snapshot_id: str,

@@ -38,7 +38,12 @@ def deploy_dataset(spec_file: str, snapshot: str | None, verify: str, prewarm: b
     Checks first that the snapshot exists in the cluster's region, is completed (and
     fully published) and fits storage.dataset.size_gb (exit 2 otherwise). Idempotent: a
     node that has its clone attached keeps it. A different snapshot replaces the old
-    clones after confirmation. `clusterkit down` deletes the clones with the cluster."""
+    clones after confirmation. `clusterkit down` deletes the clones with the cluster.
+
+    \b
+    Example:
+      clusterkit deploy-dataset examples/sandbox-cpu.yaml --snapshot snap-0123456789abcdef0
+    """
     from clusterkit.cli.provision import _ask, runtime
     from clusterkit.cluster.dataset import do_deploy_dataset
 

@@ -35,6 +35,7 @@ def snapshot_dataset(source: str, label: str | None, node: str | None, mount: st
     """Publish a dataset as an EBS snapshot that deploy-dataset clones onto every node.
 
     \b
+    Examples:
       clusterkit snapshot-dataset data/imagenet --region us-east-1 --name imagenet
       clusterkit snapshot-dataset mycluster --node 0 --path /data --name imagenet
 

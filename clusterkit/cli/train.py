@@ -88,6 +88,8 @@ def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
 
     \b
       clusterkit train SPEC [--detach] [--replace] [--workdir DIR] [-- COMMAND ...]
+    Example:
+      clusterkit train examples/sandbox-cpu.yaml --replace
 
     Exit 0 when every worker exited 0, 1 when the job failed (the failed node and role
     and the last lines of its log are shown). Ctrl-C asks whether to stop the job."""
@@ -117,7 +119,12 @@ def logs(name: str, follow: bool, nodes: tuple[str, ...], roles: tuple[str, ...]
     """Print (-f: follow) the job's logs on all nodes, from any terminal.
 
     Lines are prefixed [node/process]. With -f, exit 0 when the job succeeded, 1 when it
-    failed or was stopped."""
+    failed or was stopped.
+
+    \b
+    Example:
+      clusterkit logs sandbox -f --role worker
+    """
     from clusterkit.cluster.jobs import do_logs
 
     ctx = get_ctx()
@@ -155,7 +162,12 @@ def _render_stop(result: StopResult) -> None:
 @json_option
 def stop(name: str, job_id: str | None, grace: float | None) -> None:
     """Stop the running job on all nodes: SIGTERM, then its cgroup killed (nothing of it
-    survives, setsid or not)."""
+    survives, setsid or not).
+
+    \b
+    Example:
+      clusterkit stop sandbox --grace 30
+    """
     from clusterkit.cluster.jobs import do_stop
 
     ctx = get_ctx()

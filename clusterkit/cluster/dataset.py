@@ -6,6 +6,7 @@ clone read-only by volume id and verifies it against the manifest), one line per
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,7 +30,8 @@ from clusterkit.spec.model import Dataset, Spec
 
 Confirm = Callable[[str], bool]
 VERIFY_MODES = ("size", "full")
-PARALLEL = 16  # nodes whose volumes are made at once
+PARALLEL = 16  # AWS calls (one per volume or node) made at once
+FIRST_POLL = 0.1  # seconds before the second look at volumes not ready yet
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class NodeDeploy:
     index: int
     instance_id: str
     volume_id: str
-    action: str  # "kept" | "attached" | "created"
+    action: str  # "kept" | "settled" (kept, DeleteOnTermination set) | "attached" | "created"
     line: str  # the dataset step's last line on the node (or why it did not run)
 
     def to_json(self) -> dict[str, Any]:
@@ -162,38 +164,62 @@ class _Made:
     def __init__(self) -> None:
         self.created: dict[int, str] = {}
         self.attached: set[int] = set()
+        self.settled: set[int] = set()  # kept, DeleteOnTermination set now
 
     def action(self, index: int) -> str:
         if index in self.created:
             return "created"
-        return "attached" if index in self.attached else "kept"
+        if index in self.attached:
+            return "attached"
+        return "settled" if index in self.settled else "kept"
 
 
 def _remove(rt: Runtime, region: str, clones: Sequence[pd.Clone], deadline: float) -> None:
-    """Detach (the node's dataset step unmounts the stale mount) and delete the old clones;
-    only volumes tagged as this cluster's clones ever get here."""
-    for clone in clones:
-        if clone.instance_id:
-            volumes.detach_volume(rt.session, region, clone.volume_id, clone.instance_id)
-    _wait(rt, region, [c.volume_id for c in clones if c.instance_id],
-          lambda c: c.instance_id is None, "detached", deadline)
-    for clone in clones:
+    """Detach (the node's dataset step unmounts the stale mount) and delete the old clones,
+    all at once; only volumes tagged as this cluster's clones ever get here."""
+    attached = [c for c in clones if c.instance_id]
+    _parallel(attached, lambda c: volumes.detach_volume(rt.session, region, c.volume_id,
+                                                        c.instance_id))
+    _wait(rt, region, [c.volume_id for c in attached], lambda c: c.instance_id is None,
+          "detached", deadline)
+
+    def delete(clone: pd.Clone) -> None:
         volumes.delete_volume(rt.session, region, clone.volume_id)
         rt.emit(Kind.PROGRESS, f"deleted dataset volume {clone.volume_id} "
                 f"({clone.snapshot_id})", stage=Stage.DATASET, level=1)
 
+    _parallel(clones, delete)
+
+
+def _parallel(items: Sequence[Any], fn: Callable[[Any], Any]) -> list[Any]:
+    """``fn`` on every item at once (PARALLEL at most), results in order; every call
+    finishes, then the first error is raised."""
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=min(PARALLEL, len(items))) as pool:
+        futures = [pool.submit(fn, item) for item in items]
+        errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        raise errors[0]
+    return [f.result() for f in futures]
+
 
 def _wait(rt: Runtime, region: str, ids: Sequence[str], ready: Callable[[pd.Clone], bool],
           what: str, deadline: float) -> list[pd.Clone]:
+    """Until every volume of ``ids`` is ``ready``: one DescribeVolumes for all of them a
+    round, the rounds FIRST_POLL apart at first, doubling up to ``rt.poll`` (a volume is
+    often ready at once: a fixed poll would make every deploy wait a whole interval)."""
+    interval = min(FIRST_POLL, rt.poll)
     while True:
-        found = volumes.describe_clones(rt.session, region, ids)
+        found = volumes.describe_clones(rt.session, region, ids) if ids else []
         if len(found) == len(ids) and all(ready(c) for c in found):
             return found
         if rt.clock() >= deadline:
             left = [c.volume_id for c in found if not ready(c)]
             raise AwsError(f"volume(s) not {what} in time: {', '.join(left or ids)}",
                            "run `clusterkit deploy-dataset` again to resume")
-        rt.sleep(rt.poll)
+        rt.sleep(interval)
+        interval = min(interval * 2, rt.poll)
 
 
 def client_token(cluster: str, snapshot_id: str, slot: pd.NodeSlot) -> str:
@@ -206,41 +232,44 @@ def client_token(cluster: str, snapshot_id: str, slot: pd.NodeSlot) -> str:
 def _provision(rt: Runtime, spec: Spec, region: str, ds: Dataset, snapshot_id: str,
                size_gib: int, slots: Sequence[pd.NodeSlot], plan: pd.DeployPlan, made: _Made,
                deadline: float) -> dict[int, str]:
-    """Every node's clone attached, in parallel; {index: volume id}."""
+    """Every node's clone attached; {index: volume id}. Each phase for all nodes at once
+    (create, wait, attach, wait, DeleteOnTermination), each wait one DescribeVolumes a
+    round for every volume: no per-node call but the per-volume and per-instance ones."""
     todo = [s for s in slots if s.index not in plan.keep]
     total = len(slots)
     rt.started(Stage.DATASET, f"dataset {snapshot_id}: {len(plan.keep)} of {total} node(s) "
                f"have their volume; {len(plan.create)} to create, {len(plan.attach)} to attach")
-    done = [len(plan.keep)]
+    out = {i: c.volume_id for i, c in (*plan.keep.items(), *plan.attach.items())}
+    new = [s for s in todo if s.index not in plan.attach]
+    made_ids = _parallel(new, lambda s: _create(rt, spec, region, ds, snapshot_id, size_gib,
+                                                s, made))
+    out.update({s.index: vol for s, vol in zip(new, made_ids, strict=True)})
+    ids = [out[s.index] for s in todo]
+    _wait(rt, region, ids, lambda c: c.state in ("available", "in-use"), "available",
+          deadline)
 
-    def one(slot: pd.NodeSlot) -> str:
-        existing = plan.attach.get(slot.index)
-        vol = existing.volume_id if existing else _create(rt, spec, region, ds, snapshot_id,
-                                                          size_gib, slot, made)
-        _wait(rt, region, [vol], lambda c: c.state in ("available", "in-use"), "available",
-              deadline)
-        volumes.attach_volume(rt.session, region, vol, slot.instance_id, pd.DEVICE_HINT)
+    def attach(slot: pd.NodeSlot) -> None:
+        volumes.attach_volume(rt.session, region, out[slot.index], slot.instance_id,
+                              pd.DEVICE_HINT)
         made.attached.add(slot.index)
-        _wait(rt, region, [vol], lambda c: c.instance_id == slot.instance_id
-              and c.state == "in-use", "attached", deadline)
-        volumes.delete_on_termination(rt.session, region, slot.instance_id, pd.DEVICE_HINT)
-        done[0] += 1
-        rt.emit(Kind.PROGRESS, f"node {slot.index} ({slot.instance_id}): {vol} attached",
-                stage=Stage.DATASET, node=slot.instance_id, done=done[0], total=total, level=1)
-        return vol
 
-    out = {i: c.volume_id for i, c in plan.keep.items()}
-    if todo:
-        with ThreadPoolExecutor(max_workers=min(PARALLEL, len(todo))) as pool:
-            futures = {s.index: pool.submit(one, s) for s in todo}
-            errors = []
-            for index, fut in futures.items():
-                try:
-                    out[index] = fut.result()
-                except Exception as exc:  # every node finishes; the first error is raised
-                    errors.append(exc)
-            if errors:
-                raise errors[0]
+    _parallel(todo, attach)
+    owner = {out[s.index]: s.instance_id for s in todo}
+    _wait(rt, region, ids, lambda c: c.state == "in-use"
+          and c.instance_id == owner[c.volume_id], "attached", deadline)
+    done = itertools.count(len(plan.keep) - len(plan.settle) + 1)
+    device = {s.index: (plan.keep[s.index].device or pd.DEVICE_HINT) if s.index in plan.keep
+              else pd.DEVICE_HINT for s in slots}
+
+    def settle(slot: pd.NodeSlot) -> None:
+        volumes.delete_on_termination(rt.session, region, slot.instance_id, device[slot.index])
+        if slot.index in plan.keep:
+            made.settled.add(slot.index)
+        rt.emit(Kind.PROGRESS, f"node {slot.index} ({slot.instance_id}): "
+                f"{out[slot.index]} attached", stage=Stage.DATASET, node=slot.instance_id,
+                done=next(done), total=total, level=1)
+
+    _parallel(todo + [s for s in slots if s.index in plan.settle], settle)
     rt.done(Stage.DATASET, f"dataset {snapshot_id}: a volume attached on each of "
             f"{total} node(s)")
     return out

@@ -30,6 +30,7 @@ from clusterkit.plan.nodes import Node
 from clusterkit.remote.address import targets as dial_targets
 from clusterkit.remote.channels import Call, run_calls
 from clusterkit.remote.connect import Login, Target
+from clusterkit.remote.fanout import Connections
 from clusterkit.remote.results import GroupResult
 from clusterkit.spec.model import Spec
 from clusterkit.training import follower, jobfiles
@@ -66,6 +67,12 @@ class JobCluster:
     login: Login
     nodes: list[Node]
     targets: list[Target]
+    pool: Connections | None = None  # connections kept open for a run of several calls
+
+    def run(self, targets: Sequence[Target], calls: Mapping[str, Call],
+            **options: Any) -> GroupResult:
+        """``run_calls`` on this cluster's login (and its pool, when it has one)."""
+        return run_calls(self.login, targets, calls, pool=self.pool, **options)
 
     def short(self, label: str) -> str:
         """``master`` / ``worker-2`` for a target's label."""
@@ -102,7 +109,7 @@ def open_cluster(rt: Runtime, target: str, region: str | None = None) -> JobClus
 
 def node_jobs(jc: JobCluster) -> dict[str, list[dict[str, Any]]]:
     """label -> that node's jobs (state.json each, refreshed), oldest first."""
-    group = run_calls(jc.login, jc.targets, {t.hop.label: follower_call("jobs")
+    group = jc.run(jc.targets, {t.hop.label: follower_call("jobs")
                                              for t in jc.targets}, timeout=60)
     return {label: [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
             for label, r in group.items()}
@@ -157,7 +164,7 @@ def stop_job(jc: JobCluster, job_id: str, grace: float | None = None) -> StopRes
         words += ["--grace", f"{grace:g}"]
     command = (f"if [ -f {shlex.quote(d)}/supervisor.py ]; then {shlex.join(words)}; "
                "else echo 'no such job here'; fi")
-    group = run_calls(jc.login, jc.targets, {t.hop.label: Call(command) for t in jc.targets},
+    group = jc.run(jc.targets, {t.hop.label: Call(command) for t in jc.targets},
                       timeout=120)
     return StopResult(jc.name, job_id, {jc.short(label): _last_json(r.stdout)
                                         for label, r in group.items()}, group)
@@ -218,7 +225,9 @@ class LogPrinter:
         except ValueError:
             self.states[node] = {"state": "unknown"}
         if label == self.jc.master.hop.label:
-            threading.Timer(DRAIN_S, self.stop.set).start()
+            drain = threading.Timer(DRAIN_S, self.stop.set)
+            drain.daemon = True  # else the command waits it out before exiting
+            drain.start()
 
 
 def follow_logs(jc: JobCluster, job_id: str, *, keep_following: bool,
@@ -234,7 +243,7 @@ def follow_logs(jc: JobCluster, job_id: str, *, keep_following: bool,
     stop = threading.Event()
     printer = LogPrinter(jc, out, stop)
     chosen = list(chosen if chosen is not None else jc.targets)
-    run_calls(jc.login, chosen, {t.hop.label: follower_call(*args) for t in chosen},
+    jc.run(chosen, {t.hop.label: follower_call(*args) for t in chosen},
               sink=printer, stop=stop, warn=True)
     return printer
 

@@ -6,19 +6,21 @@
 2. CUDA warnings of the spec's packages against the instance type;
 3. the workdir synced (``cluster/workdir.py``);
 4. ports picked on the master and checked free there (bind test), per job;
-5. every node's job.json (0600) + supervisor.py sent as one tar over SSH stdin into the
-   job dir, and the node's supervisor started, every node at once;
+5. every node's job.json (0600) and the supervisor's files (``jobfiles.node_files``)
+   sent as one tar over SSH stdin into the job dir, and the node's supervisor started,
+   every node at once;
 6. unless ``detach``, every log streamed live until the job ends (``cluster/jobs.py``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import secrets
 import shlex
 import tarfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TextIO
 
@@ -30,9 +32,10 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, RemoteError, UsageError
 from clusterkit.events import Stage
 from clusterkit.remote.address import ssh_address
-from clusterkit.remote.channels import Call, run_calls
+from clusterkit.remote.channels import Call
+from clusterkit.remote.fanout import Connections
 from clusterkit.spec.model import Spec
-from clusterkit.training import topology
+from clusterkit.training import jobfiles, topology
 
 PORTS = 3  # the scheduler's (MXNet) or MASTER_PORT, torchrun's rendezvous, the supervisors'
 # Where the job dirs live, made writable for the login user (root in the sandbox; on AWS
@@ -73,7 +76,7 @@ def sync(rt: Runtime, jc: JobCluster, plan: workdir.Workdir, job_id: str) -> str
                f"{plan.local} to {plan.remote} on "
                f"{'the EFS (through the master)' if plan.shared else f'{len(chosen)} node(s)'}")
     call = Call(workdir.extract_command(plan.remote, job_id), data)
-    group = run_calls(jc.login, chosen, {t.hop.label: call for t in chosen}, timeout=600)
+    group = jc.run(chosen, {t.hop.label: call for t in chosen}, timeout=600)
     return group[chosen[0].hop.label].stdout.strip().splitlines()[-1]
 
 
@@ -88,8 +91,8 @@ def master_ports(jc: JobCluster, node_workdir: str | None) -> tuple[list[int], s
         else:
             where = shlex.quote(where)
         command = Call(f"{command.command} && cd -- {where} && pwd", command.stdin)
-    result = run_calls(jc.login, [jc.master], {jc.master.hop.label: command},
-                       timeout=60)[jc.master.hop.label]
+    result = jc.run([jc.master], {jc.master.hop.label: command},
+                    timeout=60)[jc.master.hop.label]
     lines = result.stdout.splitlines()
     return [int(p) for p in lines[0].split()], (lines[1].strip() if node_workdir else None)
 
@@ -101,12 +104,13 @@ def node_slots(jc: JobCluster) -> list[topology.NodeSlot]:
             for t in jc.targets]
 
 
-def job_archive(job: dict, supervisor: str) -> bytes:
-    """job.json (0600) and supervisor.py as a tar for the node's stdin."""
+def job_archive(job: dict, files: Mapping[str, str]) -> bytes:
+    """job.json (0600) and the supervisor's files (0700) as a tar for the node's stdin."""
     buf = io.BytesIO()
+    entries = [("job.json", json.dumps(job, indent=1), 0o600)]
+    entries += [(name, text, 0o700) for name, text in sorted(files.items())]
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, text, mode in (("job.json", json.dumps(job, indent=1), 0o600),
-                                 ("supervisor.py", supervisor, 0o700)):
+        for name, text, mode in entries:
             data = text.encode()
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), mode
@@ -119,16 +123,6 @@ def start_command(job_id: str) -> str:
     return (f"set -e; umask 077; {_JOBS_READY}; mkdir -m 0700 {d}; "
             f"tar -x -C {d} --no-same-owner; "
             f"{node_python()} {d}/supervisor.py start {d}")
-
-
-def supervisor_source() -> str:
-    try:
-        from clusterkit.training.jobfiles import supervisor_source as source
-    except ImportError:  # the node program is the file itself
-        from pathlib import Path
-
-        return (Path(topology.__file__).parent / "supervisor.py").read_text()
-    return source()
 
 
 def cuda_warnings(spec: Spec, instance_types: Sequence[str]) -> list[str]:
@@ -151,17 +145,17 @@ def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
                                        gpus_per_node=gpus, workdir=cwd)
     except ValueError as exc:
         raise UsageError(f"{spec.file}: {exc}", "check the train section") from exc
-    token, source = secrets.token_hex(16), supervisor_source()
+    token, files = secrets.token_hex(16), jobfiles.node_files()
     calls = {}
     for target, slot in zip(jc.targets, slots, strict=True):
         job = topology.job_file(procs, slot, cluster=jc.name, job_id=job_id,
                                 num_nodes=len(slots), coordinator_host=slots[0].address,
                                 coordinator_port=ports[2])
         job["coordinator"]["token"] = token
-        calls[target.hop.label] = Call(start_command(job_id), job_archive(job, source))
+        calls[target.hop.label] = Call(start_command(job_id), job_archive(job, files))
     rt.started(Stage.TRAIN, f"starting job {job_id}: {len(procs)} process(es) on "
                f"{len(slots)} node(s)")
-    run_calls(jc.login, jc.targets, calls, timeout=120)
+    jc.run(jc.targets, calls, timeout=120)
     rt.done(Stage.TRAIN, f"job {job_id} started on {len(slots)} node(s)")
 
 
@@ -180,6 +174,16 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
         raise UsageError(f"{spec_file}: no train section", "add `train:` to the spec")
     text = training_command(spec, command)
     plan = workdir.plan(spec, workdir_option)
+    with Connections(jc.login, jc.targets) as pool:  # one SSH handshake per node in all
+        return _run_job(rt, dataclasses.replace(jc, pool=pool), spec, text, plan,
+                        detach=detach, replace=replace, out=out, confirm_stop=confirm_stop)
+
+
+def _run_job(rt: Runtime, jc: JobCluster, spec: Spec, text: str,
+             plan: workdir.Workdir | None, *, detach: bool, replace: bool,
+             out: TextIO | None, confirm_stop: Callable[[str], bool]) -> JobOutcome:
+    """``do_train`` once the cluster is found: every call on ``jc``'s open connections."""
+    assert spec.train is not None
     refuse_running(rt, jc, replace)
     for warning in cuda_warnings(spec, [n.instance_type for n in jc.nodes]):
         rt.warn(warning, stage=Stage.TRAIN)
@@ -197,6 +201,7 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
         if not confirm_stop(job_id):
             return JobOutcome(jc.name, job_id, "running", "left running (Ctrl-C)",
                               detached=True)
-        jobs.stop_job(jc, job_id)
+        # the interrupted run closed the shared connections: fresh ones of its own
+        jobs.stop_job(dataclasses.replace(jc, pool=None), job_id)
         return JobOutcome(jc.name, job_id, "stopped", "stopped on Ctrl-C")
     return jobs.outcome(jc, job_id, printer)

@@ -86,6 +86,8 @@ class Clone:
     device: str | None
     node_index: int | None  # its own tag (deploy-dataset's clones) else None
     tags: Mapping[str, str] = field(default_factory=dict)
+    # the attachment's flag as AWS reports it; None: not attached, or not reported
+    delete_on_termination: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -252,7 +254,14 @@ class DeployPlan:
 
     @property
     def changes(self) -> bool:
-        return bool(self.attach or self.create or self.remove)
+        return bool(self.attach or self.create or self.remove or self.settle)
+
+    @property
+    def settle(self) -> tuple[int, ...]:
+        """Kept clones whose attachment would outlive its instance (an earlier run stopped
+        between AttachVolume and DeleteOnTermination): they get the flag."""
+        return tuple(i for i, c in sorted(self.keep.items())
+                     if c.delete_on_termination is False)
 
     @property
     def replaces(self) -> tuple[Clone, ...]:

@@ -23,9 +23,8 @@ from clusterkit.remote.connect import Login, Target, describe
 from clusterkit.remote.fanout import (
     MAX_THREADS,
     TAIL_CHARS,
-    _connections,
+    Connections,
     _failed,
-    _gateway,
     _result,
 )
 from clusterkit.remote.results import GroupResult, NodeResult
@@ -125,29 +124,32 @@ def _session(login: Login, target: Target, conn: Connection, call: Call,
 
 def run_calls(login: Login, targets: Sequence[Target], calls: Mapping[str, Call], *,
               sink: LineSink | None = None, stop: threading.Event | None = None,
-              timeout: float | None = None, warn: bool = False) -> GroupResult:
+              timeout: float | None = None, warn: bool = False,
+              pool: Connections | None = None) -> GroupResult:
     """``calls`` (label -> Call; a target without one is not dialled) on every target at
     once, each with its stdin bytes. ``sink`` gets every stdout line as it arrives;
     setting ``stop`` ends every command's channel at once (its result: error
-    "stopped"). Unless ``warn``, any failure raises one GroupError with every result."""
+    "stopped"). On the connections of ``pool`` when given (left open unless this run is
+    interrupted), else on its own. Unless ``warn``, any failure raises one GroupError
+    with every result."""
     targets = [t for t in targets if t.hop.label in calls]
     stop = stop or threading.Event()
-    gw, gw_error = _gateway(login, targets)
-    conns = _connections(login, targets, gw, gw_error)
-    pool = ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(targets))))
+    conns = pool if pool is not None else Connections(login, targets)
+    workers = ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(targets))))
+    done = False
     try:
-        futures = {t.hop.label: pool.submit(_session, login, t, c, calls[t.hop.label],
-                                            sink, stop, timeout)
-                   for t in targets if isinstance(c := conns[t.hop.label], Connection)}
+        futures = {t.hop.label: workers.submit(_session, login, t, c, calls[t.hop.label],
+                                               sink, stop, timeout)
+                   for t in targets if isinstance(c := conns.conns[t.hop.label], Connection)}
         group = GroupResult(futures[t.hop.label].result() if t.hop.label in futures
-                            else _failed(t, conns[t.hop.label])  # type: ignore[arg-type]
+                            else _failed(t, conns.conns[t.hop.label])  # type: ignore[arg-type]
                             for t in targets)
+        done = True
     finally:
         stop.set()  # also on Ctrl-C: every session ends before the transports close
-        pool.shutdown(wait=True)
-        for conn in {id(c): c for c in [*conns.values(), gw]
-                     if isinstance(c, Connection)}.values():
-            conn.close()
+        workers.shutdown(wait=True)
+        if pool is None or not done:
+            conns.close()
     if group.failed and not warn:
         raise GroupError(group)
     return group

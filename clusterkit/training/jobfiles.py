@@ -2,8 +2,9 @@
 
 The client (cluster/ and cli/) builds node paths and reads node state only through
 here: ``job_dir`` validates the id before it becomes a path, ``parse_state`` turns the
-supervisor's JSON into a ``JobState``, and ``supervisor_source`` is the program shipped
-to every node (over SSH stdin, to ``<job dir>/supervisor.py``).
+supervisor's JSON into a ``JobState``, and ``node_files`` are the program shipped to
+every node (over SSH stdin, into ``<job dir>/``: supervisor.py and the modules it imports
+from its own directory).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from clusterkit.errors import ClusterkitError, UsageError
 ROOT_ENV = "CLUSTERKIT_ROOT"  # prefixes every node path (tests), like the playbooks
 JOB_ROOT = "/var/lib/clusterkit/jobs"
 JOB_ID_RE = re.compile(r"^j-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
-SUPERVISOR = Path(__file__).with_name("supervisor.py")
+# The supervisor and its stdlib-only modules; it imports them from its own directory.
+NODE_FILES = ("supervisor.py", "coord.py", "reaping.py")
 
 
 class JobStateName(enum.Enum):
@@ -79,8 +81,10 @@ def job_dir(job_id: str, root: str | None = None) -> str:
     return prefix.rstrip("/") + f"{JOB_ROOT}/{check_job_id(job_id)}"
 
 
-def supervisor_source() -> str:
-    return SUPERVISOR.read_text()
+def node_files() -> dict[str, str]:
+    """What goes into every job dir beside job.json: file name -> text."""
+    here = Path(__file__).parent
+    return {name: (here / name).read_text() for name in NODE_FILES}
 
 
 def _int(value: object) -> int | None:

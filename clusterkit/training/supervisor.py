@@ -1,34 +1,35 @@
 #!/usr/bin/env python3
-"""clusterkit's per-node job supervisor: stdlib only, Python >= 3.8, one file.
+"""clusterkit's per-node job supervisor: stdlib only, Python >= 3.8.
 
-The client copies it to ``<job dir>/supervisor.py`` and runs
-``python3 supervisor.py start|stop|status|wait <job dir>``. ``start`` daemonizes and
-runs the processes of ``job.json`` in a cgroup of the job's own (a systemd scope, else a
-directory under the cgroup v2 mount; without either, process groups and then every
-process whose environment holds ``CLUSTERKIT_JOB_ID=<id>``). The master node's
-supervisor listens on the coordinator port; the others connect, report their processes
-and heartbeat every second; the master alone decides success or failure and tells every
-node to stop. Nothing here puts a secret on a command line: env comes from job.json.
+The client copies it with ``coord.py`` and ``reaping.py`` (``jobfiles.node_files``) into
+``<job dir>/`` and runs ``python3 <job dir>/supervisor.py start|stop|status|wait <job dir>``.
+``start`` daemonizes and runs the processes of ``job.json`` in a cgroup of the job's own
+(``reaping``). The master node's supervisor listens on the coordinator port; the others
+connect, report their processes and heartbeat every second (``coord``); the master alone
+decides success or failure and tells every node to stop. Nothing here puts a secret on a
+command line: env comes from job.json.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hmac
 import json
 import os
 import re
-import selectors
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 
-ACTIVE = ("starting", "running", "stopping")
+try:  # imported as clusterkit.training.supervisor (the client, tests)
+    from . import coord
+    from .reaping import Cgroup, Reaper, make_cgroup, recorded_cgroup, signal_pid
+except ImportError:  # run as a file on a node: its modules lie beside it
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # even with -P
+    sys.dont_write_bytecode = True  # the job dir holds only what the docs say
+    import coord
+    from reaping import Cgroup, Reaper, make_cgroup, recorded_cgroup, signal_pid
+
 FINAL = ("succeeded", "failed", "stopped")
-WAITED_ROLES = ("worker", "torchrun")  # the job succeeds when all of these exit 0
 JOB_ID_RE = re.compile(r"^j-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
 PROC_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 CGROUP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,200}$")
@@ -36,9 +37,6 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Moves the process into the cgroup between fork and exec ($0 is cgroup.procs), so
 # nothing it forks can start outside it; the supervisor has no threads but stays safe.
 CGROUP_WRAPPER = 'echo $$ > "$0" && exec "$@"'
-HEARTBEAT_S = 1.0
-TICK_S = 0.1
-MAX_LINE = 1 << 16
 
 
 # ----- files ----------------------------------------------------------------------
@@ -97,142 +95,6 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-# ----- cgroups and killing ------------------------------------------------------------
-
-def cgroup2_mount(mountinfo: str) -> str | None:
-    for line in mountinfo.splitlines():
-        left, _, right = line.partition(" - ")
-        if right.split()[:1] == ["cgroup2"]:
-            return left.split()[4]
-    return None
-
-
-class Cgroup:
-    def __init__(self, path: str, unit: str | None = None, holder: int | None = None):
-        self.path, self.unit, self.holder = path, unit, holder
-        self.procs_file = os.path.join(path, "cgroup.procs")
-
-    def pids(self) -> set:
-        try:
-            with open(self.procs_file) as f:
-                return {int(x) for x in f.read().split()} - {self.holder}
-        except OSError:
-            return set()
-
-    def kill(self) -> None:
-        try:
-            with open(os.path.join(self.path, "cgroup.kill"), "w") as f:
-                f.write("1")
-        except OSError:  # kernels before 5.14: one by one
-            for pid in self.pids():
-                _signal(pid, signal.SIGKILL)
-
-    def remove(self) -> None:
-        if self.unit:
-            subprocess.call(["systemctl", "stop", self.unit], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-        for _ in range(20):
-            try:
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.05)
-
-
-def _systemd_scope(name: str, mount: str) -> Cgroup | None:
-    """A scope unit held open by a sleeper, so systemd owns the group and cleans it."""
-    unit = f"ck-{name}.scope"
-    holder = subprocess.Popen(
-        ["systemd-run", "--scope", "--quiet", "--collect", "-p", "Delegate=yes",
-         "--unit", unit, "sleep", "infinity"], stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    for _ in range(50):
-        try:
-            with open(f"/proc/{holder.pid}/cgroup") as f:
-                rel = [x[3:] for x in f.read().splitlines() if x.startswith("0::")][0]
-        except (OSError, IndexError):
-            rel = ""
-        if rel.endswith("/" + unit):
-            return Cgroup(mount + rel, unit, holder.pid)
-        if holder.poll() is not None:
-            return None
-        time.sleep(0.1)
-    return None
-
-
-def make_cgroup(name: str) -> Cgroup | None:
-    if os.environ.get("CLUSTERKIT_NO_CGROUP") == "1":
-        return None
-    try:
-        with open("/proc/self/mountinfo") as f:
-            mount = cgroup2_mount(f.read())
-        if mount is None:
-            return None
-        with open("/proc/1/comm") as f:
-            systemd = f.read().strip() == "systemd"
-        if systemd and shutil.which("systemd-run"):
-            return _systemd_scope(name, mount)
-        path = os.path.join(mount, "clusterkit", name)
-        os.makedirs(path, exist_ok=True)
-        group = Cgroup(path)
-        with open(group.procs_file):
-            return group
-    except OSError:
-        return None
-
-
-def _signal(pid: int, sig: int, group: bool = False) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        (os.killpg if group else os.kill)(pid, sig)
-
-
-def scan_proc(pgids: set, job_id: str) -> set:
-    """Live pids in one of ``pgids`` or whose environ holds CLUSTERKIT_JOB_ID=job_id."""
-    marker, found = ("CLUSTERKIT_JOB_ID=" + job_id).encode(), set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            if fields[0] == b"Z":
-                continue
-            if int(fields[2]) in pgids:
-                found.add(int(entry))
-                continue
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if marker in f.read().split(b"\0"):
-                    found.add(int(entry))
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
-
-
-class Reaper:
-    """Who is left of the job on this node, and how to end them."""
-
-    def __init__(self, job_id: str, cgroup: Cgroup | None, pgids: set):
-        self.job_id, self.cgroup, self.pgids = job_id, cgroup, set(pgids)
-
-    def alive(self) -> set:
-        if self.cgroup is not None and os.path.isdir(self.cgroup.path):
-            return self.cgroup.pids()
-        return scan_proc(self.pgids, self.job_id)
-
-    def signal(self, sig: int) -> None:
-        for pgid in self.pgids:
-            _signal(pgid, sig, group=True)
-        for pid in self.alive():  # escaped their process group (setsid)
-            _signal(pid, sig)
-
-    def kill(self) -> None:
-        if self.cgroup is not None:
-            self.cgroup.kill()
-        self.signal(signal.SIGKILL)
-
-
 # ----- processes --------------------------------------------------------------------
 
 class Proc:
@@ -283,49 +145,6 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-# ----- the coordinator protocol (newline-delimited JSON, token first) ------------------
-
-class Link:
-    def __init__(self, sock: socket.socket, node: int | None = None):
-        self.sock, self.node, self.buf = sock, node, b""
-        sock.settimeout(2.0)
-
-    def send(self, msg: dict) -> bool:
-        try:
-            self.sock.sendall(json.dumps(msg).encode() + b"\n")
-            return True
-        except OSError:
-            return False
-
-    def read(self) -> list | None:
-        """Whole messages now readable; None when the peer is gone or misbehaves."""
-        try:
-            data = self.sock.recv(65536)
-        except OSError:
-            return None
-        self.buf += data
-        if not data or len(self.buf) > MAX_LINE:
-            return None
-        *lines, self.buf = self.buf.split(b"\n")
-        try:
-            return [json.loads(line) for line in lines if line.strip()]
-        except ValueError:
-            return None
-
-
-def decide_outcome(nodes: dict, num_nodes: int) -> tuple | None:
-    """(state, reason, failed) from every node's reported processes, or None (go on)."""
-    for i in sorted(nodes):
-        for name, p in sorted(nodes[i].items()):
-            if p.get("exit") not in (None, 0):
-                return ("failed", f"node {i} {name} exited with {p['exit']}",
-                        {"node": i, "process": name, "exit": p["exit"]})
-    waited = [p for i in nodes for p in nodes[i].values() if p.get("role") in WAITED_ROLES]
-    if len(nodes) == num_nodes and waited and all(p.get("exit") == 0 for p in waited):
-        return ("succeeded", "every worker exited 0", None)
-    return None
-
-
 # ----- the daemon -------------------------------------------------------------------
 
 def log(msg: str) -> None:
@@ -333,21 +152,16 @@ def log(msg: str) -> None:
 
 
 class Supervisor:
+    """This node's processes, run until the job's outcome is known, then stopped."""
+
     def __init__(self, job_dir: str, job: dict):
         self.job_dir, self.job, self.job_id = job_dir, job, job["job_id"]
-        self.me, self.master = int(job.get("node_index", 0)), bool(job.get("is_master"))
-        self.num_nodes = int(job.get("num_nodes", 1))
+        self.me = int(job.get("node_index", 0))
         self.grace = float(job.get("grace_seconds", 10))
-        self.hb_timeout = float(job.get("heartbeat_timeout", 15))
-        coord = job.get("coordinator") or {}
-        self.addr = (str(coord.get("host", "127.0.0.1")), int(coord.get("port", 0)))
-        self.token = str(coord.get("token", ""))
         self.procs = [Proc(p, job_dir) for p in job.get("processes", [])]
+        self.coord = coord.Coordinator(job)
         self.state, self.outcome, self.cgroup, self.reaper = "starting", None, None, None
-        self.sel, self.listener = selectors.DefaultSelector(), None
-        self.links, self.nodes, self.seen, self.done_nodes = {}, {}, {}, set()
-        self.started = time.monotonic()
-        self.stop_at = self.last_kill = self.last_hb = self.last_dial = 0.0
+        self.stop_at = self.last_kill = 0.0
         self.stop_flag = self.local_done = False
 
     def save(self) -> None:
@@ -364,8 +178,9 @@ class Supervisor:
             signal.signal(sig, lambda *_: setattr(self, "stop_flag", True))
         self.cgroup = make_cgroup(self.job["cgroup_name"])
         log(f"job {self.job_id} node {self.me} cgroup {self.cgroup and self.cgroup.path}")
-        if self.master:
-            self.listen()
+        failure = self.coord.listen()
+        if failure is not None:
+            self.decide("failed", failure, None)
         if self.outcome is None:
             for p in self.procs:
                 p.start(self.cgroup, process_env(os.environ, p.spec.get("env") or {},
@@ -374,12 +189,17 @@ class Supervisor:
         self.save()
         self.report()
         while not self.finished():
-            self.pump()
+            heard = self.coord.pump(dial=not self.local_done)
+            if heard is not None:
+                self.decide(*heard)
             self.tick()
         self.state = self.outcome[0]
         self.save()
         log(f"final state {self.state}: {self.outcome[1]}")
         return 0
+
+    def report(self) -> None:
+        self.coord.report({p.name: p.view() for p in self.procs})
 
     # -- decisions and the local stop
     def decide(self, state: str, reason: str, failed: dict | None) -> None:
@@ -387,10 +207,7 @@ class Supervisor:
             return
         log(f"decided {state}: {reason}")
         self.outcome, self.state = (state, reason, failed), "stopping"
-        msg = {"t": "stop", "state": state, "reason": reason, "failed": failed}
-        for link in list(self.links.values()):
-            if self.master:
-                link.send(msg)
+        self.coord.broadcast(self.outcome)
         pgids = {p.popen.pid for p in self.procs if p.popen is not None}
         self.reaper = Reaper(self.job_id, self.cgroup, pgids)
         self.reaper.signal(signal.SIGTERM)
@@ -405,19 +222,16 @@ class Supervisor:
             if self.cgroup is not None:
                 self.cgroup.remove()
             self.local_done = True
-            if 0 in self.links and not self.master:
-                self.links[0].send({"t": "done"})
+            self.coord.send_done()
         elif now - self.stop_at >= self.grace and now - self.last_kill >= 0.5:
             self.reaper.kill()
             self.last_kill = now
 
     def finished(self) -> bool:
+        """Stopped here, and (the master) every node said so or had its grace."""
         if not self.local_done:
             return False
-        if not self.master:
-            return True
-        waiting = set(self.links) - self.done_nodes
-        return not waiting or time.monotonic() - self.stop_at > self.grace + 3
+        return self.coord.all_done() or time.monotonic() - self.stop_at > self.grace + 3
 
     def tick(self) -> None:
         if [p for p in self.procs if p.poll()]:
@@ -427,127 +241,15 @@ class Supervisor:
         if self.stop_flag and self.outcome is None:
             grace = (read_json(os.path.join(self.job_dir, "stop.json")) or {}).get("grace")
             self.grace = self.grace if grace is None else float(grace)
-            if 0 in self.links and not self.master:
-                self.links[0].send({"t": "stop"})
+            self.coord.request_stop()
             self.decide("stopped", f"stopped on request on node {self.me}", None)
-        if now - self.last_hb >= HEARTBEAT_S:
-            self.last_hb = now
-            for link in list(self.links.values()):
-                link.send({"t": "hb"})
-        if self.master:
-            self.judge(now)
-        elif self.outcome is None and now - self.seen.get(0, self.started) > self.hb_timeout:
-            host, port = self.addr
-            self.decide("failed", f"lost the master ({host}:{port}) for {self.hb_timeout:g}s",
-                        None)
+        self.coord.heartbeat(now)
+        if self.outcome is None:
+            verdict = self.coord.verdict(now)
+            if verdict is not None:
+                self.decide(*verdict)
         if self.outcome is not None:
             self.step_stop(now)
-
-    def judge(self, now: float) -> None:
-        if self.outcome is not None:
-            return
-        self.nodes[self.me] = {p.name: p.view() for p in self.procs}
-        for i in range(self.num_nodes):
-            if i != self.me and now - self.seen.get(i, self.started) > self.hb_timeout:
-                self.decide("failed", f"node {i} stopped answering",
-                            {"node": i, "process": None, "exit": None})
-                return
-        outcome = decide_outcome(self.nodes, self.num_nodes)
-        if outcome is not None:
-            self.decide(*outcome)
-
-    def report(self) -> None:
-        if not self.master and 0 in self.links:
-            self.links[0].send({"t": "procs", "procs": {p.name: p.view() for p in self.procs}})
-
-    # -- the network
-    def listen(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        for _ in range(20):
-            try:
-                sock.bind(("", self.addr[1]))
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            sock.close()
-            return self.decide("failed", f"coordinator port {self.addr[1]} is in use", None)
-        sock.listen(64)
-        sock.setblocking(False)
-        self.listener = sock
-        self.sel.register(sock, selectors.EVENT_READ)
-
-    def dial(self, now: float) -> None:
-        self.last_dial = now
-        try:
-            sock = socket.create_connection(self.addr, timeout=1.0)
-        except OSError:
-            return
-        link = Link(sock, 0)
-        procs = {p.name: p.view() for p in self.procs}
-        if link.send({"t": "hello", "token": self.token, "node": self.me, "procs": procs}):
-            self.links[0] = link
-            self.sel.register(sock, selectors.EVENT_READ, link)
-        else:
-            sock.close()
-
-    def pump(self) -> None:
-        for key, _ in self.sel.select(TICK_S):
-            if key.fileobj is self.listener:
-                try:
-                    sock, _ = self.listener.accept()
-                except OSError:
-                    continue
-                self.sel.register(sock, selectors.EVENT_READ, Link(sock))
-                continue
-            msgs = key.data.read()
-            for msg in msgs or []:
-                if not self.handle(key.data, msg):
-                    msgs = None
-                    break
-            if msgs is None:
-                self.drop(key.data)
-        now = time.monotonic()
-        if not self.master and 0 not in self.links and not self.local_done \
-                and now - self.last_dial >= 1.0:
-            self.dial(now)
-
-    def drop(self, link: Link) -> None:
-        self.sel.unregister(link.sock)
-        link.sock.close()
-        if self.links.get(link.node) is link:
-            del self.links[link.node]
-
-    def handle(self, link: Link, msg: dict) -> bool:
-        """False drops the link (a stranger, or a peer breaking the protocol)."""
-        kind, now = msg.get("t"), time.monotonic()
-        if not self.master:
-            self.seen[0] = now
-            if kind == "stop":
-                self.decide(str(msg.get("state", "failed")), str(msg.get("reason")),
-                            msg.get("failed"))
-            return True
-        if link.node is None:
-            node = msg.get("node")
-            if kind != "hello" or not hmac.compare_digest(str(msg.get("token")), self.token) \
-                    or not isinstance(node, int) or not 0 <= node < self.num_nodes \
-                    or node == self.me:
-                return False
-            if node in self.links:
-                self.drop(self.links[node])
-            link.node, self.links[node] = node, link
-            link.send({"t": "hb"} if self.outcome is None else {
-                "t": "stop", "state": self.outcome[0], "reason": self.outcome[1],
-                "failed": self.outcome[2]})
-        self.seen[link.node] = now
-        if kind in ("hello", "procs") and isinstance(msg.get("procs"), dict):
-            self.nodes[link.node] = msg["procs"]
-        elif kind == "stop":
-            self.decide("stopped", f"stopped on request on node {link.node}", None)
-        elif kind == "done":
-            self.done_nodes.add(link.node)
-        return True
 
     def crash(self, error: BaseException) -> None:
         """Last resort: nothing of the job may outlive its supervisor silently."""
@@ -642,7 +344,7 @@ def verb_stop(job_dir: str, job: dict, grace: float | None) -> int:
     pid = daemon_pid(job_dir, job["job_id"])
     if pid is not None:
         write_json(os.path.join(job_dir, "stop.json"), {"grace": grace})
-        _signal(pid, signal.SIGTERM)
+        signal_pid(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace + float(job.get("heartbeat_timeout", 15)) + 5
         while daemon_pid(job_dir, job["job_id"]) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -663,16 +365,6 @@ def verb_stop(job_dir: str, job: dict, grace: float | None) -> int:
         write_json(path, state)
     print(json.dumps(state, sort_keys=True))
     return 0 if gone else 1
-
-
-def recorded_cgroup(state: dict, name: str) -> Cgroup | None:
-    """The group state.json names, only if it is this job's (never kill another group)."""
-    path, unit = str(state.get("cgroup") or ""), state.get("cgroup_unit")
-    if unit is not None and unit != f"ck-{name}.scope":
-        return None
-    ends = ("/" + unit,) if unit else ("/clusterkit/" + name,)
-    return Cgroup(path, unit) if path.startswith("/") and path.endswith(ends) \
-        and "/../" not in path else None
 
 
 def _pgids(job_dir: str, job: dict) -> set:

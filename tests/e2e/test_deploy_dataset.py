@@ -3,9 +3,10 @@ loopback, EBS volumes as loop-backed images attached where the node shows them b
 id). Nothing is mocked: a directory is published with snapshot-dataset's own code, the
 clones are made, attached and mounted by the real commands, and the nodes read the files.
 
-One 3-node t3 cluster for the module (no scratch, no EFS, no packages). The tests run in
-the order written (the second deploy and the swap build on the first); `down` at the
-end must leave no volume of the cluster behind."""
+One 3-node t3 cluster for the module (no scratch, no EFS, no packages). The tests hold
+in any order (CI shuffles them): the first deploy is a module fixture the others build on,
+and the swap puts the first snapshot back when done; `down` at the end must leave no
+volume of the cluster behind."""
 
 from __future__ import annotations
 
@@ -123,12 +124,20 @@ def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clust
                 agent.wait(5)
 
 
-def test_deploy_mounts_the_files_read_only_and_verified_on_every_node(cluster: Cluster):
+@pytest.fixture(scope="module")
+def first(cluster: Cluster) -> DeployResult:
+    """The cluster's first deploy-dataset (of ``cluster.snapshot``)."""
     result = cluster.deploy(cluster.snapshot)
+    assert sorted(n.volume_id for n in result.nodes) == cluster.clone_ids()
+    return result
+
+
+def test_deploy_mounts_the_files_read_only_and_verified_on_every_node(cluster: Cluster,
+                                                                      first: DeployResult):
+    result = first
     assert [n.index for n in result.nodes] == [0, 1, 2]
     assert [n.action for n in result.nodes] == ["created"] * 3 and result.changed
-    assert len({n.volume_id for n in result.nodes}) == 3
-    assert sorted(n.volume_id for n in result.nodes) == cluster.clone_ids()
+    assert len({n.volume_id for n in result.nodes}) == 3 == len(cluster.clone_ids())
     for node in result.nodes:
         assert "verified" in node.line and "3 files" in node.line, node.line
     expected = "".join(f"{len(FILES[n])} {n}\n" for n in sorted(FILES))
@@ -142,7 +151,7 @@ def test_deploy_mounts_the_files_read_only_and_verified_on_every_node(cluster: C
         assert "Read-only file system" in out and "ro" in out.split("\n")[-2].split(","), out
 
 
-def test_second_deploy_makes_no_mutating_call(cluster: Cluster):
+def test_second_deploy_makes_no_mutating_call(cluster: Cluster, first: DeployResult):
     calls = Calls()
     result = cluster.deploy(cluster.snapshot, calls)
     assert calls.mutating() == {}, calls.mutating()
@@ -190,7 +199,7 @@ def test_cli_exit_code_2_and_json_error_for_an_unknown_snapshot(cluster: Cluster
     assert "snap-0123456789abcdef0" in proc.stdout and "Traceback" not in proc.stderr
 
 
-def test_another_snapshot_asks_then_swaps_the_volumes(cluster: Cluster):
+def test_another_snapshot_asks_then_swaps_the_volumes(cluster: Cluster, first: DeployResult):
     old = cluster.clone_ids()
     other = publish(cluster.where, "valset", FILES_B)
     with pytest.raises(UsageError):  # no terminal, no --yes: refused, nothing changed
@@ -205,6 +214,10 @@ def test_another_snapshot_asks_then_swaps_the_volumes(cluster: Cluster):
         ["val.idx\nval.rec\n"] * 3
     for node in result.nodes:
         assert "verified 2 files" in node.line, node.line
+    swapped = cluster.clone_ids()
+    back = cluster.deploy(cluster.snapshot, yes=True)  # as the other tests expect it
+    assert sorted(back.removed) == swapped and [n.action for n in back.nodes] == ["created"] * 3
+    assert cluster.everywhere("ls /data | grep rec") == ["train.rec\n"] * 3
 
 
 def test_snapshot_in_the_spec_clones_at_launch_and_down_removes_them(cluster: Cluster):

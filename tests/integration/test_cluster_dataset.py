@@ -63,3 +63,32 @@ def test_a_stopped_or_missing_cluster_is_refused_before_any_call_that_changes(mo
         do_deploy_dataset(str(spec), snapshot="snap-0123456789abcdef0", rt=runtime(calls))
     assert err.value.exit_code == 1 and "no cluster" in err.value.message
     assert calls.mutating() == {}
+
+
+def test_the_aws_side_makes_per_node_only_the_per_volume_calls(moto_env, tmp_path,
+                                                               monkeypatch):
+    """Every phase runs for all nodes at once and each wait is one DescribeVolumes for
+    every volume: 6 nodes take as many DescribeVolumes as 1 would. The bootstrap is
+    stubbed (moto's instances have no sshd here); the tests in tests/e2e run it."""
+    from clusterkit.bootstrap.run import BootstrapResult
+    from clusterkit.cluster import dataset
+
+    monkeypatch.setattr(dataset, "bootstrap_nodes", lambda *a, **kw: BootstrapResult(()))
+    spec = write_spec(tmp_path, count=6, placement_group=False)
+    name = spec.name.rsplit("-", 1)[0]
+    do_up(str(spec), yes=True, rt=runtime(), wait_ssh=False, timeout=120)
+    snap = _published_snapshot()
+    calls = Calls()
+    rt = runtime(calls)
+    rt.report = seen = Collect()
+    result = do_deploy_dataset(str(spec), snapshot=snap, rt=rt, timeout=60)
+    assert [n.action for n in result.nodes] == ["created"] * 6
+    assert len({n.volume_id for n in result.nodes}) == 6
+    assert calls.mutating() == {"CreateVolume": 6, "AttachVolume": 6,
+                                "ModifyInstanceAttribute": 6}
+    described = [op for _, op in calls.log if op == "DescribeVolumes"]
+    assert len(described) == 3  # the cluster's clones, then one per wait (available, in-use)
+    progress = [e.done for e in seen.events if e.kind is Kind.PROGRESS and e.total == 6]
+    assert sorted(progress) == [1, 2, 3, 4, 5, 6]
+    do_down(str(spec), yes=True, rt=runtime())
+    assert leftovers(name) == {}

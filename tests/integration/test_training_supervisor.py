@@ -117,7 +117,8 @@ def make_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             monkeypatch.setenv("CLUSTERKIT_ROOT", str(tmp_path / f"node{i}"))
             d = Path(jobfiles.job_dir(job_id))
             d.mkdir(parents=True, mode=0o700)
-            (d / "supervisor.py").write_text(jobfiles.supervisor_source())
+            for name, text in jobfiles.node_files().items():
+                (d / name).write_text(text)
             spec = {"version": 1, "job_id": job_id, "node_index": i, "node_name": f"n{i}",
                     "cgroup_name": f"cktest-{i}-{job_id}", "is_master": i == 0,
                     "num_nodes": len(node_procs), "grace_seconds": grace,

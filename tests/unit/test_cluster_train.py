@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -26,13 +28,16 @@ def test_command_after_dashes_wins_over_the_spec():
         train.training_command(_spec(None), ())
 
 
-def test_job_archive_keeps_job_json_private():
-    data = train.job_archive({"job_id": "j", "coordinator": {"token": "s3cret"}}, "print(1)")
+def test_job_archive_keeps_job_json_private_and_ships_every_node_file():
+    files = {"supervisor.py": "import coord", "coord.py": "print(1)"}
+    data = train.job_archive({"job_id": "j", "coordinator": {"token": "s3cret"}}, files)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         members = {m.name: m for m in tar.getmembers()}
+        assert set(members) == {"job.json", "supervisor.py", "coord.py"}
         assert members["job.json"].mode == 0o600
         assert json.loads(tar.extractfile("job.json").read())["coordinator"]["token"] == "s3cret"  # type: ignore[union-attr]
-        assert tar.extractfile("supervisor.py").read() == b"print(1)"  # type: ignore[union-attr]
+        assert tar.extractfile("supervisor.py").read() == b"import coord"  # type: ignore[union-attr]
+        assert tar.extractfile("coord.py").read() == b"print(1)"  # type: ignore[union-attr]
 
 
 def test_start_command_carries_no_secret_and_checks_the_id():
@@ -55,3 +60,16 @@ def test_active_and_latest_jobs_across_nodes():
 def test_stop_report_is_the_supervisors_last_json_line():
     assert jobs._last_json('noise\n{"state": "stopped"}\n') == {"state": "stopped"}
     assert jobs._last_json("no such job here\n") == {"message": "no such job here"}
+
+
+def test_the_drain_after_the_masters_stream_never_holds_the_command_open():
+    master = SimpleNamespace(hop=SimpleNamespace(label="m"))
+    jc = SimpleNamespace(master=master, short=lambda label: "master")
+    stop = threading.Event()
+    printer = jobs.LogPrinter(jc, None, stop)  # type: ignore[arg-type]
+    before = set(threading.enumerate())
+    printer("m", 'S{"state": "succeeded"}')
+    (drain,) = set(threading.enumerate()) - before
+    assert drain.daemon  # a non-daemon timer kept `train` alive DRAIN_S after the job
+    assert printer.states == {"master": {"state": "succeeded"}}
+    drain.cancel()  # type: ignore[attr-defined]

@@ -3,6 +3,8 @@ changes per node, what the clones cost, hydration as `status` shows it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from clusterkit.plan import dataset as pd
@@ -81,6 +83,17 @@ def test_plan_second_deploy_changes_nothing():
     clones = [clone(f"vol-{i}", instance=f"i-{i}") for i in range(3)]
     plan = pd.plan_deploy(SID, NODES, clones)
     assert not plan.changes and sorted(plan.keep) == [0, 1, 2]
+
+
+def test_plan_sets_delete_on_termination_where_aws_says_it_is_off():
+    """An earlier run stopped between AttachVolume and ModifyInstanceAttribute: the kept
+    clone gets the flag; None (the emulator reports no flag) is left alone."""
+    flags = [True, False, None]
+    clones = [dataclasses.replace(clone(f"vol-{i}", instance=f"i-{i}"),
+                                  delete_on_termination=flag) for i, flag in enumerate(flags)]
+    plan = pd.plan_deploy(SID, NODES, clones)
+    assert plan.settle == (1,) and plan.changes and sorted(plan.keep) == [0, 1, 2]
+    assert not plan.create and not plan.attach and not plan.replaces
 
 
 def test_plan_launch_clones_belong_to_the_node_they_are_attached_to():

@@ -1,0 +1,248 @@
+"""The protocol between a job's node supervisors: stdlib only, Python >= 3.8.
+
+Shipped beside ``supervisor.py`` into every job dir (which imports it from there). The
+master node's supervisor listens on the coordinator port (all interfaces); every other
+node's supervisor dials it. Messages are newline-delimited JSON objects, ``t`` their kind:
+
+  hello {token, node, procs}    node -> master, first; a wrong token drops the link
+  procs {procs}                 node -> master, whenever a process starts or ends
+  hb                            both ways, every HEARTBEAT_S
+  stop {state, reason, failed}  master -> node: the job's outcome, stop everything
+  stop                          node -> master: stopped on request on that node
+  done                          node -> master: nothing of the job is left there
+
+The master alone decides success or failure (``decide_outcome``, missing heartbeats); a
+node decides only that it lost the master. The supervisor acts on what ``pump`` and
+``verdict`` return and calls ``broadcast`` with its decision.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import selectors
+import socket
+import time
+
+WAITED_ROLES = ("worker", "torchrun")  # the job succeeds when all of these exit 0
+HEARTBEAT_S = 1.0
+TICK_S = 0.1
+MAX_LINE = 1 << 16
+MASTER = 0  # the master is node 0: a node's link to it is links[MASTER]
+
+
+class Link:
+    def __init__(self, sock: socket.socket, node: int | None = None):
+        self.sock, self.node, self.buf = sock, node, b""
+        sock.settimeout(2.0)
+
+    def send(self, msg: dict) -> bool:
+        try:
+            self.sock.sendall(json.dumps(msg).encode() + b"\n")
+            return True
+        except OSError:
+            return False
+
+    def read(self) -> list | None:
+        """Whole messages now readable; None when the peer is gone or misbehaves."""
+        try:
+            data = self.sock.recv(65536)
+        except OSError:
+            return None
+        self.buf += data
+        if not data or len(self.buf) > MAX_LINE:
+            return None
+        *lines, self.buf = self.buf.split(b"\n")
+        try:
+            msgs = [json.loads(line) for line in lines if line.strip()]
+        except ValueError:
+            return None
+        return msgs if all(isinstance(m, dict) for m in msgs) else None
+
+
+def decide_outcome(nodes: dict, num_nodes: int) -> tuple | None:
+    """(state, reason, failed) from every node's reported processes, or None (go on)."""
+    for i in sorted(nodes):
+        for name, p in sorted(nodes[i].items()):
+            if p.get("exit") not in (None, 0):
+                return ("failed", f"node {i} {name} exited with {p['exit']}",
+                        {"node": i, "process": name, "exit": p["exit"]})
+    waited = [p for i in nodes for p in nodes[i].values() if p.get("role") in WAITED_ROLES]
+    if len(nodes) == num_nodes and waited and all(p.get("exit") == 0 for p in waited):
+        return ("succeeded", "every worker exited 0", None)
+    return None
+
+
+def stop_message(outcome: tuple) -> dict:
+    state, reason, failed = outcome
+    return {"t": "stop", "state": state, "reason": reason, "failed": failed}
+
+
+class Coordinator:
+    """One node's end of the protocol: its links, what it heard and from whom."""
+
+    def __init__(self, job: dict):
+        self.me, self.master = int(job.get("node_index", 0)), bool(job.get("is_master"))
+        self.num_nodes = int(job.get("num_nodes", 1))
+        self.hb_timeout = float(job.get("heartbeat_timeout", 15))
+        coord = job.get("coordinator") or {}
+        self.addr = (str(coord.get("host", "127.0.0.1")), int(coord.get("port", 0)))
+        self.token = str(coord.get("token", ""))
+        self.sel, self.listener = selectors.DefaultSelector(), None
+        self.links, self.nodes, self.seen, self.done_nodes = {}, {}, {}, set()
+        self.outcome, self.heard = None, None  # what was decided / asked of us
+        self.started = time.monotonic()
+        self.last_hb = self.last_dial = 0.0
+
+    # -- what the supervisor tells the others
+    def report(self, procs: dict) -> None:
+        """This node's processes changed (``procs``: name -> view)."""
+        self.nodes[self.me] = procs
+        self._to_master({"t": "procs", "procs": procs})
+
+    def request_stop(self) -> None:
+        self._to_master({"t": "stop"})
+
+    def send_done(self) -> None:
+        self._to_master({"t": "done"})
+
+    def broadcast(self, outcome: tuple) -> None:
+        """The decision taken here; the master passes it to every node, now and later."""
+        self.outcome = outcome
+        if self.master:
+            for link in list(self.links.values()):
+                link.send(stop_message(outcome))
+
+    def heartbeat(self, now: float) -> None:
+        if now - self.last_hb >= HEARTBEAT_S:
+            self.last_hb = now
+            for link in list(self.links.values()):
+                link.send({"t": "hb"})
+
+    def _to_master(self, msg: dict) -> None:
+        if not self.master and MASTER in self.links:
+            self.links[MASTER].send(msg)
+
+    # -- what the supervisor learns
+    def verdict(self, now: float) -> tuple | None:
+        """The master: the job's outcome once there is one. A node: failed once the
+        master has been silent for the heartbeat timeout."""
+        if not self.master:
+            if now - self.seen.get(MASTER, self.started) <= self.hb_timeout:
+                return None
+            host, port = self.addr
+            return ("failed", f"lost the master ({host}:{port}) for {self.hb_timeout:g}s", None)
+        for i in range(self.num_nodes):
+            if i != self.me and now - self.seen.get(i, self.started) > self.hb_timeout:
+                return ("failed", f"node {i} stopped answering",
+                        {"node": i, "process": None, "exit": None})
+        return decide_outcome(self.nodes, self.num_nodes)
+
+    def all_done(self) -> bool:
+        """Every node linked to the master has said nothing is left there."""
+        return not self.master or not set(self.links) - self.done_nodes
+
+    # -- the network
+    def listen(self) -> str | None:
+        """The master's listener; the reason it failed, or None."""
+        if not self.master:
+            return None
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        for _ in range(20):
+            try:
+                sock.bind(("", self.addr[1]))
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            sock.close()
+            return f"coordinator port {self.addr[1]} is in use"
+        sock.listen(64)
+        sock.setblocking(False)
+        self.listener = sock
+        self.sel.register(sock, selectors.EVENT_READ)
+        return None
+
+    def pump(self, dial: bool = True) -> tuple | None:
+        """Up to TICK_S of network I/O; a stop the others asked for, as an outcome."""
+        self.heard = None
+        for key, _ in self.sel.select(TICK_S):
+            if key.fileobj is self.listener:
+                try:
+                    sock, _ = self.listener.accept()
+                except OSError:
+                    continue
+                self.sel.register(sock, selectors.EVENT_READ, Link(sock))
+                continue
+            msgs = key.data.read()
+            for msg in msgs or []:
+                if not self.handle(key.data, msg):
+                    msgs = None
+                    break
+            if msgs is None:
+                self.drop(key.data)
+        now = time.monotonic()
+        if dial and not self.master and MASTER not in self.links \
+                and now - self.last_dial >= 1.0:
+            self.dial(now)
+        return self.heard
+
+    def dial(self, now: float) -> None:
+        self.last_dial = now
+        try:
+            sock = socket.create_connection(self.addr, timeout=1.0)
+        except OSError:
+            return
+        link = Link(sock, MASTER)
+        hello = {"t": "hello", "token": self.token, "node": self.me,
+                 "procs": self.nodes.get(self.me, {})}
+        if link.send(hello):
+            self.links[MASTER] = link
+            self.sel.register(sock, selectors.EVENT_READ, link)
+        else:
+            sock.close()
+
+    def drop(self, link: Link) -> None:
+        self.sel.unregister(link.sock)
+        link.sock.close()
+        if self.links.get(link.node) is link:
+            del self.links[link.node]
+
+    def hear(self, outcome: tuple) -> None:
+        if self.heard is None:
+            self.heard = outcome
+
+    def handle(self, link: Link, msg: dict) -> bool:
+        """False drops the link (a stranger, or a peer breaking the protocol)."""
+        kind, now = msg.get("t"), time.monotonic()
+        if not self.master:
+            self.seen[MASTER] = now
+            if kind == "stop":
+                self.hear((str(msg.get("state", "failed")), str(msg.get("reason")),
+                           msg.get("failed")))
+            return True
+        if link.node is None and not self.greet(link, msg):
+            return False
+        self.seen[link.node] = now
+        if kind in ("hello", "procs") and isinstance(msg.get("procs"), dict):
+            self.nodes[link.node] = msg["procs"]
+        elif kind == "stop":
+            self.hear(("stopped", f"stopped on request on node {link.node}", None))
+        elif kind == "done":
+            self.done_nodes.add(link.node)
+        return True
+
+    def greet(self, link: Link, msg: dict) -> bool:
+        """A new link's first message: the job's token and a node index, else False."""
+        node = msg.get("node")
+        token = str(msg.get("token")).encode()  # compare_digest raises on non-ASCII str
+        if msg.get("t") != "hello" or not hmac.compare_digest(token, self.token.encode()) \
+                or not isinstance(node, int) or isinstance(node, bool) \
+                or not 0 <= node < self.num_nodes or node == self.me:
+            return False
+        if node in self.links:
+            self.drop(self.links[node])
+        link.node, self.links[node] = node, link
+        link.send({"t": "hb"} if self.outcome is None else stop_message(self.outcome))
+        return True

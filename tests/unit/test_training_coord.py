@@ -1,0 +1,158 @@
+"""The supervisors' protocol: message framing, the master's verdict, and two Coordinators
+talking over a real socket on 127.0.0.1 (no daemon, no processes)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+
+from clusterkit.training import coord
+from tests.support import wait_for
+
+TOKEN = "ab" * 16
+
+
+def _procs(*items: tuple[str, str, int | None]) -> dict:
+    return {name: {"role": role, "exit": code, "state": "running" if code is None else "exited"}
+            for name, role, code in items}
+
+
+def test_decide_outcome_fails_on_the_first_non_zero_exit() -> None:
+    nodes = {0: _procs(("scheduler", "scheduler", None), ("worker-0", "worker", None)),
+             1: _procs(("server-0", "server", None), ("worker-0", "worker", 3))}
+    assert coord.decide_outcome(nodes, 2) == (
+        "failed", "node 1 worker-0 exited with 3",
+        {"node": 1, "process": "worker-0", "exit": 3})
+    nodes[0]["scheduler"]["exit"] = -9  # a killed scheduler fails the job too
+    assert coord.decide_outcome(nodes, 2)[2] == {"node": 0, "process": "scheduler", "exit": -9}
+
+
+def test_decide_outcome_succeeds_only_when_every_node_reported_and_workers_exited_0() -> None:
+    done = {0: _procs(("server-0", "server", None), ("worker-0", "worker", 0))}
+    assert coord.decide_outcome(done, 2) is None  # node 1 not heard from yet
+    done[1] = _procs(("torchrun", "torchrun", None))
+    assert coord.decide_outcome(done, 2) is None
+    done[1]["torchrun"]["exit"] = 0
+    assert coord.decide_outcome(done, 2)[0] == "succeeded"
+    assert coord.decide_outcome({0: _procs(("scheduler", "scheduler", None))}, 1) is None
+
+
+def test_link_reads_whole_lines_and_drops_garbage() -> None:
+    a, b = socket.socketpair()
+    link = coord.Link(b)
+    a.sendall(b'{"t": "hb"}\n{"t": "pr')
+    assert link.read() == [{"t": "hb"}]
+    a.sendall(b'ocs"}\n')
+    assert link.read() == [{"t": "procs"}]
+    a.sendall(b"[1, 2]\n")  # JSON, but not a message: would crash whoever reads .get
+    assert link.read() is None
+    a.sendall(b"not json\n")
+    assert coord.Link(b).read() is None
+    a.close()
+    assert coord.Link(b).read() is None  # peer gone
+    b.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _job(node: int, port: int, token: str = TOKEN, hb: float = 15) -> dict:
+    return {"node_index": node, "is_master": node == 0, "num_nodes": 2,
+            "heartbeat_timeout": hb,
+            "coordinator": {"host": "127.0.0.1", "port": port, "token": token}}
+
+
+def _pump_until(cond, *coords: coord.Coordinator, timeout: float = 10) -> list:
+    """Pump every coordinator until ``cond()``; what each one heard, in order."""
+    heard: list = []
+
+    def step() -> bool:
+        for c in coords:
+            got = c.pump()
+            if got is not None:
+                heard.append((c.me, got))
+        return cond()
+    wait_for(step, "coordinators", timeout)
+    return heard
+
+
+@pytest.fixture
+def pair():
+    port = _free_port()
+    master, node = coord.Coordinator(_job(0, port)), coord.Coordinator(_job(1, port))
+    assert master.listen() is None
+    yield master, node
+    for c in (master, node):
+        for link in list(c.links.values()):
+            c.drop(link)
+        if c.listener is not None:
+            c.listener.close()
+
+
+def test_a_node_reports_to_the_master_which_decides_success(pair) -> None:
+    master, node = pair
+    master.report(_procs(("scheduler", "scheduler", None), ("worker-0", "worker", None)))
+    node.report(_procs(("worker-0", "worker", None)))  # not linked yet: kept for hello
+    _pump_until(lambda: 1 in master.nodes, master, node)
+    assert master.verdict(time.monotonic()) is None
+    node.report(_procs(("worker-0", "worker", 0)))
+    master.report(_procs(("scheduler", "scheduler", None), ("worker-0", "worker", 0)))
+    _pump_until(lambda: master.nodes[1]["worker-0"]["exit"] == 0, master, node)
+    outcome = master.verdict(time.monotonic())
+    assert outcome == ("succeeded", "every worker exited 0", None)
+    master.broadcast(outcome)
+    heard = _pump_until(lambda: node.heard is not None, master, node)
+    assert heard == [(1, outcome)]
+    assert not master.all_done()
+    node.send_done()
+    _pump_until(master.all_done, master, node)
+
+
+def test_a_stop_asked_on_a_node_reaches_the_master(pair) -> None:
+    master, node = pair
+    _pump_until(lambda: 1 in master.links, master, node)
+    node.request_stop()
+    heard = _pump_until(lambda: master.heard is not None, master, node)
+    assert heard == [(0, ("stopped", "stopped on request on node 1", None))]
+
+
+def _closed(sock: socket.socket) -> bool:
+    try:
+        data = sock.recv(100)
+    except BlockingIOError:  # nothing yet
+        return False
+    assert data == b"", data  # the master answers a stranger nothing
+    return True
+
+
+def test_the_master_drops_strangers_and_their_messages(pair) -> None:
+    master, _node = pair
+    for hello in ({"t": "hello", "token": "x" * 32, "node": 1},  # wrong token
+                  {"t": "hello", "token": "é", "node": 1},  # not even ASCII
+                  {"t": "hello", "token": TOKEN, "node": 0},  # the master itself
+                  {"t": "hello", "token": TOKEN, "node": True},
+                  {"t": "procs", "token": TOKEN, "node": 1}):  # no hello first
+        with socket.create_connection(master.addr, timeout=2) as s:
+            s.sendall((json.dumps(hello) + "\n").encode())
+            s.setblocking(False)
+            _pump_until(lambda s=s: _closed(s), master)
+        assert master.links == {} and 1 not in master.nodes
+    assert len(master.sel.get_map()) == 1  # the listener alone
+
+
+def test_heartbeat_silence_fails_the_job_on_either_side() -> None:
+    port = _free_port()
+    master = coord.Coordinator(_job(0, port, hb=0.2))
+    node = coord.Coordinator(_job(1, port, hb=0.2))
+    time.sleep(0.3)
+    now = time.monotonic()
+    assert master.verdict(now) == ("failed", "node 1 stopped answering",
+                                   {"node": 1, "process": None, "exit": None})
+    assert node.verdict(now) == ("failed", f"lost the master (127.0.0.1:{port}) for 0.2s",
+                                 None)
