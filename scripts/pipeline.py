@@ -321,7 +321,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep-work", action="store_true",
                         help="keep the working directory (images, records, spec)")
+    parser.add_argument("--images", metavar="DIR", type=Path,
+                        help="only write the generated image set into DIR (a new directory)")
     args = parser.parse_args()
+    if args.images:
+        print(f"{make_images(args.images)} JPEGs in {CLASSES} classes under {args.images}")
+        return 0
     work = Path(tempfile.mkdtemp(prefix="clusterkit-demo-"))
     try:
         summary = run_pipeline(work)
