@@ -13,7 +13,6 @@ import base64
 import hashlib
 import io
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -26,28 +25,15 @@ import pytest
 
 from clusterkit.bootstrap.run import BootstrapError, BootstrapResult, Outcome
 from clusterkit.bootstrap.steps import STEP_NAMES, host_names
-from clusterkit.cluster.down import do_down
 from clusterkit.cluster.remote_ops import do_exec
 from clusterkit.cluster.up import UpResult, do_up
 from clusterkit.plan.nodes import node_name
 from tests import support
-from tests.e2e.test_exec_ssh import _start_agent
-from tests.e2e.test_up_down import SANDBOX_AMI
+from tests.e2e.clusters import running, sandbox_spec, user_session
 from tests.integration.conftest import leftovers, runtime
 
 CLI = str(Path(sys.executable).with_name("clusterkit"))
-SPEC = """\
-name: {name}
-region: us-east-1
-nodes:
-  count: 3
-  instance_types: [i3.large]
-  market: on-demand
-  image: {{id: {ami}}}
-  placement_group: false
-  root_volume: {{size_gb: 8, type: gp3}}
-ssh:
-  user: ubuntu
+SECTIONS = """\
 storage:
   scratch: {{mount: /scratch}}
   efs: {{mount: /efs, deletion_policy: delete}}
@@ -72,7 +58,8 @@ class Cluster:
         return result
 
     def write_spec(self, packages: str = "") -> None:
-        self.spec.write_text(SPEC.format(name=self.name, ami=SANDBOX_AMI, packages=packages))
+        self.spec.write_text(sandbox_spec(self.name, count=3, instance_type="i3.large",
+                                          extra=SECTIONS.format(packages=packages)))
 
     def on(self, node: str, command: str) -> str:
         (res,) = do_exec(self.name, [command], nodes=[node], rt=runtime()).values()
@@ -92,30 +79,12 @@ class Cluster:
 def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     support.require_root("the sandbox's SSH nodes")
     where = tmp_path_factory.mktemp("bootstrap")
-    key = support.ssh_keygen(where / "id_ed25519")
-    agent, sock = _start_agent(where, key)
     name = support.unique_name("bs")
-    spec = where / f"{name}.yaml"
-    with pytest.MonkeyPatch.context() as mp:
-        for var in support.FOREIGN_AWS_VARS:
-            mp.delenv(var, raising=False)
-        for var, value in sandbox.env.items():
-            mp.setenv(var, value)
-        mp.setenv("HOME", str(where))  # no ~/.ssh keys: the agent is the only way in
-        mp.setenv("CLUSTERKIT_HOME", str(where / "ckhome"))
-        mp.setenv("SSH_AUTH_SOCK", sock)
-        cl = Cluster(name, spec, sandbox.dir, None)  # type: ignore[arg-type]
-        cl.write_spec()
-        try:
-            cl.first = do_up(str(spec), yes=True, rt=runtime(), timeout=180)
-            yield cl
-        finally:
-            try:
-                do_down(str(spec), yes=True, rt=runtime())
-                assert leftovers(name) == {}
-            finally:
-                agent.send_signal(signal.SIGTERM)
-                agent.wait(5)
+    cl = Cluster(name, where / f"{name}.yaml", sandbox.dir, None)  # type: ignore[arg-type]
+    cl.write_spec()
+    with user_session(sandbox, where), running(cl.spec, name) as first:
+        cl.first = first
+        yield cl
 
 
 def _ran(result: BootstrapResult) -> dict[str, list[int | None]]:

@@ -32,8 +32,8 @@ import pytest
 from clusterkit.cluster.remote_ops import do_exec
 from clusterkit.plan import dataset as pd
 from tests import support
-from tests.e2e.test_exec_ssh import _start_agent
-from tests.e2e.test_up_down import SANDBOX_AMI
+from tests.e2e.clusters import user_session
+from tests.e2e.test_deploy_dataset import dataset_spec
 from tests.integration.conftest import REGION, leftovers, runtime
 from tests.unit.dataset_images import make_tree, photo, write_image
 
@@ -41,23 +41,6 @@ pytestmark = pytest.mark.mxnet
 
 CLI = str(Path(sys.executable).with_name("clusterkit"))
 SITE = sysconfig.get_paths()["purelib"]  # the .venv's mxnet, for the nodes' system python
-SPEC = """\
-name: {name}
-region: us-east-1
-nodes:
-  count: 3
-  instance_types: [t3.micro]
-  market: on-demand
-  image: {{id: {ami}}}
-  placement_group: false
-  root_volume: {{size_gb: 8, type: gp3}}
-ssh:
-  user: ubuntu
-storage:
-  dataset: {{mount: /data{extra}}}
-train:
-  packages: []
-"""
 # Every record of every PREFIX.idx/.rec pair under argv[1], in key order: the file, key,
 # decoded image shape and sha256 of the unpacked header fields + image bytes.
 READ_RECORDS = """\
@@ -87,7 +70,7 @@ class Flow:
     snapshot: str = ""
 
     def write_spec(self, extra: str = "") -> Path:
-        self.spec.write_text(SPEC.format(name=self.name, ami=SANDBOX_AMI, extra=extra))
+        self.spec.write_text(dataset_spec(self.name, extra))
         return self.spec
 
     def cli(self, *args: str, cwd: Path | None = None,
@@ -121,17 +104,8 @@ def own_snapshots() -> dict[str, dict]:
 def flow(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flow]:
     support.require_root("the sandbox's SSH nodes and loop devices")
     where = tmp_path_factory.mktemp("dsflow")
-    key = support.ssh_keygen(where / "id_ed25519")
-    agent, sock = _start_agent(where, key)
     name = support.unique_name("dp")
-    with pytest.MonkeyPatch.context() as mp:
-        for var in support.FOREIGN_AWS_VARS:
-            mp.delenv(var, raising=False)
-        for var, value in sandbox.env.items():
-            mp.setenv(var, value)
-        mp.setenv("HOME", str(where))
-        mp.setenv("CLUSTERKIT_HOME", str(where / "ckhome"))
-        mp.setenv("SSH_AUTH_SOCK", sock)
+    with user_session(sandbox, where):
         fl = Flow(name, where / f"{name}.yaml", where, set(own_snapshots()))
         fl.write_spec()
         try:
@@ -144,8 +118,6 @@ def flow(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flow]:
                 ec2 = boto3.client("ec2", REGION)
                 for snap in fl.published:
                     ec2.delete_snapshot(SnapshotId=snap)
-                agent.send_signal(signal.SIGTERM)
-                agent.wait(5)
 
 
 def _image_tree(root: Path) -> int:

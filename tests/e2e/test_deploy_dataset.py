@@ -11,7 +11,6 @@ volume of the cluster behind."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,35 +21,29 @@ import boto3
 import pytest
 
 from clusterkit.cluster.dataset import DeployResult, do_deploy_dataset
-from clusterkit.cluster.down import do_down
 from clusterkit.cluster.publish import publish_directory
 from clusterkit.cluster.remote_ops import do_exec
 from clusterkit.cluster.up import do_up
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.plan import dataset as pd
 from tests import support
-from tests.e2e.test_exec_ssh import _start_agent
-from tests.e2e.test_up_down import SANDBOX_AMI
+from tests.e2e.clusters import running, sandbox_spec, user_session
 from tests.integration.conftest import REGION, Calls, leftovers, runtime
 
 CLI = str(Path(sys.executable).with_name("clusterkit"))
-SPEC = """\
-name: {name}
-region: us-east-1
-nodes:
-  count: 3
-  instance_types: [t3.micro]
-  market: on-demand
-  image: {{id: {ami}}}
-  placement_group: false
-  root_volume: {{size_gb: 8, type: gp3}}
-ssh:
-  user: ubuntu
+SECTIONS = """\
 storage:
   dataset: {{mount: /data{extra}}}
 train:
   packages: []
 """
+
+
+def dataset_spec(name: str, extra: str = "", *, count: int = 3) -> str:
+    """``count`` t3 nodes with a dataset at /data (``extra``: more of its keys, e.g.
+    ``", snapshot: snap-..."``), no scratch, no EFS, no packages."""
+    return sandbox_spec(name, count=count, instance_type="t3.micro",
+                        extra=SECTIONS.format(extra=extra))
 
 
 @dataclass
@@ -62,7 +55,7 @@ class Cluster:
 
     def write_spec(self, extra: str = "", path: Path | None = None) -> Path:
         path = path or self.spec
-        path.write_text(SPEC.format(name=self.name, ami=SANDBOX_AMI, extra=extra))
+        path.write_text(dataset_spec(self.name, extra))
         return path
 
     def deploy(self, snapshot: str, calls: Calls | None = None, **kw) -> DeployResult:
@@ -98,30 +91,12 @@ FILES_B = {"val.rec": os.urandom(50_000), "val.idx": b"0\t0\n"}
 def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     support.require_root("the sandbox's SSH nodes and loop devices")
     where = tmp_path_factory.mktemp("deploy")
-    key = support.ssh_keygen(where / "id_ed25519")
-    agent, sock = _start_agent(where, key)
     name = support.unique_name("dd")
-    with pytest.MonkeyPatch.context() as mp:
-        for var in support.FOREIGN_AWS_VARS:
-            mp.delenv(var, raising=False)
-        for var, value in sandbox.env.items():
-            mp.setenv(var, value)
-        mp.setenv("HOME", str(where))
-        mp.setenv("CLUSTERKIT_HOME", str(where / "ckhome"))
-        mp.setenv("SSH_AUTH_SOCK", sock)
-        cl = Cluster(name, where / f"{name}.yaml", where)
-        cl.write_spec()
-        try:
-            do_up(str(cl.spec), yes=True, rt=runtime(), timeout=180)
-            cl.snapshot = publish(where, "imgs", FILES)
-            yield cl
-        finally:
-            try:
-                do_down(str(cl.spec), yes=True, rt=runtime())
-                assert leftovers(name) == {}  # no clone (nor anything else) left
-            finally:
-                agent.send_signal(signal.SIGTERM)
-                agent.wait(5)
+    cl = Cluster(name, where / f"{name}.yaml", where)
+    cl.write_spec()
+    with user_session(sandbox, where), running(cl.spec, name):  # down: no clone left
+        cl.snapshot = publish(where, "imgs", FILES)
+        yield cl
 
 
 @pytest.fixture(scope="module")
@@ -235,19 +210,16 @@ def test_snapshot_in_the_spec_clones_at_launch_and_down_removes_them(cluster: Cl
         "ResourceType": "snapshot", "Tags": [{"Key": pd.UPLOAD_TAG, "Value": "half"}]}])[
         "SnapshotId"]
     ec2.delete_volume(VolumeId=vol)
-    spec.write_text(SPEC.format(name=name, ami=SANDBOX_AMI, extra=f", snapshot: {half}")
-                    .replace("count: 3", "count: 2"))
+    spec.write_text(dataset_spec(name, f", snapshot: {half}", count=2))
     calls = Calls()
     with pytest.raises(UsageError) as err:
         do_up(str(spec), yes=True, rt=runtime(calls), timeout=180)
     assert err.value.exit_code == 2 and half in err.value.message
     assert calls.mutating() == {} and leftovers(name) == {}
     ec2.delete_snapshot(SnapshotId=half)
-    spec.write_text(SPEC.format(name=name, ami=SANDBOX_AMI,
-                                extra=f", snapshot: {cluster.snapshot}, "
-                                "initialization_rate: 200").replace("count: 3", "count: 2"))
-    try:
-        up = do_up(str(spec), yes=True, rt=runtime(), timeout=180)
+    spec.write_text(dataset_spec(name, f", snapshot: {cluster.snapshot}, "
+                                 "initialization_rate: 200", count=2))
+    with running(spec, name) as up:  # down: no volume left
         assert up.bootstrap is not None
         lines = [s.output for n in up.bootstrap.nodes for s in n.steps if s.step == "dataset"]
         assert len(lines) == 2 and all("verified 3 files" in o for o in lines), lines
@@ -261,6 +233,3 @@ def test_snapshot_in_the_spec_clones_at_launch_and_down_removes_them(cluster: Cl
         status = do_status(name, rt=runtime())
         assert [(d.index, d.hydration) for d in status.dataset] == [(0, "unknown"),
                                                                     (1, "unknown")]
-    finally:
-        do_down(str(spec), yes=True, rt=runtime())
-    assert leftovers(name) == {}

@@ -9,11 +9,8 @@ takes the cluster down and checks that nothing of it is left."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,15 +20,15 @@ from typing import Any
 
 import pytest
 
-from clusterkit.cluster.down import do_down
 from clusterkit.cluster.remote_ops import do_exec, do_ssh
 from clusterkit.cluster.up import do_up
 from clusterkit.errors import GroupError, RemoteError
 from clusterkit.plan.nodes import node_name
 from clusterkit.remote import known_hosts
 from tests import support
+from tests.e2e.clusters import running, user_session
 from tests.e2e.test_up_down import SANDBOX_AMI
-from tests.integration.conftest import leftovers, runtime, write_spec
+from tests.integration.conftest import runtime, write_spec
 
 CLI = str(Path(sys.executable).with_name("clusterkit"))
 
@@ -55,57 +52,21 @@ class Cluster:
         return known_hosts.host_keys_path(self.name)
 
 
-def _start_agent(where: Path, key: Path) -> tuple[subprocess.Popen, str]:
-    sock = str(where / "agent.sock")
-    agent = subprocess.Popen(["ssh-agent", "-D", "-a", sock], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 5
-    while not os.path.exists(sock):
-        if time.monotonic() > deadline:
-            agent.kill()
-            raise TimeoutError("ssh-agent did not create its socket")
-        time.sleep(0.02)
-    subprocess.run(["ssh-add", "-q", str(key)], env={**os.environ, "SSH_AUTH_SOCK": sock},
-                   check=True, capture_output=True)
-    return agent, sock
-
-
 @pytest.fixture(scope="module")
 def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     support.require_root("the sandbox's SSH nodes")
     where = tmp_path_factory.mktemp("execssh")
-    key = support.ssh_keygen(where / "id_ed25519")
-    fingerprint = support.fingerprint(key)
-    agent, sock = _start_agent(where, key)
     name = support.unique_name("ex")
     spec = write_spec(where, name=name, count=3, ami=SANDBOX_AMI, placement_group=False)
-    with pytest.MonkeyPatch.context() as mp:
-        for var in support.FOREIGN_AWS_VARS:
-            mp.delenv(var, raising=False)
-        for var, value in sandbox.env.items():
-            mp.setenv(var, value)
-        mp.setenv("HOME", str(where))  # no ~/.ssh keys: the agent is the only way in
-        mp.setenv("CLUSTERKIT_HOME", str(where / "ckhome"))
-        mp.setenv("SSH_AUTH_SOCK", sock)
-        try:
-            nodes = do_up(str(spec), yes=True, rt=runtime(), timeout=120).to_json()["nodes"]
+    with user_session(sandbox, where) as sock:
+        key = where / "id_ed25519"  # in the agent
+        with running(spec, name, timeout=120) as up:
+            nodes = up.to_json()["nodes"]
             # `up` bootstrapped the nodes: each is named after the cluster and its index
-            yield Cluster(name, spec, key, fingerprint, nodes,
+            yield Cluster(name, spec, key, support.fingerprint(key), nodes,
                           [node_name(name, n["index"]) for n in nodes], sock)
-        finally:
-            try:
-                _down_leaves_nothing(spec, name)
-            finally:
-                agent.send_signal(signal.SIGTERM)
-                agent.wait(5)
-
-
-def _down_leaves_nothing(spec: Path, name: str) -> None:
-    """The module's teardown, checked: no AWS resource of the cluster is left, and its
-    known_hosts file is gone with it."""
-    do_down(str(spec), yes=True, rt=runtime())
-    assert leftovers(name) == {}
-    assert not known_hosts.known_hosts_path(name).exists()
+        # `down` left no AWS resource of the cluster, and its known_hosts file went too
+        assert not known_hosts.known_hosts_path(name).exists()
 
 
 def _cli(*args: str, check: bool = False) -> subprocess.CompletedProcess:

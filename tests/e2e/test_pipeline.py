@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests import support
-from tests.e2e.test_exec_ssh import _start_agent
+from tests.e2e.clusters import ssh_agent
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.root, pytest.mark.mxnet]
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "pipeline.py"
@@ -41,14 +41,11 @@ def test_the_whole_pipeline_leaves_nothing(tmp_path: Path, monkeypatch: pytest.M
     for var in support.FOREIGN_AWS_VARS:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.delenv("CLUSTERKIT_SANDBOX_DIR", raising=False)
-    agent, sock = _start_agent(tmp_path, support.ssh_keygen(tmp_path / "id_ed25519"))
-    monkeypatch.setenv("SSH_AUTH_SOCK", sock)
     lines: list[str] = []
-    try:
+    with ssh_agent(tmp_path) as sock:
+        monkeypatch.setenv("SSH_AUTH_SOCK", sock)
         (tmp_path / "work").mkdir()
         summary = pipeline.run_pipeline(tmp_path / "work", echo=lines.append)
-    finally:
-        agent.kill()
     report = pipeline.render(summary) + "\n" + "\n".join(lines[-60:])
     stages = {s.name: s for s in summary.stages}
     assert [s.name for s in summary.stages] == [name for name, _ in pipeline.STAGES], report

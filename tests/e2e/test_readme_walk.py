@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests import support
-from tests.e2e.test_exec_ssh import _start_agent
+from tests.e2e.clusters import ssh_agent
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.root, pytest.mark.mxnet]
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,16 +45,15 @@ def test_readme_walk_runs_as_printed(tmp_path: Path):
     script = script.replace(SCRATCH, str(work))
     home = tmp_path / "home"
     home.mkdir()
-    agent, sock = _start_agent(tmp_path, support.ssh_keygen(tmp_path / "id_ed25519"))
-    env = {"HOME": str(home), "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
-           "/sbin:/bin", "SSH_AUTH_SOCK": sock, "LANG": "C.UTF-8", "TERM": "dumb"}
-    try:
-        proc = subprocess.run(["bash", "-c", "set -euo pipefail\n" + script], cwd=ROOT,
-                              env=env, capture_output=True, text=True, timeout=600)
-    finally:
-        agent.kill()
-        subprocess.run(["bash", "-c", ". .venv/bin/activate && clusterkit sandbox stop"],
-                       cwd=ROOT, env=env, capture_output=True, timeout=120)
+    with ssh_agent(tmp_path) as sock:
+        env = {"HOME": str(home), "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+               "/sbin:/bin", "SSH_AUTH_SOCK": sock, "LANG": "C.UTF-8", "TERM": "dumb"}
+        try:
+            proc = subprocess.run(["bash", "-c", "set -euo pipefail\n" + script], cwd=ROOT,
+                                  env=env, capture_output=True, text=True, timeout=600)
+        finally:
+            subprocess.run(["bash", "-c", ". .venv/bin/activate && clusterkit sandbox stop"],
+                           cwd=ROOT, env=env, capture_output=True, timeout=120)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert len(re.findall(r"dist_sync rank \d/3 .* OK", out)) == 3, out[-4000:]

@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 
 from clusterkit.cluster import publish
-from clusterkit.cluster.down import do_down
 from clusterkit.cluster.remote_ops import do_exec
-from clusterkit.cluster.up import do_up
 from clusterkit.errors import UsageError
 from tests import support
+from tests.e2e.clusters import point_at_sandbox, running
 from tests.e2e.test_up_down import SANDBOX_AMI
-from tests.integration.conftest import leftovers, runtime, write_spec
+from tests.integration.conftest import runtime, write_spec
 
 SUDO = 'S=; [ "$(id -u)" = 0 ] || S=sudo;'  # sandbox nodes may log in as root
 BLOBS = {"train/a.rec": 700_000, "train/a.idx": 50, "val/b.rec": 3_000}
@@ -40,10 +39,7 @@ def published(sandbox, tmp_path_factory: pytest.TempPathFactory
     where = tmp_path_factory.mktemp("publish")
     data = _tree(where / "data")
     with pytest.MonkeyPatch.context() as mp:
-        for var in support.FOREIGN_AWS_VARS:
-            mp.delenv(var, raising=False)
-        for var, value in sandbox.env.items():
-            mp.setenv(var, value)
+        point_at_sandbox(mp, sandbox)
         result = publish.do_snapshot_dataset(str(where / "data"),
                                              label=support.unique_name("ds"),
                                              rt=runtime(), threads=4)
@@ -77,24 +73,16 @@ def test_direct_snapshot_is_pending_until_complete(sandbox_env) -> None:
 
 
 @pytest.fixture
-def node_cluster(sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def node_cluster(sandbox_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     support.require_root("the sandbox's SSH nodes")
-    for var in support.FOREIGN_AWS_VARS:
-        monkeypatch.delenv(var, raising=False)
-    for var, value in sandbox.env.items():
-        monkeypatch.setenv(var, value)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("CLUSTERKIT_HOME", str(tmp_path / "ckhome"))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     support.user_ssh_key(tmp_path)
     name = support.unique_name("sn")
     spec = write_spec(tmp_path, name=name, count=1, ami=SANDBOX_AMI, placement_group=False)
-    do_up(str(spec), yes=True, rt=runtime(), timeout=120)
-    try:
+    with running(spec, name, timeout=120):
         yield name
-    finally:
-        do_down(str(spec), yes=True, rt=runtime())
-        assert leftovers(name) == {}
 
 
 def test_snapshot_of_a_node_volume_found_by_volume_id(sandbox, published,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -26,30 +25,16 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.cluster.down import do_down
 from clusterkit.cluster.jobs import node_jobs, open_cluster
 from clusterkit.cluster.remote_ops import do_exec
 from clusterkit.cluster.train import do_train
-from clusterkit.cluster.up import do_up
 from clusterkit.errors import ClusterkitError
 from tests import support
-from tests.e2e.test_exec_ssh import _start_agent
-from tests.e2e.test_up_down import SANDBOX_AMI
-from tests.integration.conftest import leftovers, runtime
+from tests.e2e.clusters import running, sandbox_spec, user_session
+from tests.integration.conftest import runtime
 
 CLI = str(Path(sys.executable).with_name("clusterkit"))
-SPEC = """\
-name: {name}
-region: us-east-1
-nodes:
-  count: 3
-  instance_types: [c5.large]
-  market: on-demand
-  image: {{id: {ami}}}
-  placement_group: false
-  root_volume: {{size_gb: 8, type: gp3}}
-ssh:
-  user: ubuntu
+SECTIONS = """\
 train:
   framework: mxnet
   python: /usr/bin/python3
@@ -98,36 +83,25 @@ class Cluster:
         return active_jobs(node_jobs(open_cluster(runtime(), self.name)))
 
 
+def new_cluster(where: Path, name: str, count: int) -> Cluster:
+    """The spec of a ``count``-node c5.large cluster ``name`` in ``where``, and an empty
+    workdir beside it."""
+    spec = where / f"{name}.yaml"
+    spec.write_text(sandbox_spec(name, count=count, instance_type="c5.large",
+                                 extra=SECTIONS.format(site=sysconfig.get_paths()["purelib"])))
+    work = where / "work"
+    work.mkdir()
+    return Cluster(name, spec, work)
+
+
 @pytest.fixture(scope="module")
 def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     support.require_root("the sandbox's SSH nodes")
     where = tmp_path_factory.mktemp("train")
-    key = support.ssh_keygen(where / "id_ed25519")
-    agent, sock = _start_agent(where, key)
-    name = support.unique_name("tr")
-    spec = where / f"{name}.yaml"
-    spec.write_text(SPEC.format(name=name, ami=SANDBOX_AMI, site=sysconfig.get_paths()["purelib"]))
-    work = where / "work"
-    work.mkdir()
-    (work / "dist_sync.py").write_text(DIST_SYNC)
-    with pytest.MonkeyPatch.context() as mp:
-        for var in support.FOREIGN_AWS_VARS:
-            mp.delenv(var, raising=False)
-        for var, value in sandbox.env.items():
-            mp.setenv(var, value)
-        mp.setenv("HOME", str(where))
-        mp.setenv("CLUSTERKIT_HOME", str(where / "ckhome"))
-        mp.setenv("SSH_AUTH_SOCK", sock)
-        try:
-            do_up(str(spec), yes=True, rt=runtime(), timeout=180)
-            yield Cluster(name, spec, work)
-        finally:
-            try:
-                do_down(str(spec), yes=True, rt=runtime())
-                assert leftovers(name) == {}
-            finally:
-                agent.send_signal(signal.SIGTERM)
-                agent.wait(5)
+    cl = new_cluster(where, support.unique_name("tr"), count=3)
+    (cl.work / "dist_sync.py").write_text(DIST_SYNC)
+    with user_session(sandbox, where), running(cl.spec, cl.name):
+        yield cl
 
 
 def job_processes(job_id: str) -> list[int]:

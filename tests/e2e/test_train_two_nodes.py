@@ -9,20 +9,14 @@ import io
 import json
 import re
 import shutil
-import signal
-import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from clusterkit.cluster.down import do_down
-from clusterkit.cluster.up import do_up
 from tests import support
-from tests.e2e.test_exec_ssh import _start_agent
-from tests.e2e.test_train import SPEC, Cluster, job_processes
-from tests.e2e.test_up_down import SANDBOX_AMI
-from tests.integration.conftest import leftovers, runtime
+from tests.e2e.clusters import running, user_session
+from tests.e2e.test_train import Cluster, job_processes, new_cluster
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "mxnet_dist_sync.py"
 STEPS, LR, INIT = 5, 0.1, 1.0
@@ -32,34 +26,10 @@ STEPS, LR, INIT = 5, 0.1, 1.0
 def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     support.require_root("the sandbox's SSH nodes")
     where = tmp_path_factory.mktemp("train2")
-    key = support.ssh_keygen(where / "id_ed25519")
-    agent, sock = _start_agent(where, key)
-    name = support.unique_name("t2")
-    spec = where / f"{name}.yaml"
-    text = SPEC.format(name=name, ami=SANDBOX_AMI, site=sysconfig.get_paths()["purelib"])
-    assert "count: 3" in text
-    spec.write_text(text.replace("count: 3", "count: 2"))
-    work = where / "work"
-    work.mkdir()
-    shutil.copy(EXAMPLE, work / EXAMPLE.name)
-    with pytest.MonkeyPatch.context() as mp:
-        for var in support.FOREIGN_AWS_VARS:
-            mp.delenv(var, raising=False)
-        for var, value in sandbox.env.items():
-            mp.setenv(var, value)
-        mp.setenv("HOME", str(where))
-        mp.setenv("CLUSTERKIT_HOME", str(where / "ckhome"))
-        mp.setenv("SSH_AUTH_SOCK", sock)
-        try:
-            do_up(str(spec), yes=True, rt=runtime(), timeout=180)
-            yield Cluster(name, spec, work)
-        finally:
-            try:
-                do_down(str(spec), yes=True, rt=runtime())
-                assert leftovers(name) == {}
-            finally:
-                agent.send_signal(signal.SIGTERM)
-                agent.wait(5)
+    cl = new_cluster(where, support.unique_name("t2"), count=2)
+    shutil.copy(EXAMPLE, cl.work / EXAMPLE.name)
+    with user_session(sandbox, where), running(cl.spec, cl.name):
+        yield cl
 
 
 def test_two_node_dist_sync_aggregates_every_round_on_every_worker(cluster: Cluster):
