@@ -4,6 +4,7 @@ name of its own. No fixtures here (they live in the conftest files), only functi
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import logging
 import os
@@ -13,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -118,3 +119,17 @@ def wait_for(condition: Callable[[], T], what: str, timeout: float = 15.0,
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: still not so after {timeout} s")
         time.sleep(interval)
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` laid on it, key by key (a test case's changes to a default
+    spec or cluster): nested dicts merge, ``None`` removes the key."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out

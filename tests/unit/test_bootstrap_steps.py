@@ -9,7 +9,6 @@ reads but the case does not stub raises FactNotGathered: the case fails loudly."
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import yaml
 from clusterkit.bootstrap import facts as nf
 from clusterkit.bootstrap import steps
 from clusterkit.spec import loads
+from tests.support import merge
 
 HERE = Path(__file__).parent
 CASES = sorted((HERE / "bootstrap_steps").glob("*.json"))
@@ -35,18 +35,6 @@ CLUSTER: dict[str, Any] = {
     "nodes": [{"address": f"10.0.1.{5 + i}", "host_key": f"{KEY}{'ABC'[i] * 32}"}
               for i in range(3)],
 }
-
-
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def dataset_view(data: dict[str, Any] | None) -> steps.DatasetView | None:

@@ -9,7 +9,6 @@ of that process only): each process's environment must be exactly their union.""
 from __future__ import annotations
 
 import builtins
-import copy
 import json
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ import yaml
 
 from clusterkit.spec import checks, loads
 from clusterkit.training import topology as topo
+from tests.support import merge
 
 HERE = Path(__file__).parent
 CASES = sorted((HERE / "training_topology").glob("*.json"))
@@ -31,18 +31,6 @@ BASE_SPEC: dict[str, Any] = {
 NODES = [["10.0.1.5", "deeplearning-master"], ["10.0.1.6", "deeplearning-worker1"]]
 ARGS: dict[str, Any] = {"job_id": "j-20250101-120000-ab12", "port": 9091,
                         "rdzv_port": 29400, "gpus_per_node": 0, "workdir": "/efs/work"}
-
-
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def processes(case: dict[str, Any]) -> tuple[topo.ProcessSpec, ...]:
