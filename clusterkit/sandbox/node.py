@@ -21,6 +21,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,6 +152,21 @@ def _opaque(path: Path) -> None:
         os.setxattr(path, "trusted.overlay.opaque", b"y")
 
 
+PRIVATE_DIRS = ("/root", "/tmp", "/home")  # empty on a node (``_first_boot_root``)
+
+
+def client_packages_mount(merged: str) -> list[str]:
+    """Commands showing the client's Python packages (the sandbox's own interpreter's
+    site-packages: MXNet for sandbox jobs) read-only at the same path on the node, when
+    they lie under a directory the nodes get empty (a checkout under /tmp or /root);
+    elsewhere the nodes see them through the overlay already."""
+    site = sysconfig.get_paths()["purelib"]
+    if not site.startswith(tuple(d + "/" for d in PRIVATE_DIRS)):
+        return []
+    where = shlex.quote(site)
+    return [f"mkdir -p {merged}{where} && mount --bind -o ro {where} {merged}{where}"]
+
+
 def boot_script(spec: NodeSpec) -> str:
     r = shlex.quote(str(spec.root))
     merged = f"{r}/merged"
@@ -166,6 +182,7 @@ def boot_script(spec: NodeSpec) -> str:
         f"mkdir -p {merged}/etc/clusterkit-node {merged}/run/sshd {merged}{EFS_IN_NODE}",
         f"mount --bind {r}/conf {merged}/etc/clusterkit-node",
         f"mount --bind {shlex.quote(str(spec.efs_dir))} {merged}{EFS_IN_NODE}",
+        *client_packages_mount(merged),
         f"hostname {shlex.quote(spec.hostname)}",
         f"exec chroot {merged} {SSHD} -D -e -f /etc/clusterkit-node/sshd_config",
     ]

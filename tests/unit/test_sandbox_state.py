@@ -97,3 +97,19 @@ def test_client_env_needs_a_running_sandbox(tmp_path):
     with pytest.raises(SandboxError) as info:
         client.sandbox_env(str(tmp_path))
     assert "clusterkit sandbox start" in (info.value.hint or "")
+
+
+def test_client_packages_are_shown_on_nodes_only_from_a_private_dir(monkeypatch):
+    """A checkout under /tmp or /root (empty on a node) has its site-packages bound
+    read-only at the same path on every node; elsewhere the overlay shows them already."""
+    import sysconfig
+
+    monkeypatch.setattr(sysconfig, "get_paths",
+                        lambda: {"purelib": "/tmp/ck ci/.venv/lib/python3.11/site-packages"})
+    (line,) = node.client_packages_mount("/n/merged")
+    assert line == ("mkdir -p /n/merged'/tmp/ck ci/.venv/lib/python3.11/site-packages' && "
+                    "mount --bind -o ro '/tmp/ck ci/.venv/lib/python3.11/site-packages' "
+                    "/n/merged'/tmp/ck ci/.venv/lib/python3.11/site-packages'")
+    monkeypatch.setattr(sysconfig, "get_paths",
+                        lambda: {"purelib": "/work/x/.venv/lib/python3.11/site-packages"})
+    assert node.client_packages_mount("/n/merged") == []
