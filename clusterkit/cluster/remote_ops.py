@@ -29,11 +29,12 @@ def _ssh_settings(target: str, region: str | None) -> tuple[str, list[str], Ssh]
 
 def login_for(target: str, region: str | None, *, user: str | None = None,
               port: int | None = None, identity_file: str | None = None,
-              connect_timeout: float = 15.0) -> tuple[Login, list[str]]:
+              connect_timeout: float = 15.0, forward_agent: bool = False,
+              ) -> tuple[Login, list[str]]:
     cluster, regions, ssh = _ssh_settings(target, region)
     return Login(cluster, user=user or ssh.user, port=port or ssh.port,
                  identity_file=identity_file or ssh.identity_file,
-                 connect_timeout=connect_timeout), regions
+                 connect_timeout=connect_timeout, forward_agent=forward_agent), regions
 
 
 def cluster_nodes(rt: Runtime, cluster: str, regions: Sequence[str]) -> list[Node]:
@@ -75,7 +76,8 @@ def do_exec(target: str, command: Sequence[str], *, nodes: Sequence[str] = (),
     ``accept_host_keys``: nodes whose changed host key to accept (probed first)."""
     rt = rt or Runtime.make(region=region, profile=profile)
     login, regions = login_for(target, region, user=user, port=port,
-                               identity_file=identity_file, connect_timeout=connect_timeout)
+                               identity_file=identity_file, connect_timeout=connect_timeout,
+                               forward_agent=True)  # the command may `ssh` to other nodes
     found = cluster_nodes(rt, login.cluster, regions)
     chosen = selection.select(found, nodes)
     require_running(found, chosen)

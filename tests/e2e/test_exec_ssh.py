@@ -20,11 +20,13 @@ from typing import Any
 
 import pytest
 
-from clusterkit.cluster.remote_ops import do_exec, do_ssh
+from clusterkit.cluster.remote_ops import cluster_nodes, do_exec, do_ssh
 from clusterkit.cluster.up import do_up
 from clusterkit.errors import GroupError, RemoteError
 from clusterkit.plan.nodes import node_name
-from clusterkit.remote import known_hosts
+from clusterkit.remote import fanout, known_hosts
+from clusterkit.remote.address import targets
+from clusterkit.remote.connect import Login
 from tests import support
 from tests.e2e.clusters import running, user_session
 from tests.e2e.test_up_down import SANDBOX_AMI
@@ -143,6 +145,23 @@ def test_agent_is_forwarded_not_copied(cluster: Cluster):
     for result in results.values():
         assert cluster.fingerprint in result.stdout  # the agent on this machine answers
         assert "id_ed25519" not in result.stdout  # and no key file landed on the node
+
+
+def test_other_fan_outs_forward_no_agent_and_speak_aes_gcm(cluster: Cluster):
+    """Bootstrap and job calls log in with the agent but do not forward it (root on a
+    node could use a forwarded agent while connected); every connection, direct or
+    through the master, negotiates AES-GCM (its tag is checked in C)."""
+    nodes = cluster_nodes(runtime(), cluster.name, ["us-east-1"])
+    dials = targets(nodes, nodes)
+    results = fanout.run_all(Login(cluster.name), dials, 'echo "agent=[$SSH_AUTH_SOCK]"')
+    assert [r.stdout.strip() for r in results.values()] == ["agent=[]"] * 3
+    with fanout.Connections(Login(cluster.name), dials) as pool:
+        fanout.run_each(Login(cluster.name), dials, {t.hop.label: "true" for t in dials},
+                        pool=pool)
+        used = [c for c in pool.conns.values() if not isinstance(c, RemoteError)]
+        assert len(used) == 3
+        assert {c.transport.remote_cipher for c in used} == {"aes128-gcm@openssh.com"}
+        assert {c.transport.local_cipher for c in used} == {"aes128-gcm@openssh.com"}
 
 
 def test_identity_file_without_agent(cluster: Cluster, monkeypatch: pytest.MonkeyPatch):

@@ -5,15 +5,25 @@ themselves are tested against real sshd in tests/e2e/test_exec_ssh.py."""
 from __future__ import annotations
 
 import io
+import socket
 import threading
 
 import paramiko
 import pytest
 
-from clusterkit.errors import GroupError, RemoteError
+from clusterkit.errors import ClusterkitError, GroupError, RemoteError
 from clusterkit.plan.nodes import Node
 from clusterkit.remote import known_hosts
-from clusterkit.remote.connect import Hop, Login, Target, connect, describe
+from clusterkit.remote.connect import (
+    QUICKACK,
+    Hop,
+    Login,
+    Target,
+    _Transport,
+    connect,
+    describe,
+    dial,
+)
 from clusterkit.remote.fanout import PrefixedStream, run_all
 
 
@@ -36,9 +46,36 @@ def test_connection_rejects_unknown_keys_and_loads_only_the_cluster_file(tmp_pat
     conn = connect(Login("c", identity_file="/k/id"), Hop("m", "127.0.0.2"))
     assert isinstance(conn.client._policy, paramiko.RejectPolicy)
     assert list(conn.client.get_host_keys()) == ["127.0.0.2"]
-    assert conn.forward_agent is True
+    assert conn.forward_agent is False  # only `exec` forwards the agent
     assert conn.connect_kwargs["key_filename"] == ["/k/id"]
     assert conn.connect_kwargs["look_for_keys"] is False
+    forwarding = connect(Login("c", forward_agent=True), Hop("m", "127.0.0.2"))
+    assert forwarding.forward_agent is True
+
+
+def test_transport_prefers_aes_gcm_and_keeps_the_rest():
+    preferred = _Transport._preferred_ciphers
+    assert preferred[:2] == ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+    assert set(preferred) == set(paramiko.Transport._preferred_ciphers)  # nothing dropped
+
+
+def test_dial_turns_off_nagle_and_delayed_acks():
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        sock = dial("127.0.0.1", server.getsockname()[1], timeout=5)
+        peer, _ = server.accept()
+        with sock, peer:
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+            assert sock.gettimeout() == 5
+            peer.sendall(b"SSH-2.0-x\r\n")
+            assert sock.recv(64) == b"SSH-2.0-x\r\n"
+            if QUICKACK is not None:  # re-armed after every read (Linux resets it)
+                assert sock.getsockopt(socket.IPPROTO_TCP, QUICKACK) == 1
+
+
+def test_dial_refuses_what_the_net_guard_refuses(monkeypatch):
+    monkeypatch.setenv("CLUSTERKIT_SANDBOX", "1")
+    with pytest.raises(ClusterkitError):
+        dial("203.0.113.7", 22, timeout=1)
 
 
 def _node(index: int) -> Node:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,20 @@ def test_boot_script_isolates_the_node(tmp_path):
     assert "hostname ip-10-0-0-9" in script
     assert "lowerdir=/" in script and "chroot" in script
     assert script.strip().splitlines()[-1].startswith("exec chroot")
+    assert " ".join(node.sshd_flags()) in script
+
+
+def test_sshd_skips_the_per_connection_re_exec_only_where_it_can(monkeypatch):
+    node.sshd_flags.cache_clear()
+    answers = iter(["unknown option -- r\nusage: sshd ...", "Missing privsep directory"])
+    monkeypatch.setattr(node.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a[0], 255, "", next(answers)))
+    try:
+        assert node.sshd_flags() == (node.SSHD, "-D", "-e")  # a newer sshd: no -r
+        node.sshd_flags.cache_clear()
+        assert node.sshd_flags() == (node.SSHD, "-D", "-e", "-r")
+    finally:
+        node.sshd_flags.cache_clear()
 
 
 def test_sshd_config_listens_only_on_its_address():
