@@ -6,7 +6,9 @@ nodes at most 1.5x one), and the part of it the bootstrap stage takes.
     sudo .venv/bin/python bench/bench_bootstrap.py --sizes 1,4,16 --repeat 5
 
 Each size: one `up` that bootstraps the nodes (not timed), then ``--repeat`` no-op `up`
-runs, each checked to run no step body; the median is reported. Then `down`.
+runs, each checked to run no step body; the median is reported. Then `down`. CPU per
+run: what the emulated nodes, the sandbox and the client spent, and the floor that
+emulation puts under the wall on this machine (bench/nodecpu.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import nodecpu  # noqa: E402
 from bench.sandbox_spec import spec_text  # noqa: E402
 from clusterkit.cluster.down import do_down  # noqa: E402
 from clusterkit.cluster.runtime import Runtime  # noqa: E402
@@ -78,6 +81,7 @@ def bench(count: int, tmp: Path, repeat: int) -> dict[str, float]:
     first = do_up(str(spec), yes=True, rt=_runtime(), timeout=600).bootstrap
     assert first is not None and first.ok and first.bodies_run > 0
     walls, stages = [], []
+    before = nodecpu.sample(settle=1.0)
     try:
         for _ in range(repeat):
             clock = Clock()
@@ -86,9 +90,12 @@ def bench(count: int, tmp: Path, repeat: int) -> dict[str, float]:
             walls.append(time.perf_counter() - start)
             stages.append(clock.bootstrap)
             assert again is not None and again.bodies_run == 0, "a no-op up ran a step"
+        spent = nodecpu.split(before, nodecpu.sample(settle=0.3))
     finally:
         do_down(str(spec), yes=True, rt=_runtime())
-    return {"nodes": count, "wall": statistics.median(walls),
+    per_run = nodecpu.CpuSplit(spent.nodes / repeat, spent.sandbox / repeat,
+                               spent.client / repeat)
+    return {"nodes": count, "wall": statistics.median(walls), "cpu": per_run,
             "bootstrap": statistics.median(stages), "first_steps": first.bodies_run}
 
 
@@ -99,9 +106,14 @@ def report(rows: list[dict[str, float]], repeat: int) -> None:
     for r in rows:
         print(f"{r['nodes']:>5} {r['wall']:>7.2f} {r['wall'] / base:>6.2f} "
               f"{r['bootstrap']:>11.2f} {r['bootstrap'] / boot:>6.2f}")
+    print("\n".join(nodecpu.table([(r["nodes"], r["cpu"], r["wall"]) for r in rows],
+                                   "no-op up, per run")))
     ratio = rows[-1]["wall"] / base
     print(f"{rows[-1]['nodes']} nodes / {rows[0]['nodes']} node(s): {ratio:.2f}x "
           f"(goal at most {GOAL_RATIO:g}x: {'met' if ratio <= GOAL_RATIO else 'NOT met'})")
+    for line in nodecpu.out_of_reach(rows[-1]["nodes"], rows[-1]["cpu"], base, GOAL_RATIO,
+                                     "no-op `up`"):
+        print(line)
 
 
 def main() -> None:

@@ -8,7 +8,9 @@ at most 1.5x one), its mutating AWS calls, and a second deploy (must make none).
 
 Needs root (the sandbox's sshd per node and loop-backed volumes). The snapshot is
 published once with snapshot-dataset's own code (random bytes, --mb MB); each size is
-`up` (not timed), deploy-dataset (timed), deploy-dataset again, `down`.
+`up` (not timed), deploy-dataset (timed), deploy-dataset again, `down`. CPU: what the
+emulated nodes, the sandbox and the client spent during the first deploy, and the floor
+that emulation puts under the wall on this machine (bench/nodecpu.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import boto3
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import nodecpu  # noqa: E402
 from bench.bench_up import Phases, _mutating, _start  # noqa: E402
 from bench.sandbox_spec import spec_text  # noqa: E402
 from clusterkit.cluster.dataset import do_deploy_dataset  # noqa: E402
@@ -57,10 +60,13 @@ def bench(count: int, tmp: Path, snapshot: str) -> dict[str, object]:
     do_up(str(spec), yes=True, rt=_runtime(Counter()), timeout=600)
     try:
         first: Counter[str] = Counter()
+        before = nodecpu.sample(settle=1.0)
         phases = Phases()
         result = do_deploy_dataset(str(spec), snapshot=snapshot, rt=_runtime(first, phases),
                                    timeout=600)
         wall = time.perf_counter() - phases.t0
+        time.sleep(0.3)  # the nodes' sessions end and are reaped
+        cpu = nodecpu.split(before, nodecpu.sample())
         second: Counter[str] = Counter()
         start = time.perf_counter()
         do_deploy_dataset(str(spec), snapshot=snapshot, rt=_runtime(second), timeout=600)
@@ -70,7 +76,7 @@ def bench(count: int, tmp: Path, snapshot: str) -> dict[str, object]:
     return {"nodes": count, "wall": wall, "mutating": _mutating(first), "wall2": wall2,
             "describe": first["DescribeVolumes"],
             "bootstrap_at": phases.started.get("bootstrap"),
-            "mutating2": sum(_mutating(second).values()),
+            "mutating2": sum(_mutating(second).values()), "cpu": cpu,
             "line": result.nodes[0].line if result.nodes else ""}
 
 
@@ -90,11 +96,13 @@ def report(rows: list[dict]) -> list[str]:
     out.append("volumes s: seconds until every clone was attached (the bootstrap then "
                "mounts and verifies); describe: DescribeVolumes calls of the first deploy")
     out.append(f"node 0 said: {rows[-1]['line']}")
+    out += nodecpu.table([(r["nodes"], r["cpu"], r["wall"]) for r in rows], "first deploy")
     big = rows[-1]
     ratio = big["wall"] / base
     out.append(f"{big['nodes']} nodes / {rows[0]['nodes']} node(s): {ratio:.2f}x "
                f"(goal at most {GOAL_RATIO:g}x: {'met' if ratio <= GOAL_RATIO else 'NOT met'})")
-    return out
+    return out + nodecpu.out_of_reach(big["nodes"], big["cpu"], base, GOAL_RATIO,
+                                      "deploy-dataset")
 
 
 def deploy_section(tmp: Path, args: argparse.Namespace) -> list[str]:

@@ -23,7 +23,7 @@ import time
 JOBS = "/var/lib/clusterkit/jobs"
 ENDED = ("succeeded", "failed", "stopped")
 ACTIVE = ("starting", "running", "stopping")
-POLL = 0.2
+POLL = 0.05  # log lines and the end of the job reach the client this late at most
 STOPPING_WAIT = 3.0  # a failed job still stopping on this node counts as ended after it
 MISSING_WAIT = 30.0  # no state.json for this long: the supervisor never started
 PORT_RANGE = (20000, 32000)  # below Linux's ephemeral ports (32768-60999)
