@@ -6,13 +6,16 @@ import functools
 import os
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
 
 from clusterkit.errors import UsageError
+
+if TYPE_CHECKING:
+    from clusterkit.cli.events import ConsoleReporter
 
 WIDE_OUTPUT = 200
 F = TypeVar("F", bound=Callable[..., Any])
@@ -26,6 +29,20 @@ class CliContext:
     json: bool = False
     sandbox: bool = False
     yes: bool = False
+    reporters: list[ConsoleReporter] = field(default_factory=list)
+
+    def reporter(self, console: Console) -> ConsoleReporter:
+        """A reporter printing on ``console``, closed when the command ends however it
+        ends (a live bar must not outlive an error or Ctrl-C)."""
+        from clusterkit.cli.events import ConsoleReporter
+
+        made = ConsoleReporter(console)
+        self.reporters.append(made)
+        return made
+
+    def close_reporters(self) -> None:
+        while self.reporters:
+            self.reporters.pop().close()
 
     @property
     def console(self) -> Console:
@@ -145,7 +162,10 @@ def _entering_sandbox(callback: Callable[..., Any], offline: bool) -> Callable[.
             endpoint = enter_sandbox_mode()
             obj.err_console.print(f"[yellow]sandbox mode:[/yellow] AWS endpoint {endpoint}",
                                   highlight=False)
-        return callback(*args, **kwargs)
+        try:
+            return callback(*args, **kwargs)
+        finally:
+            obj.close_reporters()
 
     setattr(run, WRAPPED, True)
     return run

@@ -11,7 +11,6 @@ from rich.console import Console
 
 from clusterkit.bootstrap.steps import STEP_NAMES
 from clusterkit.cli.context import check_target_argument, get_ctx, json_option
-from clusterkit.cli.events import ConsoleReporter
 from clusterkit.cli.remote import accept_option
 from clusterkit.cli.render import print_json
 from clusterkit.cluster.runtime import Runtime
@@ -29,7 +28,7 @@ def runtime(region: str | None = None) -> Runtime:
     (stdout, or stderr under --json)."""
     ctx = get_ctx()
     return Runtime.make(region=region or ctx.region, profile=ctx.profile,
-                        report=ConsoleReporter(ctx.console))
+                        report=ctx.reporter(ctx.console))
 
 
 @click.command()

@@ -10,7 +10,6 @@ from typing import Any
 import click
 
 from clusterkit.cli.context import check_target_argument, get_ctx, json_option
-from clusterkit.cli.events import ConsoleReporter
 from clusterkit.cli.render import print_json
 from clusterkit.cluster.runtime import Runtime
 
@@ -29,7 +28,7 @@ def _runtime() -> Runtime:
     key) on stderr, as the nodes' own output owns stdout."""
     ctx = get_ctx()
     return Runtime.make(region=ctx.region, profile=ctx.profile,
-                        report=ConsoleReporter(ctx.err_console))
+                        report=ctx.reporter(ctx.err_console))
 
 
 def _login_options(func: Callable[..., Any]) -> Callable[..., Any]:

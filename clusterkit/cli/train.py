@@ -12,7 +12,6 @@ from clusterkit.cli.context import (
     get_ctx,
     json_option,
 )
-from clusterkit.cli.events import ConsoleReporter
 from clusterkit.cli.render import print_json
 from clusterkit.cluster.jobs import JobOutcome, StopResult
 from clusterkit.cluster.runtime import Runtime
@@ -25,7 +24,7 @@ def _runtime() -> Runtime:
     """Progress and warnings on stderr: the job's logs own stdout."""
     ctx = get_ctx()
     return Runtime.make(region=ctx.region, profile=ctx.profile,
-                        report=ConsoleReporter(ctx.err_console))
+                        report=ctx.reporter(ctx.err_console))
 
 
 def _confirm_stop(job_id: str) -> bool:

@@ -106,3 +106,36 @@ def test_online_plan_in_sandbox_mode_still_wants_the_sandbox(aws_calls, monkeypa
     result = CliRunner().invoke(cli, ["plan", str(EXAMPLES / "sandbox-cpu.yaml")])
     assert result.exit_code == 1 and aws_calls == []
     assert "the sandbox is not running" in result.stderr
+
+
+def test_a_live_bar_is_closed_when_the_command_fails_or_is_interrupted():
+    """A wait's bar (on a terminal) never outlives its command: the global-options
+    wrapper closes every reporter the command made, on success, error or Ctrl-C."""
+    import io
+
+    from rich.console import Console
+
+    from clusterkit.cli.context import get_ctx, global_options
+    from clusterkit.errors import ClusterkitError
+    from clusterkit.events import Event, Kind, Stage
+
+    made = []
+
+    @click.command()
+    @click.argument("how")
+    def waits(how: str) -> None:
+        console = Console(file=io.StringIO(), force_terminal=True)
+        report = get_ctx().reporter(console)
+        made.append(report)
+        report(Event(Kind.STAGE_STARTED, "waiting for SSH on 3 node(s)", stage=Stage.SSH))
+        assert report._bar is not None  # live while the command runs
+        if how == "fails":
+            raise ClusterkitError("boom", "hint")
+        if how == "interrupted":
+            raise KeyboardInterrupt
+
+    global_options(waits, offline=True)
+    for how in ("ends", "fails", "interrupted"):
+        CliRunner().invoke(waits, [how])
+        assert made[-1]._bar is None, how
+    assert len(made) == 3

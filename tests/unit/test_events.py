@@ -78,6 +78,49 @@ def test_a_failing_command_closes_its_bar():
     assert report._bar is None
 
 
+def _ssh_wait(report: ConsoleReporter) -> None:
+    """The SSH wait of a 2-node `up`, as cluster/up.py reports it."""
+    report(Event(Kind.STAGE_STARTED, "waiting for SSH on 2 node(s)", stage=Stage.SSH))
+    report(Event(Kind.PROGRESS, "waiting for SSH: 0/2 ready, 0s elapsed", stage=Stage.SSH,
+                 done=0, total=2, level=1))
+    report(Event(Kind.PROGRESS, "i-1 reachable at 10.0.0.1 (1/2 ready, 3s)", stage=Stage.SSH,
+                 node="i-1", done=1, total=2, level=1))
+    report(Event(Kind.PROGRESS, "waiting for SSH: 1/2 ready, 10s elapsed", stage=Stage.SSH,
+                 done=1, total=2, level=1))
+
+
+def test_on_a_terminal_a_wait_is_a_live_bar_and_leaves_its_lines():
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=True, color_system=None)
+    with ConsoleReporter(console) as report:
+        _ssh_wait(report)
+        assert report._bar is not None and report._stage is Stage.SSH
+        task = report._bar.tasks[0]
+        assert (task.description, task.completed, task.total) == ("ssh", 1, 2)
+        report(Event(Kind.STAGE_DONE, "SSH answers on 2 node(s)", stage=Stage.SSH))
+        assert report._bar is None  # gone with its stage
+        report(Event(Kind.STAGE_STARTED, "bootstrapping 2 node(s)", stage=Stage.BOOTSTRAP))
+        assert report._bar is not None and report._bar.tasks[0].total is None  # a spinner
+    assert report._bar is None
+    text = out.getvalue()
+    for line in ("waiting for SSH on 2 node(s)", "i-1 reachable at 10.0.0.1 (1/2 ready, 3s)",
+                 "SSH answers on 2 node(s)", "bootstrapping 2 node(s)"):
+        assert line in text
+    assert "waiting for SSH: 1/2 ready" not in text  # the bar said it
+
+
+def test_piped_output_has_every_line_and_no_bar():
+    console, out = _console()  # not a terminal: CI logs, pipes, tests
+    report = ConsoleReporter(console)
+    _ssh_wait(report)
+    assert report._bar is None
+    report(Event(Kind.STAGE_DONE, "SSH answers on 2 node(s)", stage=Stage.SSH))
+    assert out.getvalue().splitlines() == [
+        "waiting for SSH on 2 node(s)", "  waiting for SSH: 0/2 ready, 0s elapsed",
+        "  i-1 reachable at 10.0.0.1 (1/2 ready, 3s)", "  waiting for SSH: 1/2 ready, 10s elapsed",
+        "SSH answers on 2 node(s)"]
+
+
 def test_pack_reports_each_list_its_progress_and_skipped_items(tmp_path: Path):
     images = tmp_path / "img"
     images.mkdir()
