@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,9 +14,11 @@ from clusterkit.cli.context import (
     json_option,
 )
 from clusterkit.cli.render import print_json
-from clusterkit.cluster.jobs import JobOutcome, StopResult
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
+
+if TYPE_CHECKING:  # the job layer imports paramiko: loaded by the commands that use it
+    from clusterkit.cluster.jobs import JobOutcome, StopResult
 
 JOB_HELP = "The job id (default: the cluster's newest job)."
 

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from clusterkit.aws.session import make_session
 from clusterkit.events import Event, Kind, Reporter, Stage, null_reporter
 
 
@@ -26,7 +25,11 @@ class Runtime:
     @classmethod
     def make(cls, *, region: str | None = None, profile: str | None = None,
              session: Any = None, report: Reporter | None = None) -> Runtime:
-        return cls(session=session or make_session(region, profile),
+        if session is None:
+            from clusterkit.aws.session import make_session  # boto3: ~0.1 s to import
+
+            session = make_session(region, profile)
+        return cls(session=session,
                    report=report or null_reporter)
 
     def emit(self, kind: Kind, text: str, *, stage: Stage | None = None, level: int = 0,

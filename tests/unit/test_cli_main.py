@@ -103,3 +103,17 @@ def test_unexpected_exception_is_one_line_not_a_traceback(monkeypatch, tmp_path)
     assert "--debug" in result.output and "Traceback" not in result.output
     debug = CliRunner().invoke(cli, ["--debug", "validate", str(spec)])
     assert isinstance(debug.exception, ValueError)
+
+
+def test_the_cli_loads_aws_and_ssh_libraries_only_for_commands_that_use_them():
+    """boto3 (~0.1 s to import) and paramiko/fabric (~0.1 s) are imported by the commands
+    that talk to AWS or SSH, not by `--help`, `--version`, `validate` or `pack`."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, clusterkit.cli.main; "
+             "print(sorted(m for m in ('boto3', 'botocore', 'paramiko', 'fabric', 'invoke') "
+             "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
