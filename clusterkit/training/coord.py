@@ -18,8 +18,10 @@ node decides only that it lost the master. The supervisor acts on what ``pump`` 
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
+import os
 import selectors
 import socket
 import time
@@ -29,6 +31,7 @@ HEARTBEAT_S = 1.0
 TICK_S = 0.1
 MAX_LINE = 1 << 16
 MASTER = 0  # the master is node 0: a node's link to it is links[MASTER]
+WAKE = "wake"  # selector data of the supervisor's signal pipe
 
 
 class Link:
@@ -164,10 +167,19 @@ class Coordinator:
         self.sel.register(sock, selectors.EVENT_READ)
         return None
 
+    def wake_on(self, fd: int) -> None:
+        """End ``pump``'s wait at once when ``fd`` is readable: the supervisor's signal
+        pipe (a process exited, a stop was asked), so nothing waits out a tick."""
+        self.sel.register(fd, selectors.EVENT_READ, WAKE)
+
     def pump(self, dial: bool = True) -> tuple | None:
         """Up to TICK_S of network I/O; a stop the others asked for, as an outcome."""
         self.heard = None
         for key, _ in self.sel.select(TICK_S):
+            if key.data == WAKE:
+                with contextlib.suppress(OSError):
+                    os.read(key.fd, 512)
+                continue
             if key.fileobj is self.listener:
                 try:
                     sock, _ = self.listener.accept()
