@@ -13,7 +13,6 @@ import select
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from fabric import Connection
@@ -21,7 +20,6 @@ from fabric import Connection
 from clusterkit.errors import GroupError
 from clusterkit.remote.connect import Login, Target, describe
 from clusterkit.remote.fanout import (
-    MAX_THREADS,
     TAIL_CHARS,
     Connections,
     _failed,
@@ -135,21 +133,10 @@ def run_calls(login: Login, targets: Sequence[Target], calls: Mapping[str, Call]
     targets = [t for t in targets if t.hop.label in calls]
     stop = stop or threading.Event()
     conns = pool if pool is not None else Connections(login, targets)
-    workers = ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(targets))))
-    done = False
-    try:
-        futures = {t.hop.label: workers.submit(_session, login, t, c, calls[t.hop.label],
-                                               sink, stop, timeout)
-                   for t in targets if isinstance(c := conns.conns[t.hop.label], Connection)}
-        group = GroupResult(futures[t.hop.label].result() if t.hop.label in futures
-                            else _failed(t, conns.conns[t.hop.label])  # type: ignore[arg-type]
-                            for t in targets)
-        done = True
-    finally:
-        stop.set()  # also on Ctrl-C: every session ends before the transports close
-        workers.shutdown(wait=True)
-        if pool is None or not done:
-            conns.close()
+    # left early (Ctrl-C): every session ends before the transports close
+    group = conns.each(targets, lambda t, c: _session(login, t, c, calls[t.hop.label], sink,
+                                                      stop, timeout),
+                       own=pool is None, interrupt=stop.set)
     if group.failed and not warn:
         raise GroupError(group)
     return group

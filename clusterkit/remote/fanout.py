@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
@@ -150,6 +150,31 @@ class Connections:
             if conn is not None:
                 conn.close()
 
+    def each(self, targets: Sequence[Target], work: Callable[[Target, Connection], NodeResult],
+             *, own: bool, interrupt: Callable[[], None], parallel: int = MAX_THREADS,
+             ) -> GroupResult:
+        """``work(target, connection)`` for every target at once (at most ``parallel``);
+        a target whose connection could not be made fails on its own. Left early (an
+        error, Ctrl-C), ``interrupt`` first ends the work still running, then the
+        connections close; they close at the end too when they are the run's ``own``."""
+        workers = ThreadPoolExecutor(max_workers=max(1, min(parallel, MAX_THREADS,
+                                                            len(targets))))
+        done = False
+        try:
+            futures = {t.hop.label: workers.submit(work, t, c) for t in targets
+                       if isinstance(c := self.conns[t.hop.label], Connection)}
+            group = GroupResult(futures[t.hop.label].result() if t.hop.label in futures
+                                else _failed(t, self.conns[t.hop.label])  # type: ignore[arg-type]
+                                for t in targets)
+            done = True
+        finally:
+            if not done:
+                interrupt()
+            workers.shutdown(wait=True)
+            if own or not done:
+                self.close()
+        return group
+
 
 def run_all(login: Login, targets: Sequence[Target], command: str, *,
             timeout: float | None = None, out: TextIO | None = None,
@@ -171,20 +196,10 @@ def run_each(login: Login, targets: Sequence[Target], commands: Mapping[str, str
     targets = [t for t in targets if t.hop.label in commands]
     lock = threading.Lock()
     conns = pool if pool is not None else Connections(login, targets)
-    workers = ThreadPoolExecutor(max_workers=max(1, min(parallel, MAX_THREADS, len(targets))))
-    done = False
-    try:
-        futures = {t.hop.label: workers.submit(_run_one, login, t, c, commands[t.hop.label],
-                                               timeout, out, lock)
-                   for t in targets if isinstance(c := conns.conns[t.hop.label], Connection)}
-        group = GroupResult(futures[t.hop.label].result() if t.hop.label in futures
-                            else _failed(t, conns.conns[t.hop.label])  # type: ignore[arg-type]
-                            for t in targets)
-        done = True
-    finally:  # also on Ctrl-C: closing the transports first ends the remote reads at once
-        if pool is None or not done:
-            conns.close()
-        workers.shutdown(wait=True)
+    # left early (Ctrl-C): closing the transports first ends the remote reads at once
+    group = conns.each(targets, lambda t, c: _run_one(login, t, c, commands[t.hop.label],
+                                                      timeout, out, lock),
+                       own=pool is None, interrupt=conns.close, parallel=parallel)
     if group.failed and not warn:
         raise GroupError(group)
     return group

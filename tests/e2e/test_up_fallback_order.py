@@ -154,7 +154,7 @@ def spec(sandbox_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
 def _cli(monkeypatch: pytest.MonkeyPatch, inject: FailRunInstances | None, *args: str):
     """`clusterkit --sandbox ARGS` with ``inject`` hooked on the session it makes."""
-    import clusterkit.cluster.runtime as common
+    import clusterkit.aws.session as common  # Runtime.make imports it when it makes one
 
     real = common.make_session
 
