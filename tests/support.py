@@ -47,6 +47,18 @@ def require_module(name: str) -> None:
         _unmet(f"needs the {name} module (pip install -e '.[{name}]')")
 
 
+def shellcheck_clean(*scripts: Path) -> None:
+    """Assert ``scripts`` pass shellcheck (a missing shellcheck fails on CI)."""
+    import shutil
+
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        _unmet("shellcheck is not installed (apt-get install -y shellcheck)")
+    out = subprocess.run([str(shellcheck), "--shell=bash", *map(str, scripts)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 def unique_name(prefix: str) -> str:
     """A cluster (or key pair) name no other test uses: tests share one emulator."""
     return f"{prefix}-{uuid.uuid4().hex[:6]}"

@@ -6,11 +6,10 @@ mxnet-cu112 parts need a GPU machine."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests import support
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_gpu.sh"
 
@@ -22,13 +21,7 @@ def _run(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str
 
 
 def test_shellcheck_clean():
-    shellcheck = shutil.which("shellcheck")
-    if shellcheck is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("shellcheck is missing on CI (apt-get install -y shellcheck)")
-        pytest.skip("shellcheck not installed")
-    out = subprocess.run([shellcheck, str(SCRIPT)], capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout + out.stderr
+    support.shellcheck_clean(SCRIPT)
 
 
 def test_usage_and_bad_options():

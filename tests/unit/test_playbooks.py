@@ -20,6 +20,7 @@ import yaml
 from clusterkit.bootstrap import facts as nf
 from clusterkit.bootstrap import steps
 from clusterkit.spec import loads
+from tests import support
 from tests.support import require_root
 
 PLAYBOOKS = sorted(steps.PLAYBOOKS_DIR.glob("*.sh"))
@@ -51,14 +52,7 @@ def test_one_playbook_per_step():
 
 
 def test_shellcheck_clean():
-    shellcheck = shutil.which("shellcheck")
-    if shellcheck is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("shellcheck is missing on CI (apt-get install -y shellcheck)")
-        pytest.skip("shellcheck not installed")
-    out = subprocess.run([shellcheck, "--shell=bash", *map(str, PLAYBOOKS)],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout + out.stderr
+    support.shellcheck_clean(*PLAYBOOKS)
 
 
 @pytest.mark.parametrize("path", PLAYBOOKS, ids=lambda p: p.name)
