@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from clusterkit.aws import stack as cfn
 from clusterkit.cluster.runtime import Runtime
@@ -10,6 +11,7 @@ from clusterkit.errors import AwsError
 from clusterkit.events import Kind, Stage
 
 OK = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "DELETE_COMPLETE"})
+UNREAD = object()  # deploy's ``current`` when the caller has not read the stack
 
 
 def _kind(status: str) -> Kind:
@@ -45,9 +47,12 @@ def _seen_before(rt: Runtime, region: str, stack_id: str) -> set[str]:
 
 
 def deploy(rt: Runtime, region: str, name: str, action: str, params: Mapping[str, str],
-           tags: Mapping[str, str], *, timeout: float) -> dict:
-    """Run ``action`` ("create" | "recreate" | "update" | "none") and return the stack."""
-    current = cfn.describe_stack(rt.session, region, name)
+           tags: Mapping[str, str], *, timeout: float, current: Any = UNREAD) -> dict:
+    """Run ``action`` ("create" | "recreate" | "update" | "none") and return the stack.
+    ``current``: the stack as the caller just read it (None: none), so it is not read
+    again; one still in progress then is read again before anything waits on it."""
+    if current is UNREAD or (current and current["status"].endswith("_IN_PROGRESS")):
+        current = cfn.describe_stack(rt.session, region, name)
     if current and current["status"].endswith("_IN_PROGRESS"):
         rt.started(Stage.STACK, f"stack {name} is {current['status']}: waiting for it")
         wait_stack(rt, region, current["id"], timeout=timeout)

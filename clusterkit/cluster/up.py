@@ -9,15 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clusterkit.aws import efs, instances, keypairs, lookup
-from clusterkit.aws import stack as cfn
+from clusterkit.aws import efs, instances, lookup
 from clusterkit.bootstrap.run import BootstrapResult
 from clusterkit.catalog.ranking import Offer
-from clusterkit.cluster import hostkeys, launch, pins, record, stackops, stopped
+from clusterkit.cluster import hostkeys, launch, pins, record, stopped
 from clusterkit.cluster.bootstrap import bootstrap_nodes, check_steps
 from clusterkit.cluster.caller import ssh_source_cidr
 from clusterkit.cluster.dataset_checks import check_dataset, view_for_up
-from clusterkit.cluster.lookups import base_tags, facts, key_pair_missing
+from clusterkit.cluster.regionprep import Reads, prepare_region, read_region
 from clusterkit.cluster.running import Trail, report_failure
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.target import find_nodes
@@ -27,11 +26,10 @@ from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.drift import refused, spec_drift
 from clusterkit.plan.nodes import Node, node_actions, node_order
 from clusterkit.plan.spend import spend
-from clusterkit.plan.stack import key_pair_name, stack_action, stack_name, stack_parameters
 from clusterkit.plan.up import Choice, UpPlan, gpu_warnings, plan_up
 from clusterkit.remote import known_hosts
 from clusterkit.remote.address import ssh_address
-from clusterkit.remote.probe import local_public_key, wait_reachable
+from clusterkit.remote.probe import wait_reachable
 from clusterkit.spec.model import Spec
 
 Confirm = Callable[[str], bool]
@@ -99,33 +97,6 @@ def do_up(spec_file: str, *, rt: Runtime | None = None, profile: str | None = No
               force_steps=force_steps)
 
 
-def read_region(rt: Runtime, spec: Spec, region: str, cidr: str,
-                ) -> tuple[dict[str, Any] | None, dict[str, str], str]:
-    """Read-only: the stack as it is, the parameters it should have (SSH from ``cidr``),
-    the VPC id."""
-    current = cfn.describe_stack(rt.session, region, stack_name(spec.name))
-    found = facts(rt, spec, region, current=current["parameters"] if current else None,
-                  ssh_cidr=cidr)
-    return current, stack_parameters(spec, found), found.vpc_id
-
-
-def prepare_region(rt: Runtime, spec: Spec, region: str, timeout: float,
-                   cidr: str) -> dict[str, Any]:
-    """Key pair and stack in ``region``, created or updated only if they differ."""
-    current, params, vpc_id = read_region(rt, spec, region, cidr)
-    if key_pair_missing(rt, spec, region):
-        rt.started(Stage.KEY_PAIR,
-                   f"importing your SSH public key as key pair {key_pair_name(spec.name)}")
-        keypairs.import_key_pair(rt.session, region, key_pair_name(spec.name),
-                                 local_public_key(spec.ssh.identity_file), base_tags(spec))
-    action = stack_action(current["status"] if current else None,
-                          current["parameters"] if current else None, params)
-    stack = stackops.deploy(rt, region, stack_name(spec.name), action, params,
-                            base_tags(spec), timeout=timeout)
-    stack["vpc_id"] = vpc_id
-    return stack
-
-
 def _choice(offers: Sequence[Offer]) -> Choice | None:
     if not offers:
         return None
@@ -136,14 +107,15 @@ def _choice(offers: Sequence[Offer]) -> Choice | None:
 
 
 def read_plan(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
-              offers: Sequence[Offer], cidr: str) -> UpPlan:
+              offers: Sequence[Offer], reads: Reads) -> UpPlan:
     """What `up` will do, from read calls only (the region of a new cluster is its first
-    launch candidate's)."""
+    launch candidate's); what they said stays in ``reads`` for applying the plan."""
     where = region or (offers[0].region if offers else spec.region)
-    current, params, _ = read_region(rt, spec, where, cidr)
+    read = read_region(rt, spec, where, reads)
+    current = read.current
     return plan_up(spec, region=where, stack_status=current["status"] if current else None,
                    stack_params=current["parameters"] if current else None,
-                   wanted_params=params, key_pair_missing=key_pair_missing(rt, spec, where),
+                   wanted_params=read.params, key_pair_missing=read.key_pair_missing,
                    nodes=nodes, choice=_choice(offers))
 
 
@@ -214,12 +186,12 @@ def _retag(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node]) -> None:
 
 
 def _launch(rt: Runtime, spec: Spec, offers: Sequence[Offer], slots: Sequence[int],
-            stacks: dict[str, dict[str, Any]], timeout: float, cidr: str,
+            stacks: dict[str, dict[str, Any]], timeout: float, reads: Reads,
             trail: Trail) -> tuple[str, list[Node]]:
     def try_launch(offer: Offer) -> list[Node]:
         trail.touch(offer.region)
         if offer.region not in stacks:
-            stacks[offer.region] = prepare_region(rt, spec, offer.region, timeout, cidr)
+            stacks[offer.region] = prepare_region(rt, spec, offer.region, timeout, reads)
         stack = stacks[offer.region]
         subnet = lookup.default_subnet(rt.session, offer.region, stack["vpc_id"], offer.az or "")
         launched = launch.gang_launch(
@@ -263,8 +235,8 @@ def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tru
     if actions.launch:
         offers = launch.scale_candidates(rt, spec, nodes) if region else \
             launch.candidates(rt, spec, only_region)
-    cidr = ssh_source_cidr(spec)  # the caller's address: the one lookup outside AWS
-    plan = read_plan(rt, spec, region, nodes, offers, cidr)
+    reads = Reads(ssh_source_cidr(spec))  # the caller's address: the one lookup outside AWS
+    plan = read_plan(rt, spec, region, nodes, offers, reads)
     verdict = check_dataset(rt, spec, plan.region) if actions.launch else None  # exit 2 first
     _check_plan(rt, spec, plan, yes=yes, confirm=confirm,
                 dataset_gib=verdict.size_gib if verdict else None)
@@ -273,7 +245,7 @@ def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tru
     trail.touch(plan.region)
     try:
         return _apply(rt, spec, region, nodes, offers, deadline=deadline, wait_ssh=wait_ssh,
-                      timeout=timeout, cidr=cidr, trail=trail,
+                      timeout=timeout, reads=reads, trail=trail,
                       accept_host_keys=accept_host_keys,
                       force_steps=force_steps if bootstrap and wait_ssh else None)
     except (Exception, KeyboardInterrupt) as exc:
@@ -283,7 +255,7 @@ def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tru
 
 def _apply(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
            offers: Sequence[Offer], *, deadline: float, wait_ssh: bool, timeout: float,
-           cidr: str, trail: Trail, accept_host_keys: Sequence[str] = (),
+           reads: Reads, trail: Trail, accept_host_keys: Sequence[str] = (),
            force_steps: Sequence[str] | None = ()) -> UpResult:
     """The changes `up` confirmed: stack, surplus nodes, launch, tags, mount target, SSH,
     bootstrap (``force_steps`` None: no bootstrap)."""
@@ -291,14 +263,14 @@ def _apply(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
     record.save(spec, region or (offers[0].region if offers else spec.region))
     stacks: dict[str, dict[str, Any]] = {}
     if region:
-        stacks[region] = prepare_region(rt, spec, region, timeout, cidr)
+        stacks[region] = prepare_region(rt, spec, region, timeout, reads)
     if actions.terminate:
         rt.started(Stage.TERMINATE, f"terminating surplus node(s): {', '.join(actions.terminate)}")
         instances.terminate_instances(rt.session, region or spec.region, actions.terminate)
     stopped.start_stopped(rt, region or spec.region, actions.start, deadline=deadline)
     new: list[Node] = []
     if actions.launch:
-        region, new = _launch(rt, spec, offers, actions.launch, stacks, timeout, cidr, trail)
+        region, new = _launch(rt, spec, offers, actions.launch, stacks, timeout, reads, trail)
         _wait_new(rt, region, new, deadline)
     assert region is not None
     record.save(spec, region)

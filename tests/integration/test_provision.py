@@ -61,6 +61,10 @@ def test_up_gang_launches_tags_and_is_idempotent(calls: Calls, tmp_path, capsys)
     do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     assert calls.mutating() == {}, calls.mutating()
     assert len(live_instances("gang")) == 3
+    reads = calls.by_operation()  # what the plan read is not read again to apply it
+    assert {op: reads[op] for op in ("DescribeStacks", "DescribeVpcs", "DescribeImages",
+                                     "DescribeKeyPairs")} == {
+        "DescribeStacks": 1, "DescribeVpcs": 1, "DescribeImages": 1, "DescribeKeyPairs": 1}
 
 
 def test_stack_security_group_and_launch_template(calls: Calls, tmp_path):
