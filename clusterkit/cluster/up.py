@@ -22,6 +22,7 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.target import find_nodes
 from clusterkit.errors import AwsError, CapacityError, ClusterkitError, UsageError
 from clusterkit.events import Kind, Stage
+from clusterkit.kinds import InstanceState
 from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.drift import refused, spec_drift
 from clusterkit.plan.nodes import Node, node_actions, node_order
@@ -276,7 +277,11 @@ def _apply(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
     record.save(spec, region)
     kept = [n for n in nodes if n.live and n.instance_id not in actions.terminate]
     ids = [n.instance_id for n in kept + new]
-    running = launch.wait_running(rt, region, ids, deadline=deadline)
+    settled = not new and not actions.start and all(n.state == InstanceState.RUNNING
+                                                    for n in kept)
+    # nothing launched or started: the nodes as found at the start are the running ones
+    running = list(kept) if settled else launch.wait_running(rt, region, ids,
+                                                             deadline=deadline)
     _retag(rt, spec, region, running)  # described running: root volume ids are known
     _mount_target(rt, spec, region, stacks[region], running, deadline)
     pinned = hostkeys.pinned_keys(spec.name, running, new, accept_host_keys)
