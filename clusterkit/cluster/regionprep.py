@@ -43,14 +43,18 @@ class Reads:
     regions: dict[str, RegionRead] = field(default_factory=dict)
 
 
+def _read(rt: Runtime, spec: Spec, region: str, cidr: str) -> RegionRead:
+    current = cfn.describe_stack(rt.session, region, stack_name(spec.name))
+    found = facts(rt, spec, region, current=current["parameters"] if current else None,
+                  ssh_cidr=cidr)
+    return RegionRead(current, stack_parameters(spec, found), found.vpc_id,
+                      key_pair_missing(rt, spec, region))
+
+
 def read_region(rt: Runtime, spec: Spec, region: str, reads: Reads) -> RegionRead:
-    """Read-only: ``region`` as the read calls say, once per `up`."""
+    """Read-only: ``region`` as the read calls say, kept in ``reads`` for applying."""
     if region not in reads.regions:
-        current = cfn.describe_stack(rt.session, region, stack_name(spec.name))
-        found = facts(rt, spec, region, current=current["parameters"] if current else None,
-                      ssh_cidr=reads.cidr)
-        reads.regions[region] = RegionRead(current, stack_parameters(spec, found),
-                                           found.vpc_id, key_pair_missing(rt, spec, region))
+        reads.regions[region] = _read(rt, spec, region, reads.cidr)
     return reads.regions[region]
 
 
@@ -59,8 +63,7 @@ def prepare_region(rt: Runtime, spec: Spec, region: str, timeout: float,
     """Key pair and stack in ``region``, created or updated only if they differ. The
     plan's read of the region is used once: what follows changes the region, so a later
     attempt there (a launch retried in another zone) reads it again."""
-    read = read_region(rt, spec, region, reads)
-    del reads.regions[region]
+    read = reads.regions.pop(region, None) or _read(rt, spec, region, reads.cidr)
     if read.key_pair_missing:
         rt.started(Stage.KEY_PAIR,
                    f"importing your SSH public key as key pair {key_pair_name(spec.name)}")
