@@ -10,6 +10,7 @@ runs the job's own ``supervisor.py stop`` on every node at once.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import threading
@@ -20,13 +21,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from clusterkit.bootstrap.steps import host_names
-from clusterkit.cluster import hostkeys
+from clusterkit.cluster import hostkeys, nodecache
 from clusterkit.cluster.remote_ops import cluster_nodes, login_for, require_running
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.kinds import InstanceState
 from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node
+from clusterkit.remote.address import ssh_address
 from clusterkit.remote.address import targets as dial_targets
 from clusterkit.remote.channels import Call, run_calls
 from clusterkit.remote.connect import Login, Target
@@ -40,6 +42,8 @@ ACTIVE = follower.ACTIVE
 ENDED = follower.ENDED
 TAIL_LINES = 20  # of the failed process's log shown with the failure
 DRAIN_S = 2.0  # the other nodes' streams get this long to finish after the master's ends
+# A kept node that does not answer this soon sends `train` to AWS (a reclaimed spot node).
+CACHED_CONNECT_TIMEOUT = 5.0
 
 
 def job_dir(job_id: str) -> str:
@@ -68,6 +72,7 @@ class JobCluster:
     nodes: list[Node]
     targets: list[Target]
     pool: Connections | None = None  # connections kept open for a run of several calls
+    cached: bool = False  # the nodes `up` last saw (nodecache), not yet checked
 
     def run(self, targets: Sequence[Target], calls: Mapping[str, Call],
             **options: Any) -> GroupResult:
@@ -88,9 +93,19 @@ class JobCluster:
         return self.targets[0]
 
 
-def open_cluster(rt: Runtime, target: str, region: str | None = None) -> JobCluster:
-    """NAME or spec file -> the cluster's nodes, every one running, host keys checked."""
+def open_cluster(rt: Runtime, target: str, region: str | None = None, *,
+                 cached: bool = False) -> JobCluster:
+    """NAME or spec file -> the cluster's nodes, every one running, host keys checked.
+    ``cached``: the nodes kept by nodecache when there are any (and known_hosts), with
+    ``JobCluster.cached`` set: the caller checks them on its first call
+    (``cached_nodes_hold``) and comes back without ``cached`` when they do not hold."""
     login, regions = login_for(target, region)
+    from clusterkit.cluster.target import resolve_target
+
+    spec = resolve_target(target, region)[2]
+    kept = _kept_cluster(login, spec) if cached else None
+    if kept is not None:
+        return kept
     found = cluster_nodes(rt, login.cluster, regions)
     nodes = selection.ordered(found)
     require_running(found, nodes)
@@ -99,10 +114,43 @@ def open_cluster(rt: Runtime, target: str, region: str | None = None) -> JobClus
                               "`clusterkit up <spec>` replaces it")
     hostkeys.prepare(rt, login.cluster, [n for n in nodes if n.state ==
                                          InstanceState.RUNNING], (), port=login.port)
-    from clusterkit.cluster.target import resolve_target
-
-    spec = resolve_target(target, region)[2]
+    nodecache.save(login.cluster, found)
     return JobCluster(login.cluster, spec, login, nodes, dial_targets(found, nodes))
+
+
+def _kept_cluster(login: Login, spec: Spec | None) -> JobCluster | None:
+    """The cluster as nodecache kept it, marked ``cached``; None when nothing usable is
+    kept (no list, no known_hosts, no master, an address the sandbox no longer maps)."""
+    kept = nodecache.load(login.cluster)
+    if kept is None or not login.known_hosts.is_file():
+        return None
+    nodes = selection.ordered(kept)
+    if nodes[0].index != 0:
+        return None
+    try:
+        targets = dial_targets(kept, nodes)
+    except ClusterkitError:
+        return None
+    quick = dataclasses.replace(login, connect_timeout=min(login.connect_timeout,
+                                                           CACHED_CONNECT_TIMEOUT))
+    return JobCluster(login.cluster, spec, quick, nodes, targets, cached=True)
+
+
+def cached_nodes_hold(jc: JobCluster, master_hosts: str) -> bool:
+    """Whether the kept nodes of ``jc`` are the cluster: every node answered (each
+    with its instance's pinned host key, which the caller's first call proved) and the
+    master's /etc/hosts block, written by the last bootstrap of the whole cluster,
+    names exactly these nodes at these addresses."""
+    from clusterkit.bootstrap.facts import parse_hosts
+    from clusterkit.bootstrap.steps import ClusterView, NodeView, hosts_block
+
+    try:
+        view = ClusterView(jc.name, "", tuple(NodeView(n.index or 0,
+                                                       ssh_address(n, via_gateway=True), None)
+                                              for n in jc.nodes))
+    except (ValueError, ClusterkitError):  # indexes not 0..N-1, an address not mapped
+        return False
+    return parse_hosts(master_hosts.splitlines()).managed == tuple(hosts_block(view).splitlines())
 
 
 # -- which jobs, in which state ------------------------------------------------------

@@ -80,7 +80,7 @@ def read(name: str) -> Record | None:
         return None
 
 
-def _write_atomic(target: Path, text: str) -> None:
+def write_atomic(target: Path, text: str) -> None:
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -104,5 +104,5 @@ def save(spec: Spec, region: str, now: datetime | None = None) -> Record:
                  spec_hash=spec_hash(spec), created=old.created if old else stamp,
                  updated=stamp)
     data = {"version": VERSION, **dataclasses.asdict(rec), "regions": list(rec.regions)}
-    _write_atomic(path(spec.name), json.dumps(data, indent=2) + "\n")
+    write_atomic(path(spec.name), json.dumps(data, indent=2) + "\n")
     return rec

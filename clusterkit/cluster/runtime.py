@@ -11,6 +11,24 @@ from typing import Any
 from clusterkit.events import Event, Kind, Reporter, Stage, null_reporter
 
 
+class LazySession:
+    """The boto3 session, made at its first use: a command that ends up calling no AWS
+    API (`train` on the nodes `up` last saw) never imports boto3 (~0.2 s)."""
+
+    def __init__(self, region: str | None, profile: str | None) -> None:
+        self._region, self._profile = region, profile
+        self._real: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("_region", "_profile", "_real"):  # not set yet (a copy): no recursion
+            raise AttributeError(name)
+        if self._real is None:
+            from clusterkit.aws.session import make_session
+
+            self._real = make_session(self._region, self._profile)
+        return getattr(self._real, name)
+
+
 @dataclass
 class Runtime:
     """An AWS session (boto3, made by aws.session), the reporter events go to, and the
@@ -25,11 +43,7 @@ class Runtime:
     @classmethod
     def make(cls, *, region: str | None = None, profile: str | None = None,
              session: Any = None, report: Reporter | None = None) -> Runtime:
-        if session is None:
-            from clusterkit.aws.session import make_session  # boto3: ~0.1 s to import
-
-            session = make_session(region, profile)
-        return cls(session=session,
+        return cls(session=session if session is not None else LazySession(region, profile),
                    report=report or null_reporter)
 
     def emit(self, kind: Kind, text: str, *, stage: Stage | None = None, level: int = 0,

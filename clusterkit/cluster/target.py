@@ -9,8 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from clusterkit import statedir
-from clusterkit.aws import instances
-from clusterkit.aws.regions import enabled_regions
 from clusterkit.cluster import record
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
@@ -67,7 +65,11 @@ def resolve_target(target: str | None, region: str | None,
 
 def search_regions(rt: Runtime, regions: Sequence[str]) -> list[str]:
     """``regions``, or every region enabled for the account when it is empty."""
-    return list(regions) if regions else enabled_regions(rt.session)
+    if regions:
+        return list(regions)
+    from clusterkit.aws.regions import enabled_regions  # boto3 only when AWS is asked
+
+    return enabled_regions(rt.session)
 
 
 def per_region(regions: Sequence[str], call: Callable[[str], T]) -> dict[str, T]:
@@ -84,6 +86,8 @@ def find_nodes(rt: Runtime, cluster: str, regions: Sequence[str]) -> tuple[str |
     """The region holding the cluster's live nodes (the first of ``regions`` that has
     any; every enabled region when ``regions`` is empty) and those nodes. The regions
     are searched in parallel."""
+    from clusterkit.aws import instances
+
     found = per_region(search_regions(rt, regions),
                        lambda r: instances.cluster_instances(rt.session, r, cluster))
     for region, nodes in found.items():

@@ -1,19 +1,28 @@
 """`clusterkit train`: one job on every node of a running cluster.
 
-1. the cluster from its spec (running nodes, host keys checked); refuse while a job is
-   active on any node (``replace``: stop it first), so a stale server never meets a new
-   scheduler;
-2. CUDA warnings of the spec's packages against the instance type;
-3. the workdir synced (``cluster/workdir.py``);
-4. ports picked on the master and checked free there (bind test), per job;
+1. the cluster's nodes: those `up` last saw (``cluster/nodecache.py``) when they are
+   kept, else from AWS (running nodes, host keys checked);
+2. one call per node says what the start needs: the node's jobs, and on the master
+   free ports (bind test there, per job), ``$HOME``, the spec's node workdir resolved,
+   and, for kept nodes, its hosts block; kept nodes that do not all answer, or that the
+   hosts block does not name, send step 1 to AWS;
+3. refuse while a job is active on any node (``replace``: stop it first), so a stale
+   server never meets a new scheduler; CUDA warnings of the spec's packages against
+   the instance type;
+4. the workdir synced (``cluster/workdir.py``): to EFS through the master first, or
+   to every node inside step 5's call;
 5. every node's job.json (0600) and the supervisor's files (``jobfiles.node_files``)
    sent as one tar over SSH stdin into the job dir, and the node's supervisor started,
    every node at once;
 6. unless ``detach``, every log streamed live until the job ends (``cluster/jobs.py``).
+
+Two SSH round trips per node before the job runs (three with EFS), on one connection
+each.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -21,22 +30,25 @@ import secrets
 import shlex
 import tarfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TextIO
+from typing import Any, TextIO
 
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.catalog.instances import lookup as instance_type
 from clusterkit.cluster import jobs, workdir
 from clusterkit.cluster.jobs import JobCluster, JobOutcome, job_dir, node_python
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.errors import ClusterkitError, RemoteError, UsageError
+from clusterkit.errors import ClusterkitError, GroupError, RemoteError, UsageError
 from clusterkit.events import Stage
 from clusterkit.remote.address import ssh_address
 from clusterkit.remote.channels import Call
 from clusterkit.remote.fanout import Connections
+from clusterkit.remote.results import GroupResult
 from clusterkit.spec.model import Spec
 from clusterkit.training import jobfiles, topology
 
+WORKDIR_MEMBER = "workdir.tar.gz"  # the packed workdir in the start's tar (then deleted)
 PORTS = 3  # the scheduler's (MXNet) or MASTER_PORT, torchrun's rendezvous, the supervisors'
 # Where the job dirs live, made writable for the login user (root in the sandbox; on AWS
 # `ubuntu`, through sudo once).
@@ -55,8 +67,63 @@ def training_command(spec: Spec, command: Sequence[str]) -> str:
     return text
 
 
-def refuse_running(rt: Runtime, jc: JobCluster, replace: bool) -> None:
-    running = jobs.active_jobs(jobs.node_jobs(jc))
+@dataclass(frozen=True)
+class Ready:
+    """What the nodes said before the start (``follower.py prepare``, one call each)."""
+
+    jobs: dict[str, list[dict[str, Any]]]  # label -> that node's jobs
+    ports: list[int]  # free on the master
+    home: str  # the login's $HOME on the master
+    hosts: str  # the master's /etc/hosts (asked of kept nodes only)
+    cwd: str | None  # the spec's node workdir (absolute, ~ expanded) on the master
+
+
+def prepare_calls(jc: JobCluster, node_workdir: str | None) -> dict[str, Call]:
+    """``follower.py prepare`` per node: jobs everywhere; ports, $HOME, the node
+    workdir and (kept nodes) the hosts block on the master."""
+    words = ["prepare", "--ports", str(PORTS)]
+    words += ["--hosts"] if jc.cached else []
+    words += ["--cd", node_workdir] if node_workdir is not None else []
+    calls = {t.hop.label: jobs.follower_call("prepare") for t in jc.targets[1:]}
+    return {jc.master.hop.label: jobs.follower_call(*words), **calls}
+
+
+def read_ready(jc: JobCluster, group: GroupResult) -> Ready:
+    answers = {label: json.loads(r.stdout.strip().splitlines()[-1])
+               for label, r in group.items()}
+    master = answers[jc.master.hop.label]
+    ports = [int(p) for p in master.get("ports", [])]
+    if len(ports) < PORTS:
+        raise RemoteError(f"no {PORTS} free ports on the master", "is the master busy?")
+    return Ready({label: a["jobs"] for label, a in answers.items()}, ports, master["home"],
+                 master.get("hosts", ""), master.get("cwd"))
+
+
+def ready_cluster(rt: Runtime, stack: contextlib.ExitStack, jc: JobCluster,
+                  node_workdir: str | None, reopen: Callable[[], JobCluster],
+                  ) -> tuple[JobCluster, Ready]:
+    """``jc`` with its connections open (closed with ``stack``) and what its nodes said.
+    Kept nodes (``jc.cached``) that do not all answer, or that the master's hosts block
+    does not name, are dropped for ``reopen()`` (the cluster from AWS)."""
+    jc = dataclasses.replace(jc, pool=stack.enter_context(Connections(jc.login, jc.targets)))
+    try:
+        group = jc.run(jc.targets, prepare_calls(jc, node_workdir), timeout=60)
+        ready = read_ready(jc, group)
+        if not jc.cached or jobs.cached_nodes_hold(jc, ready.hosts):
+            return jc, ready
+        why = "the master's hosts block names other nodes"
+    except (GroupError, RemoteError, ValueError, KeyError) as exc:
+        if not jc.cached:
+            raise
+        why = str(exc).splitlines()[0]
+    assert jc.pool is not None
+    jc.pool.close()
+    rt.info(f"the nodes `up` last saw do not hold ({why}); asking AWS", stage=Stage.TRAIN)
+    return ready_cluster(rt, stack, reopen(), node_workdir, reopen)
+
+
+def refuse_running(rt: Runtime, jc: JobCluster, ready: Ready, replace: bool) -> None:
+    running = jobs.active_jobs(ready.jobs)
     if running and not replace:
         raise ClusterkitError(
             f"job {', '.join(running)} is running on cluster {jc.name}",
@@ -67,34 +134,30 @@ def refuse_running(rt: Runtime, jc: JobCluster, replace: bool) -> None:
         jobs.stop_job(jc, job_id)
 
 
-def sync(rt: Runtime, jc: JobCluster, plan: workdir.Workdir, job_id: str) -> str:
-    """Send the workdir; its absolute path on the nodes."""
+@dataclass(frozen=True)
+class Sync:
+    """The packed workdir, where it lands (absolute) and on which nodes."""
+
+    data: bytes
+    remote: str
+    shared: bool
+
+
+def pack_workdir(rt: Runtime, jc: JobCluster, plan: workdir.Workdir, home: str) -> Sync:
     names = workdir.files(plan.local)
     data = workdir.pack(plan.local, names)
-    chosen = [jc.master] if plan.shared else jc.targets
+    where = "the EFS (through the master)" if plan.shared else f"{len(jc.targets)} node(s)"
     rt.started(Stage.TRAIN, f"syncing {len(names)} file(s) ({len(data) >> 10} KiB) from "
-               f"{plan.local} to {plan.remote} on "
-               f"{'the EFS (through the master)' if plan.shared else f'{len(chosen)} node(s)'}")
-    call = Call(workdir.extract_command(plan.remote, job_id), data)
-    group = jc.run(chosen, {t.hop.label: call for t in chosen}, timeout=600)
-    return group[chosen[0].hop.label].stdout.strip().splitlines()[-1]
+               f"{plan.local} to {plan.remote} on {where}")
+    remote = home + plan.remote[len("$HOME"):] if plan.remote.startswith("$HOME") \
+        else plan.remote
+    return Sync(data, remote, plan.shared)
 
 
-def master_ports(jc: JobCluster, node_workdir: str | None) -> tuple[list[int], str | None]:
-    """PORTS free ports on the master (bind test there) and, when the command runs in a
-    directory of the nodes, its absolute path (``~`` resolved there)."""
-    command = jobs.follower_call("ports", str(PORTS))
-    if node_workdir is not None:
-        where = node_workdir
-        if where == "~" or where.startswith("~/"):
-            where = '"$HOME"' + shlex.quote(where[1:]) if len(where) > 1 else '"$HOME"'
-        else:
-            where = shlex.quote(where)
-        command = Call(f"{command.command} && cd -- {where} && pwd", command.stdin)
-    result = jc.run([jc.master], {jc.master.hop.label: command},
-                    timeout=60)[jc.master.hop.label]
-    lines = result.stdout.splitlines()
-    return [int(p) for p in lines[0].split()], (lines[1].strip() if node_workdir else None)
+def sync_shared(jc: JobCluster, sync: Sync, job_id: str) -> None:
+    """The workdir onto the EFS, once, through the master (before any node starts)."""
+    call = Call(workdir.extract_command(sync.remote, job_id), sync.data)
+    jc.run([jc.master], {jc.master.hop.label: call}, timeout=600)
 
 
 def node_slots(jc: JobCluster) -> list[topology.NodeSlot]:
@@ -104,24 +167,33 @@ def node_slots(jc: JobCluster) -> list[topology.NodeSlot]:
             for t in jc.targets]
 
 
-def job_archive(job: dict, files: Mapping[str, str]) -> bytes:
-    """job.json (0600) and the supervisor's files (0700) as a tar for the node's stdin."""
+def job_archive(job: dict, files: Mapping[str, str], workdir_data: bytes | None = None,
+                ) -> bytes:
+    """job.json (0600), the supervisor's files (0700) and, when given, the packed workdir
+    (0600) as a tar for the node's stdin."""
     buf = io.BytesIO()
-    entries = [("job.json", json.dumps(job, indent=1), 0o600)]
-    entries += [(name, text, 0o700) for name, text in sorted(files.items())]
+    entries = [("job.json", json.dumps(job, indent=1).encode(), 0o600)]
+    entries += [(name, text.encode(), 0o700) for name, text in sorted(files.items())]
+    entries += [(WORKDIR_MEMBER, workdir_data, 0o600)] if workdir_data is not None else []
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, text, mode in entries:
-            data = text.encode()
+        for name, data, mode in entries:
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), mode
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 
-def start_command(job_id: str) -> str:
+def start_command(job_id: str, workdir_remote: str | None = None) -> str:
+    """Unpack the job's tar into its dir; with ``workdir_remote``, the workdir member
+    swapped in there first (umask 022, as a sync of its own had it); then the
+    supervisor."""
     d = shlex.quote(job_dir(job_id))
+    sync = ""
+    if workdir_remote is not None:
+        sync = (f"(umask 022; {workdir.extract_command(workdir_remote, job_id)}) "
+                f"< {d}/{WORKDIR_MEMBER} > /dev/null; rm -f -- {d}/{WORKDIR_MEMBER}; ")
     return (f"set -e; umask 077; {_JOBS_READY}; mkdir -m 0700 {d}; "
-            f"tar -x -C {d} --no-same-owner; "
+            f"tar -x -C {d} --no-same-owner; {sync}"
             f"{node_python()} {d}/supervisor.py start {d}")
 
 
@@ -134,8 +206,9 @@ def cuda_warnings(spec: Spec, instance_types: Sequence[str]) -> list[str]:
 
 
 def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
-          cwd: str, ports: Sequence[int]) -> None:
-    """Every node's job files and supervisor, all nodes at once."""
+          cwd: str, ports: Sequence[int], sync: Sync | None = None) -> None:
+    """Every node's job files and supervisor, all nodes at once; ``sync``: a workdir
+    for every node, swapped in by the same call."""
     slots = node_slots(jc)
     itype = instance_type(jc.nodes[0].instance_type)
     gpus = itype.gpu_count if itype else 0
@@ -152,7 +225,9 @@ def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
                                 num_nodes=len(slots), coordinator_host=slots[0].address,
                                 coordinator_port=ports[2])
         job["coordinator"]["token"] = token
-        calls[target.hop.label] = Call(start_command(job_id), job_archive(job, files))
+        calls[target.hop.label] = Call(
+            start_command(job_id, sync.remote if sync else None),
+            job_archive(job, files, sync.data if sync else None))
     rt.started(Stage.TRAIN, f"starting job {job_id}: {len(procs)} process(es) on "
                f"{len(slots)} node(s)")
     jc.run(jc.targets, calls, timeout=120)
@@ -168,31 +243,34 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
     stream every log to ``out`` until it ends. On Ctrl-C, ``confirm_stop(job_id)``
     decides whether the job is stopped (True) or left running."""
     rt = rt or Runtime.make(region=region, profile=profile)
-    jc = jobs.open_cluster(rt, spec_file, region)
+    jc = jobs.open_cluster(rt, spec_file, region, cached=True)
     spec = jc.spec
     if spec is None or spec.train is None:
         raise UsageError(f"{spec_file}: no train section", "add `train:` to the spec")
     text = training_command(spec, command)
     plan = workdir.plan(spec, workdir_option)
-    with Connections(jc.login, jc.targets) as pool:  # one SSH handshake per node in all
-        return _run_job(rt, dataclasses.replace(jc, pool=pool), spec, text, plan,
-                        detach=detach, replace=replace, out=out, confirm_stop=confirm_stop)
+    with contextlib.ExitStack() as stack:  # one SSH handshake per node in all
+        jc, ready = ready_cluster(rt, stack, jc, None if plan else spec.train.workdir,
+                                  lambda: jobs.open_cluster(rt, spec_file, region))
+        return _run_job(rt, jc, spec, text, plan, ready, detach=detach, replace=replace,
+                        out=out, confirm_stop=confirm_stop)
 
 
 def _run_job(rt: Runtime, jc: JobCluster, spec: Spec, text: str,
-             plan: workdir.Workdir | None, *, detach: bool, replace: bool,
+             plan: workdir.Workdir | None, ready: Ready, *, detach: bool, replace: bool,
              out: TextIO | None, confirm_stop: Callable[[str], bool]) -> JobOutcome:
-    """``do_train`` once the cluster is found: every call on ``jc``'s open connections."""
+    """``do_train`` once the nodes answered: every call on ``jc``'s open connections."""
     assert spec.train is not None
-    refuse_running(rt, jc, replace)
+    refuse_running(rt, jc, ready, replace)
     for warning in cuda_warnings(spec, [n.instance_type for n in jc.nodes]):
         rt.warn(warning, stage=Stage.TRAIN)
     job_id = topology.new_job_id(datetime.now(), secrets.token_hex(2))
-    cwd = sync(rt, jc, plan, job_id) if plan else None
-    ports, node_cwd = master_ports(jc, None if plan else spec.train.workdir)
-    if len(ports) < PORTS:
-        raise RemoteError(f"no {PORTS} free ports on the master", "is the master busy?")
-    start(rt, jc, spec, text, job_id, cwd or node_cwd or "/", ports)
+    sync = pack_workdir(rt, jc, plan, ready.home) if plan else None
+    if sync is not None and sync.shared:
+        sync_shared(jc, sync, job_id)
+    cwd = sync.remote if sync else ready.cwd or "/"
+    start(rt, jc, spec, text, job_id, cwd, ready.ports,
+          sync if sync is not None and not sync.shared else None)
     if detach:
         return JobOutcome(jc.name, job_id, "running", detached=True)
     try:

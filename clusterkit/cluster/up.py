@@ -12,7 +12,7 @@ from typing import Any
 from clusterkit.aws import efs, instances, lookup
 from clusterkit.bootstrap.run import BootstrapResult
 from clusterkit.catalog.ranking import Offer
-from clusterkit.cluster import hostkeys, launch, pins, record, stopped
+from clusterkit.cluster import hostkeys, launch, nodecache, pins, record, stopped
 from clusterkit.cluster.bootstrap import bootstrap_nodes, check_steps
 from clusterkit.cluster.caller import ssh_source_cidr
 from clusterkit.cluster.dataset_checks import check_dataset, view_for_up
@@ -262,6 +262,8 @@ def _apply(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
     bootstrap (``force_steps`` None: no bootstrap)."""
     actions = node_actions(spec.name, spec.nodes.count, nodes)
     record.save(spec, region or (offers[0].region if offers else spec.region))
+    if not actions.empty:
+        nodecache.forget(spec.name)
     stacks: dict[str, dict[str, Any]] = {}
     if region:
         stacks[region] = prepare_region(rt, spec, region, timeout, reads)
@@ -294,6 +296,8 @@ def _apply(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
         booted = bootstrap_nodes(rt, spec, region, running, stacks[region].get("outputs", {}),
                                  force=force_steps, timeout=max(60.0, deadline - rt.clock()),
                                  dataset=view_for_up(rt, spec, region, running))
+        if booted.ok:  # every node ready: `train` may start on these without asking AWS
+            nodecache.save(spec.name, running)
     return up_result(spec, region, running, host_keys, known, booted)
 
 

@@ -9,7 +9,13 @@ Verbs:
                        every line of the selected processes' logs as ``L<name>\\t<line>``;
                        with --follow until the job has ended on this node; last line
                        ``S<state.json>``
-  ports COUNT          COUNT distinct TCP ports free on every interface here (bind test)
+  prepare [--ports COUNT] [--hosts] [--cd DIR]
+                       what `train` needs before a start, as one JSON object: "jobs"
+                       (as `jobs` lists them), "home"; with --ports, "ports": COUNT
+                       distinct TCP ports free on every interface here (bind test;
+                       exit 1 when fewer are); with --hosts, "hosts" (/etc/hosts);
+                       with --cd, "cwd": DIR (~ expanded) made absolute (exit 1 when
+                       it is not a directory)
 """
 
 import json
@@ -52,7 +58,7 @@ def refreshed_state(job_dir):
     return state
 
 
-def jobs(root):
+def job_states(root):
     base = root + JOBS
     names = sorted(os.listdir(base)) if os.path.isdir(base) else []
     for name in names:
@@ -61,6 +67,11 @@ def jobs(root):
             continue
         state = refreshed_state(job_dir) or {"job_id": name, "state": "unknown"}
         state["job_id"] = name
+        yield state
+
+
+def jobs(root):
+    for state in job_states(root):
         print(json.dumps(state), flush=True)
 
 
@@ -127,7 +138,7 @@ def follow(job_dir, keep_following, names, roles):
     sys.stdout.flush()
 
 
-def free_ports(count):
+def pick_ports(count):
     found = []
     for port in random.sample(range(*PORT_RANGE), 200):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -140,8 +151,27 @@ def free_ports(count):
             sock.close()
         if len(found) == count:
             break
-    print(" ".join(str(p) for p in found))
-    return 0 if len(found) == count else 1
+    return found
+
+
+def prepare(args):
+    answer = {"jobs": list(job_states("")), "home": os.path.expanduser("~")}
+    for count in options(args, "--ports"):
+        answer["ports"] = pick_ports(int(count))
+        if len(answer["ports"]) < int(count):
+            sys.stderr.write(f"fewer than {count} free ports here\n")
+            return 1
+    if "--hosts" in args:
+        with open("/etc/hosts") as handle:
+            answer["hosts"] = handle.read()
+    for where in options(args, "--cd"):
+        path = os.path.expanduser(where)
+        if not os.path.isdir(path):
+            sys.stderr.write(f"{where}: no such directory on this node\n")
+            return 1
+        answer["cwd"] = os.path.abspath(path)
+    print(json.dumps(answer), flush=True)
+    return 0
 
 
 def options(args, flag):
@@ -155,8 +185,8 @@ def main(argv):
     if len(argv) >= 2 and argv[0] == "follow":
         follow(argv[1], "--follow" in argv, options(argv, "--name"), options(argv, "--role"))
         return 0
-    if len(argv) == 2 and argv[0] == "ports":
-        return free_ports(int(argv[1]))
+    if argv and argv[0] == "prepare":
+        return prepare(argv[1:])
     sys.stderr.write(__doc__)
     return 2
 

@@ -11,6 +11,7 @@ job running (the last lines of each stop what it started)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import re
@@ -31,7 +32,7 @@ from clusterkit.cluster.train import do_train
 from clusterkit.errors import ClusterkitError
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session
-from tests.integration.conftest import runtime
+from tests.integration.conftest import Calls, runtime
 
 CLI = str(Path(sys.executable).with_name("clusterkit"))
 SECTIONS = """\
@@ -201,3 +202,36 @@ def test_logs_follow_reattaches_after_the_client_is_killed(cluster: Cluster):
     assert logs.returncode == 0, logs.stdout + logs.stderr
     assert logs.stdout.count("done-ok") == 3
     assert cluster.active() == []
+
+
+def test_train_starts_on_the_kept_nodes_without_aws_and_asks_aws_when_they_do_not_hold(
+        cluster: Cluster):
+    """`up` kept the node list; `train` uses it without one AWS call, and goes to AWS
+    (and keeps the right list again) when the master's hosts block names other nodes."""
+    from clusterkit.cluster import nodecache
+
+    kept = nodecache.load(cluster.name)
+    assert kept is not None and sorted(n.index for n in kept) == [0, 1, 2]
+    calls, events = Calls(), []
+    rt = runtime(calls)
+    rt.report = events.append
+
+    def train() -> None:
+        calls.reset()
+        events.clear()
+        outcome = do_train(str(cluster.spec), command=("echo kept-ok",), rt=rt,
+                           workdir_option=str(cluster.work), out=io.StringIO())
+        assert outcome.state == "succeeded"
+
+    train()
+    assert calls.log == []
+    one, two = (next(n for n in kept if n.index == i) for i in (1, 2))
+    for wrong in ([n for n in kept if n.index != 2],  # a node fewer than the cluster has
+                  [n for n in kept if n.index == 0]  # two nodes at each other's address
+                  + [dataclasses.replace(one, index=2), dataclasses.replace(two, index=1)]):
+        nodecache.save(cluster.name, wrong)
+        train()
+        assert ("ec2", "DescribeInstances") in calls.log
+        assert any("asking AWS" in e.text for e in events), [e.text for e in events]
+        assert sorted(nodecache.load(cluster.name) or [], key=lambda n: n.index or 0) == \
+            sorted(kept, key=lambda n: n.index or 0)

@@ -48,6 +48,21 @@ def test_start_command_carries_no_secret_and_checks_the_id():
         train.start_command("j-1; rm -rf /")
 
 
+def test_the_workdir_rides_in_the_start_tar_and_is_swapped_in_before_the_supervisor():
+    data = train.job_archive({"job_id": "j"}, {"supervisor.py": ""}, b"\x1f\x8bcode")
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        member = tar.getmember(train.WORKDIR_MEMBER)
+        assert member.mode == 0o600
+        assert tar.extractfile(member).read() == b"\x1f\x8bcode"  # type: ignore[union-attr]
+    cmd = train.start_command("j-20250101-120000-ab12", "/home/u/clusterkit-work/c1")
+    d = "/var/lib/clusterkit/jobs/j-20250101-120000-ab12"
+    swap = cmd.index(f"< {d}/{train.WORKDIR_MEMBER}")
+    assert cmd.index("tar -x -C") < swap < cmd.index("supervisor.py start")
+    assert "d=/home/u/clusterkit-work/c1;" in cmd and "(umask 022; " in cmd
+    assert f"rm -f -- {d}/{train.WORKDIR_MEMBER};" in cmd
+    assert train.WORKDIR_MEMBER not in train.start_command("j-20250101-120000-ab12")
+
+
 def test_active_and_latest_jobs_across_nodes():
     by_node = {"m": [{"job_id": "j-20250101-120000-aaaa", "state": "failed"},
                      {"job_id": "j-20250102-120000-bbbb", "state": "stopped"}],

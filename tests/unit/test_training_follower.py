@@ -50,9 +50,27 @@ def test_jobs_lists_each_job_with_its_state(tmp_path: Path):
                                  "failed": None}
 
 
-def test_ports_are_free_and_distinct():
-    ports = [int(p) for p in _run("ports", "3").stdout.split()]
-    assert len(set(ports)) == 3
-    for port in ports:
+def test_prepare_answers_jobs_free_ports_home_hosts_and_the_workdir(tmp_path: Path):
+    proc = _run("prepare", "--ports", "3", "--hosts", "--cd", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert isinstance(answer["jobs"], list)  # the real /var/lib/clusterkit/jobs, if any
+    assert answer["home"] == str(Path.home())
+    assert answer["hosts"] == Path("/etc/hosts").read_text()
+    assert answer["cwd"] == str(tmp_path)
+    assert len(set(answer["ports"])) == 3
+    for port in answer["ports"]:
         with socket.socket() as sock:
             sock.bind(("", port))  # still free
+
+
+def test_prepare_asks_only_what_it_is_told():
+    answer = json.loads(_run("prepare").stdout)
+    assert set(answer) == {"jobs", "home"}
+
+
+def test_prepare_refuses_a_workdir_that_is_not_there(tmp_path: Path):
+    proc = _run("prepare", "--cd", str(tmp_path / "gone"))
+    assert proc.returncode == 1
+    assert b"no such directory on this node" in proc.stderr
+    assert proc.stdout == b""

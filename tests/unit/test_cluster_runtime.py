@@ -1,0 +1,29 @@
+"""cluster/runtime.py: the AWS session is made at its first use, so a command that ends
+up calling no AWS API (`train` on the nodes `up` last saw) never imports boto3."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_runtime_and_the_train_path_load_no_boto3_until_a_call():
+    probe = ("import sys, clusterkit.cluster.train as t; "
+             "from clusterkit.cluster.runtime import Runtime; "
+             "rt = Runtime.make(region='eu-west-1'); loaded = 'boto3' in sys.modules; "
+             "print(loaded, rt.session.region_name, 'boto3' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == ["False", "eu-west-1", "True"]
+
+
+def test_a_bad_profile_fails_at_the_first_use_as_a_credentials_error():
+    probe = ("from clusterkit.cluster.runtime import Runtime\n"
+             "from clusterkit.errors import ClusterkitError\n"
+             "rt = Runtime.make(profile='no-such-profile-ck')\n"
+             "try:\n    rt.session.client\nexcept ClusterkitError as e:\n"
+             "    print(type(e).__name__, e.exit_code)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
+                                          "AWS_CONFIG_FILE": "/nonexistent"}).stdout
+    assert out.split()[0] == "CredentialsError"
