@@ -21,7 +21,9 @@ Verbs:
 import json
 import os
 import random
+import select
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -29,7 +31,9 @@ import time
 JOBS = "/var/lib/clusterkit/jobs"
 ENDED = ("succeeded", "failed", "stopped")
 ACTIVE = ("starting", "running", "stopping")
-POLL = 0.05  # log lines and the end of the job reach the client this late at most
+POLL = 0.05  # at most this often a pass over the logs and the state (a busy job's)
+STATE = "state.json"
+WATCH_WAIT = 1.0  # with inotify: a pass at least this often (the timeouts below)
 STOPPING_WAIT = 3.0  # a failed job still stopping on this node counts as ended after it
 MISSING_WAIT = 30.0  # no state.json for this long: the supervisor never started
 PORT_RANGE = (20000, 32000)  # below Linux's ephemeral ports (32768-60999)
@@ -115,10 +119,64 @@ def ended(state, since):
         and time.monotonic() - since > STOPPING_WAIT
 
 
+class Changes:
+    """Waits for a change in the job dir: inotify where the kernel has it (a quiet job
+    costs nothing; a new state.json is seen at once, log lines at most every POLL),
+    else a POLL sleep."""
+
+    IN_MODIFY, IN_CLOSE_WRITE, IN_MOVED_TO, IN_CREATE = 0x2, 0x8, 0x80, 0x100
+
+    def __init__(self, job_dir):
+        self.fd, self.last = None, 0.0
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+            mask = self.IN_MODIFY | self.IN_CLOSE_WRITE | self.IN_MOVED_TO | self.IN_CREATE
+            if fd >= 0 and libc.inotify_add_watch(fd, job_dir.encode(), mask) >= 0:
+                self.fd = fd
+            elif fd >= 0:
+                os.close(fd)
+        except (OSError, AttributeError, ImportError):
+            self.fd = None
+
+    def names(self):
+        """The names in the pending events (struct inotify_event: wd, mask, cookie,
+        len, then len bytes of NUL-padded name)."""
+        found = set()
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:  # drained (EAGAIN)
+                return found
+            offset = 0
+            while offset + 16 <= len(data):
+                size = struct.unpack_from("iIII", data, offset)[3]
+                found.add(data[offset + 16:offset + 16 + size].rstrip(b"\0").decode(
+                    "utf-8", "replace"))
+                offset += 16 + size
+
+    def wait(self):
+        if self.fd is None:
+            time.sleep(POLL)
+            return
+        due = None  # when the pass for new log lines is due
+        while True:
+            now = time.monotonic()
+            timeout = WATCH_WAIT if due is None else max(0.0, due - now)
+            if not select.select([self.fd], [], [], timeout)[0] or STATE in self.names():
+                break
+            if due is None:
+                due = max(now, self.last + POLL)
+        self.last = time.monotonic()
+
+
 def follow(job_dir, keep_following, names, roles):
     logs = selected(job_dir, names, roles)
     start, failing_since, last_pass = time.monotonic(), None, False
     state = None
+    changes = Changes(job_dir) if keep_following else None
     while True:
         for log in logs:
             log.pump(final=last_pass or not keep_following)
@@ -132,7 +190,7 @@ def follow(job_dir, keep_following, names, roles):
             failing_since = time.monotonic()
         last_pass = ended(state, failing_since)
         if not last_pass:
-            time.sleep(POLL)
+            changes.wait()
     state = read_json(os.path.join(job_dir, "state.json")) or {"state": "unknown"}
     sys.stdout.write("S" + json.dumps(state) + "\n")
     sys.stdout.flush()

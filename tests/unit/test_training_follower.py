@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from clusterkit.training import follower
@@ -74,3 +77,45 @@ def test_prepare_refuses_a_workdir_that_is_not_there(tmp_path: Path):
     assert proc.returncode == 1
     assert b"no such directory on this node" in proc.stderr
     assert proc.stdout == b""
+
+
+def test_follow_wakes_on_a_change_in_the_job_dir_not_on_a_clock(tmp_path: Path):
+    changes = follower.Changes(str(tmp_path))
+    assert changes.fd is not None  # this kernel has inotify, as the nodes' do
+    time.sleep(follower.POLL)  # past the busy floor
+    started = time.monotonic()
+    changes.wait()  # nothing changes: one pass per WATCH_WAIT
+    assert time.monotonic() - started >= follower.WATCH_WAIT * 0.9
+    time.sleep(follower.POLL)
+    threading.Timer(0.2, lambda: (tmp_path / "state.json").write_text("{}")).start()
+    started = time.monotonic()
+    changes.wait()
+    assert 0.15 < time.monotonic() - started < follower.WATCH_WAIT * 0.9
+
+
+def test_follow_streams_a_line_and_ends_when_the_state_does(tmp_path: Path):
+    d = _job(tmp_path, "running")
+
+    def later() -> None:
+        with open(d / "worker-0.log", "a") as log:
+            log.write(" then more\nlast\n")
+        (d / "state.tmp").write_text(json.dumps({"state": "succeeded", "failed": None}))
+        os.replace(d / "state.tmp", d / "state.json")  # as the supervisor writes it
+
+    threading.Timer(0.5, later).start()
+    out = _run("follow", str(d), "--follow").stdout.decode().splitlines()
+    assert out[:-1] == ["Lscheduler\ts1", "Lworker-0\tw1", "Lworker-0\tw2 no newline then more",
+                        "Lworker-0\tlast"]
+    assert json.loads(out[-1][1:])["state"] == "succeeded"
+
+
+def test_a_new_state_is_seen_at_once_and_log_lines_at_most_every_poll(tmp_path: Path):
+    changes = follower.Changes(str(tmp_path))
+    changes.last = started = time.monotonic()  # a pass just now
+    (tmp_path / "worker-0.log").write_text("line\n")  # a busy job: one pass per POLL
+    changes.wait()
+    assert time.monotonic() - started >= follower.POLL * 0.8
+    started = time.monotonic()
+    (tmp_path / "state.json").write_text("{}")  # the end of the job: no floor
+    changes.wait()
+    assert time.monotonic() - started < follower.POLL * 0.8
