@@ -29,6 +29,7 @@ import time
 WAITED_ROLES = ("worker", "torchrun")  # the job succeeds when all of these exit 0
 HEARTBEAT_S = 1.0
 TICK_S = 0.1
+DIAL_S = 0.25  # a node without a link to the master dials it again this often
 MAX_LINE = 1 << 16
 MASTER = 0  # the master is node 0: a node's link to it is links[MASTER]
 WAKE = "wake"  # selector data of the supervisor's signal pipe
@@ -94,6 +95,7 @@ class Coordinator:
         self.sel, self.listener = selectors.DefaultSelector(), None
         self.links, self.nodes, self.seen, self.done_nodes = {}, {}, {}, set()
         self.outcome, self.heard = None, None  # what was decided / asked of us
+        self.pending: list = []  # stop / done for the master, waiting for a link
         self.started = time.monotonic()
         self.last_hb = self.last_dial = 0.0
 
@@ -123,8 +125,14 @@ class Coordinator:
                 link.send({"t": "hb"})
 
     def _to_master(self, msg: dict) -> None:
-        if not self.master and MASTER in self.links:
-            self.links[MASTER].send(msg)
+        """Send now when linked; a stop or done asked before the link is up (or on a
+        link that broke) goes out right after the next hello, which carries the
+        latest procs itself."""
+        if self.master:
+            return
+        link = self.links.get(MASTER)
+        if (link is None or not link.send(msg)) and msg.get("t") != "procs":
+            self.pending.append(msg)
 
     # -- what the supervisor learns
     def verdict(self, now: float) -> tuple | None:
@@ -196,7 +204,7 @@ class Coordinator:
                 self.drop(key.data)
         now = time.monotonic()
         if dial and not self.master and MASTER not in self.links \
-                and now - self.last_dial >= 1.0:
+                and now - self.last_dial >= DIAL_S:
             self.dial(now)
         return self.heard
 
@@ -209,7 +217,8 @@ class Coordinator:
         link = Link(sock, MASTER)
         hello = {"t": "hello", "token": self.token, "node": self.me,
                  "procs": self.nodes.get(self.me, {})}
-        if link.send(hello):
+        if link.send(hello) and all(link.send(msg) for msg in self.pending):
+            self.pending.clear()
             self.links[MASTER] = link
             self.sel.register(sock, selectors.EVENT_READ, link)
         else:

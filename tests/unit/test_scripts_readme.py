@@ -112,10 +112,10 @@ def _troubles(monkeypatch: pytest.MonkeyPatch) -> list[ClusterkitError]:
     pin = Pinned(PinKind.SNAPSHOT, snap, "storage.dataset.snapshot")
     errors = [capacity, quota, UsageError(verdict.error, verdict.hint),
               PinReport(("us-east-1",), {pin: {"us-east-1": MISSING}}).failure()]
-    monkeypatch.setattr(train.jobs, "active_jobs", lambda _jobs: ["JOB"])
-    monkeypatch.setattr(train.jobs, "node_jobs", lambda _jc: {})
+    ready = train.Ready({"master": [{"job_id": "JOB", "state": "running"}]}, [1, 2, 3],
+                        "/root", "", None)
     with pytest.raises(ClusterkitError) as stale:
-        train.refuse_running(None, SimpleNamespace(name="NAME"), replace=False)
+        train.refuse_running(None, SimpleNamespace(name="NAME"), ready, replace=False)
     errors.append(stale.value)
     return errors + [known_hosts.changed_error([known_hosts.KeyChange(
         "worker-2", "i-0abc", "ssh-ed25519 AAAA", "ssh-ed25519 BBBB")])]

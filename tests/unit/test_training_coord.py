@@ -122,6 +122,18 @@ def test_a_stop_asked_on_a_node_reaches_the_master(pair) -> None:
     assert heard == [(0, ("stopped", "stopped on request on node 1", None))]
 
 
+def test_a_stop_asked_before_the_link_is_up_still_reaches_the_master(pair) -> None:
+    """Both supervisors start at once: a node may be asked to stop before its first
+    dial reached the master's listener; the stop must not be lost (the master would
+    then see only the SIGTERMed processes and call the job failed)."""
+    master, node = pair
+    node.request_stop()  # no link yet
+    node.report(_procs(("worker-0", "worker", -15)))
+    heard = _pump_until(lambda: master.heard is not None, master, node)
+    assert heard[0] == (0, ("stopped", "stopped on request on node 1", None))
+    assert node.pending == []
+
+
 def _closed(sock: socket.socket) -> bool:
     try:
         data = sock.recv(100)
