@@ -106,9 +106,14 @@ def signal_pid(pid: int, sig: int, group: bool = False) -> None:
         (os.killpg if group else os.kill)(pid, sig)
 
 
-def scan_proc(pgids: set, job_id: str) -> set:
-    """Live pids in one of ``pgids`` or whose environ holds CLUSTERKIT_JOB_ID=job_id."""
-    marker, found = ("CLUSTERKIT_JOB_ID=" + job_id).encode(), set()
+def scan_proc(pgids: set, job_id: str, node: int | None = None) -> set:
+    """Live pids in one of ``pgids`` or whose environ holds CLUSTERKIT_JOB_ID=job_id
+    (and, given ``node``, CLUSTERKIT_NODE_RANK=node: where several nodes share one PID
+    space, the sandbox's, one node's sweep must not reach another's processes)."""
+    markers = {("CLUSTERKIT_JOB_ID=" + job_id).encode()}
+    if node is not None:
+        markers.add(f"CLUSTERKIT_NODE_RANK={node}".encode())
+    found = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
@@ -121,7 +126,7 @@ def scan_proc(pgids: set, job_id: str) -> set:
                 found.add(int(entry))
                 continue
             with open(f"/proc/{entry}/environ", "rb") as f:
-                if marker in f.read().split(b"\0"):
+                if markers <= set(f.read().split(b"\0")):
                     found.add(int(entry))
         except (OSError, IndexError, ValueError):
             continue
@@ -131,13 +136,14 @@ def scan_proc(pgids: set, job_id: str) -> set:
 class Reaper:
     """Who is left of the job on this node, and how to end them."""
 
-    def __init__(self, job_id: str, cgroup: Cgroup | None, pgids: set):
-        self.job_id, self.cgroup, self.pgids = job_id, cgroup, set(pgids)
+    def __init__(self, job_id: str, cgroup: Cgroup | None, pgids: set,
+                 node: int | None = None):
+        self.job_id, self.cgroup, self.pgids, self.node = job_id, cgroup, set(pgids), node
 
     def alive(self) -> set:
         if self.cgroup is not None and os.path.isdir(self.cgroup.path):
             return self.cgroup.pids()
-        return scan_proc(self.pgids, self.job_id)
+        return scan_proc(self.pgids, self.job_id, self.node)
 
     def signal(self, sig: int) -> None:
         for pgid in self.pgids:

@@ -76,12 +76,13 @@ def load_job(job_dir: str) -> dict:
     return job
 
 
-def process_env(base: dict, extra: dict, job_id: str) -> dict:
+def process_env(base: dict, extra: dict, job_id: str, node: int) -> dict:
     """The minimal environment (PATH, HOME, LANG) plus the job's keys, nothing else."""
     env = {"PATH": base.get("PATH") or DEFAULT_PATH, "HOME": base.get("HOME") or "/root",
            "LANG": base.get("LANG") or "C.UTF-8"}
     env.update({str(k): str(v) for k, v in extra.items()})
-    env["CLUSTERKIT_JOB_ID"] = job_id  # the last-resort stop finds processes by it
+    # the last-resort stop finds the processes of this job on this node by these two
+    env.update(CLUSTERKIT_JOB_ID=job_id, CLUSTERKIT_NODE_RANK=str(node))
     return env
 
 
@@ -185,7 +186,7 @@ class Supervisor:
         if self.outcome is None:
             for p in self.procs:
                 p.start(self.cgroup, process_env(os.environ, p.spec.get("env") or {},
-                                                 self.job_id))
+                                                 self.job_id, self.me))
             self.state = "running"
         self.save()
         self.report()
@@ -220,7 +221,7 @@ class Supervisor:
         self.outcome, self.state = (state, reason, failed), "stopping"
         self.coord.broadcast(self.outcome)
         pgids = {p.popen.pid for p in self.procs if p.popen is not None}
-        self.reaper = Reaper(self.job_id, self.cgroup, pgids)
+        self.reaper = Reaper(self.job_id, self.cgroup, pgids, self.me)
         self.reaper.signal(signal.SIGTERM)
         self.stop_at = time.monotonic()
         self.save()
@@ -265,7 +266,7 @@ class Supervisor:
     def crash(self, error: BaseException) -> None:
         """Last resort: nothing of the job may outlive its supervisor silently."""
         pgids = {p.popen.pid for p in self.procs if p.popen is not None}
-        Reaper(self.job_id, self.cgroup, pgids).kill()
+        Reaper(self.job_id, self.cgroup, pgids, self.me).kill()
         self.outcome, self.state = ("failed", f"supervisor crashed: {error!r}", None), "failed"
         self.save()
 
@@ -362,7 +363,7 @@ def verb_stop(job_dir: str, job: dict, grace: float | None) -> int:
     path = os.path.join(job_dir, "state.json")
     state = read_json(path) or {"job_id": job["job_id"], "processes": {}}
     group = recorded_cgroup(state, job["cgroup_name"])
-    reaper = Reaper(job["job_id"], group, _pgids(job_dir, job))
+    reaper = Reaper(job["job_id"], group, _pgids(job_dir, job), job.get("node_index"))
     if reaper.alive():
         reaper.signal(signal.SIGTERM)
         if not _wait_gone(reaper, grace):

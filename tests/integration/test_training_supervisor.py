@@ -167,7 +167,8 @@ def test_workers_exit_0_then_servers_stop_and_every_node_succeeds(make_job) -> N
                Path(f"/proc/{pid0}/environ").read_text().split("\0") if e)
     shell_own = {"SHLVL", "PWD", "_"}  # what bash itself exports
     assert set(env) - shell_own == {"PATH", "HOME", "LANG", "SECRET_THING", "CK_TEST_NODE",
-                                    "CLUSTERKIT_JOB_ID"}
+                                    "CLUSTERKIT_JOB_ID", "CLUSTERKIT_NODE_RANK"}
+    assert env["CLUSTERKIT_NODE_RANK"] == "0"
     waited = job.master.cli("wait", "--timeout", "20")
     assert waited.returncode == 0, waited.stdout
     states = job.wait_final()

@@ -40,6 +40,21 @@ def test_scan_proc_finds_a_process_by_its_job_id_and_by_its_group() -> None:
     assert not {by_env.pid, by_group.pid} & reaping.scan_proc({by_group.pid}, JOB_ID)
 
 
+def test_scan_proc_given_a_node_leaves_the_other_nodes_of_the_job_alone() -> None:
+    """The sandbox's nodes share one PID space: node 1's sweep must not reach node 0."""
+    base = {"PATH": os.environ["PATH"], "CLUSTERKIT_JOB_ID": JOB_ID}
+    mine = subprocess.Popen(["sleep", "30"], env={**base, "CLUSTERKIT_NODE_RANK": "1"})
+    other = subprocess.Popen(["sleep", "30"], env={**base, "CLUSTERKIT_NODE_RANK": "0"})
+    try:
+        found = reaping.scan_proc(set(), JOB_ID, 1)
+        assert mine.pid in found and other.pid not in found
+        assert {mine.pid, other.pid} <= reaping.scan_proc(set(), JOB_ID)
+    finally:
+        for p in (mine, other):
+            p.kill()
+            p.wait()
+
+
 def test_stop_kills_only_the_cgroup_of_its_own_job() -> None:
     name = f"c1-0-{JOB_ID}"
     own = f"/sys/fs/cgroup/unified/clusterkit/{name}"

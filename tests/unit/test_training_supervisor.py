@@ -47,12 +47,14 @@ def test_the_supervisor_run_as_a_file_imports_its_modules_from_its_own_dir(tmp_p
 
 def test_process_env_is_minimal_plus_the_job_keys() -> None:
     base = {"PATH": "/bin", "HOME": "/home/u", "AWS_SECRET_ACCESS_KEY": "x", "TERM": "y"}
-    env = sup.process_env(base, {"DMLC_ROLE": "worker", "N": 3}, JOB_ID)
+    env = sup.process_env(base, {"DMLC_ROLE": "worker", "N": 3}, JOB_ID, 2)
     assert env == {"PATH": "/bin", "HOME": "/home/u", "LANG": "C.UTF-8",
-                   "DMLC_ROLE": "worker", "N": "3", "CLUSTERKIT_JOB_ID": JOB_ID}
-    assert sup.process_env({}, {"CLUSTERKIT_JOB_ID": "other"}, JOB_ID)["CLUSTERKIT_JOB_ID"] \
-        == JOB_ID
-    assert sup.process_env({}, {}, JOB_ID)["PATH"] == sup.DEFAULT_PATH
+                   "DMLC_ROLE": "worker", "N": "3", "CLUSTERKIT_JOB_ID": JOB_ID,
+                   "CLUSTERKIT_NODE_RANK": "2"}
+    forged = sup.process_env({}, {"CLUSTERKIT_JOB_ID": "other", "CLUSTERKIT_NODE_RANK": "0"},
+                             JOB_ID, 1)
+    assert (forged["CLUSTERKIT_JOB_ID"], forged["CLUSTERKIT_NODE_RANK"]) == (JOB_ID, "1")
+    assert sup.process_env({}, {}, JOB_ID, 0)["PATH"] == sup.DEFAULT_PATH
 
 
 def _job_dir(tmp_path: Path, **overrides: object) -> str:
