@@ -203,7 +203,7 @@ class Coordinator:
             if msgs is None:
                 self.drop(key.data)
         now = time.monotonic()
-        if dial and not self.master and MASTER not in self.links \
+        if (dial or self.pending) and not self.master and MASTER not in self.links \
                 and now - self.last_dial >= DIAL_S:
             self.dial(now)
         return self.heard

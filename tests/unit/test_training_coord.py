@@ -134,6 +134,13 @@ def test_a_stop_asked_before_the_link_is_up_still_reaches_the_master(pair) -> No
     assert node.pending == []
 
 
+def test_a_node_done_locally_still_dials_to_deliver_what_waits(pair) -> None:
+    master, node = pair
+    node.send_done()  # no link yet; the supervisor stops dialling once done locally
+    wait_for(lambda: node.pump(dial=False) is None and master.pump() is None
+             and 1 in master.done_nodes, "done delivered")
+
+
 def _closed(sock: socket.socket) -> bool:
     try:
         data = sock.recv(100)
