@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from clusterkit.cluster import jobs, train
-from clusterkit.errors import UsageError
+from clusterkit.errors import RemoteError, UsageError
 from clusterkit.spec.model import Spec, Train
 
 
@@ -61,6 +61,20 @@ def test_the_workdir_rides_in_the_start_tar_and_is_swapped_in_before_the_supervi
     assert "d=/home/u/clusterkit-work/c1;" in cmd and "(umask 022; " in cmd
     assert f"rm -f -- {d}/{train.WORKDIR_MEMBER};" in cmd
     assert train.WORKDIR_MEMBER not in train.start_command("j-20250101-120000-ab12")
+
+
+def test_ready_reads_each_nodes_answer_and_refuses_a_master_short_of_ports():
+    jc = SimpleNamespace(master=SimpleNamespace(hop=SimpleNamespace(label="m")))
+    answer = {"jobs": [{"job_id": "j", "state": "running"}], "home": "/home/u",
+              "ports": [20001, 20002, 20003], "cwd": "/efs/p"}
+    group = {"m": SimpleNamespace(stdout="noise\n" + json.dumps(answer) + "\n"),
+             "w": SimpleNamespace(stdout=json.dumps({"jobs": [], "home": "/home/u"}))}
+    ready = train.read_ready(jc, group)  # type: ignore[arg-type]
+    assert ready == train.Ready({"m": answer["jobs"], "w": []}, [20001, 20002, 20003],
+                                "/home/u", "", "/efs/p")
+    group["m"] = SimpleNamespace(stdout=json.dumps({**answer, "ports": [20001, 20002]}))
+    with pytest.raises(RemoteError, match="no 3 free ports on the master"):
+        train.read_ready(jc, group)  # type: ignore[arg-type]
 
 
 def test_active_and_latest_jobs_across_nodes():
