@@ -7,6 +7,7 @@ Each part sits between ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME --
   spec-keys      every key of cluster.yaml (clusterkit.spec.doc, from spec/keys.py)
   example-costs  per example: the offline plan's offer and $/h, the vCPU quotas it needs
   iam-policy     docs/iam-policy.json (scripts/iam_policy.py), to paste into IAM
+  install-tools  what scripts/install.sh installs, from scripts/tools.txt
 """
 
 from __future__ import annotations
@@ -93,10 +94,36 @@ def iam_policy() -> str:
     return "```json\n" + module.render() + "```\n"
 
 
+def _tools_by_how() -> dict[str, list[tuple[str, str]]]:
+    """scripts/tools.txt as how -> [(command, package)], in the list's order."""
+    grouped: dict[str, list[tuple[str, str]]] = {}
+    for line in (ROOT / "scripts/tools.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            command, how, package = line.split()[:3]
+            grouped.setdefault(how, []).append((command, package))
+    return grouped
+
+
+def install_tools() -> str:
+    """One sentence: what scripts/install.sh installs, from scripts/tools.txt."""
+    grouped = _tools_by_how()
+    packages = ", ".join(f"`{p}`" for p in dict.fromkeys(p for _c, p in grouped["apt"]))
+    wheels = ", ".join(f"`{c}`" + (f" (the `{p}` wheel)" if p != c else "")
+                       for c, p in grouped["pip"])
+    optional = ", ".join(f"`{c}`" for c, _p in grouped.get("optional", []))
+    return ("Both install with `scripts/install.sh`, from the one list in `scripts/tools.txt`: "
+            f"`apt-get install` of whichever of these OS packages are missing ({packages}, "
+            "and `python3-venv` where `venv` is missing), then a virtual environment in "
+            "`.venv` with `pip install -e '.[mxnet,test]'`, which brings the test tools "
+            f"{wheels}; it ends by checking that every listed tool is there. Used where "
+            f"present, never installed: {optional}.\n")
+
+
 PARTS: dict[str, Callable[[], str]] = {
     "spec-keys": key_table,
     "example-costs": example_costs,
     "iam-policy": iam_policy,
+    "install-tools": install_tools,
 }
 
 

@@ -8,7 +8,9 @@ import copy
 import importlib.util
 import logging
 import os
+import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -47,14 +49,38 @@ def require_module(name: str) -> None:
         _unmet(f"needs the {name} module (pip install -e '.[{name}]')")
 
 
+TOOLS_LIST = Path(__file__).resolve().parents[1] / "scripts" / "tools.txt"
+
+
+def listed_tools() -> dict[str, tuple[str, str]]:
+    """scripts/tools.txt: command -> (how it is installed, package)."""
+    tools = {}
+    for line in TOOLS_LIST.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            command, how, package = line.split()[:3]
+            tools[command] = (how, package)
+    return tools
+
+
+def require_tool(name: str) -> str:
+    """The path of the external command ``name`` (PATH, sbin, then this interpreter's
+    environment, where the pip-installed tools are). A tool scripts/tools.txt does not
+    list fails at once, installed here or not: it would be missing on a fresh machine."""
+    if name not in listed_tools():
+        pytest.fail(f"{name} is not in scripts/tools.txt: list it there so "
+                    "scripts/install.sh installs it", pytrace=False)
+    where = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", ""),
+                             "/usr/sbin", "/sbin"])
+    found = shutil.which(name, path=where)
+    if found is None:
+        _unmet(f"{name} is not installed (bash scripts/install.sh installs it)")
+    return found
+
+
 def shellcheck_clean(*scripts: Path) -> None:
     """Assert ``scripts`` pass shellcheck (a missing shellcheck fails on CI)."""
-    import shutil
-
-    shellcheck = shutil.which("shellcheck")
-    if shellcheck is None:
-        _unmet("shellcheck is not installed (apt-get install -y shellcheck)")
-    out = subprocess.run([str(shellcheck), "--shell=bash", *map(str, scripts)],
+    shellcheck = require_tool("shellcheck")
+    out = subprocess.run([shellcheck, "--shell=bash", *map(str, scripts)],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
 
