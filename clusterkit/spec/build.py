@@ -42,6 +42,7 @@ def _storage(d: Mapping[str, Any] | None) -> model.Storage:
         scratch=model.Scratch(**_given(d["scratch"])) if "scratch" in d else None,
         efs=model.Efs(**_given(d["efs"])) if "efs" in d else None,
         dataset=model.Dataset(**_given(d["dataset"])) if "dataset" in d else None,
+        kms_key=d.get("kms_key"),
     )
 
 

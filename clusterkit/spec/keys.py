@@ -18,6 +18,9 @@ REGION_RE = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}$"
 INSTANCE_TYPE_RE = (r"^[a-z][a-z0-9-]*[0-9][a-z0-9-]*\."
                     r"(nano|micro|small|medium|large|[0-9]*xlarge|metal(-[0-9a-z]+)?)$")
 MOUNT_RE = r"^/[A-Za-z0-9._/-]*$"
+KMS_KEY_RE = (r"^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32}|"
+              r"alias/[A-Za-z0-9/_-]{1,250}|"
+              r"arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:(key/[A-Za-z0-9-]+|alias/[A-Za-z0-9/_-]+))$")
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,8 @@ NODES = _obj("The machines: how many, which types, which market.", {
     "root_volume": ROOT_VOLUME,
     "allow_large": Key("boolean", f"Allow more than {model.SANE_NODE_LIMIT} nodes.",
                        default=False),
+    "containers": Key("boolean", "The nodes run containers (Docker): instance metadata "
+                      "answers one network hop more (hop limit 2, else 1).", default=False),
 }, required=True)
 
 SSH = _obj("How clusterkit and you log in to the nodes.", {
@@ -140,6 +145,11 @@ STORAGE = _obj("Disks and file systems on every node; each part is off unless wr
     "scratch": SCRATCH,
     "efs": EFS,
     "dataset": DATASET,
+    "kms_key": Key("string", "KMS key (id, ARN or alias/NAME) that encrypts the dataset "
+                   "snapshots, volumes and EFS clusterkit makes (unset: the AWS-managed key).",
+                   pattern=KMS_KEY_RE, max_length=2048,
+                   what="a KMS key id, key ARN, alias/NAME or alias ARN",
+                   example="alias/clusterkit"),
 })
 
 TRAIN = _obj("The distributed job `clusterkit train` starts.", {

@@ -60,6 +60,7 @@ class Nodes:
     placement_group: bool = True
     root_volume: RootVolume = field(default_factory=RootVolume)
     allow_large: bool = False  # permit count > SANE_NODE_LIMIT
+    containers: bool = False  # the nodes run containers: IMDS answers one hop more
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ class Storage:
     scratch: Scratch | None = None
     efs: Efs | None = None
     dataset: Dataset | None = None
+    kms_key: str | None = None  # None: the AWS-managed key of each service
 
 
 @dataclass(frozen=True)
