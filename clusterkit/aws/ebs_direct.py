@@ -62,11 +62,14 @@ def ebs_client(session: boto3.Session, region: str, threads: int) -> Any:
 
 def start_snapshot(session: boto3.Session, region: str, size_gib: int,
                    tags: Mapping[str, str], description: str, client_token: str,
-                   timeout_min: int = START_TIMEOUT_MIN) -> str:
+                   timeout_min: int = START_TIMEOUT_MIN, kms_key_arn: str | None = None) -> str:
+    """A new snapshot, always encrypted: with ``kms_key_arn`` (a key ARN: StartSnapshot
+    takes no alias), else with the account's default EBS key."""
+    extra = {"KmsKeyArn": kms_key_arn} if kms_key_arn else {}
     with aws_call("StartSnapshot", region):
         out = cached_client(session, "ebs", region).start_snapshot(
             VolumeSize=size_gib, Tags=to_list(tags), Description=description,
-            ClientToken=client_token, Timeout=timeout_min)
+            ClientToken=client_token, Timeout=timeout_min, Encrypted=True, **extra)
     return str(out["SnapshotId"])
 
 

@@ -47,3 +47,23 @@ def snapshot_volume(session: boto3.Session, region: str, volume_id: str, descrip
             VolumeId=volume_id, Description=description,
             TagSpecifications=tag_specs(["snapshot"], tags))
     return str(out["SnapshotId"])
+
+
+def encryption(session: boto3.Session, region: str, snapshot_id: str) -> tuple[bool, str | None]:
+    """(encrypted, KMS key id or ARN) of the snapshot."""
+    with aws_call("DescribeSnapshots", snapshot_id):
+        raw = client(session, "ec2", region).describe_snapshots(
+            SnapshotIds=[snapshot_id])["Snapshots"][0]
+    return bool(raw.get("Encrypted")), raw.get("KmsKeyId") or None
+
+
+def copy_encrypted(session: boto3.Session, region: str, snapshot_id: str, description: str,
+                   tags: Mapping[str, str], kms_key: str | None = None) -> str:
+    """CopySnapshot into an encrypted snapshot in the same region (with ``kms_key``, else
+    the account's default EBS key), tagged at creation; the copy's id."""
+    extra = {"KmsKeyId": kms_key} if kms_key else {}
+    with aws_call("CopySnapshot", snapshot_id):
+        out = client(session, "ec2", region).copy_snapshot(
+            SourceSnapshotId=snapshot_id, SourceRegion=region, Description=description,
+            Encrypted=True, TagSpecifications=tag_specs(["snapshot"], tags), **extra)
+    return str(out["SnapshotId"])

@@ -107,13 +107,16 @@ def describe_clones(session: boto3.Session, region: str, ids: Sequence[str]) -> 
 def create_clone(session: boto3.Session, region: str, *, az: str, snapshot_id: str,
                  size_gib: int, volume_type: str, iops: int | None, throughput: int | None,
                  initialization_rate: int | None, tags: Mapping[str, str],
-                 client_token: str) -> str:
-    """One encrypted volume from the snapshot in ``az``; its id. ``client_token``: the
-    same token again returns the same volume (a retried call is not a second volume)."""
+                 client_token: str, kms_key: str | None = None) -> str:
+    """One encrypted volume from the snapshot in ``az`` (with ``kms_key``, else the
+    default EBS key); its id. ``client_token``: the same token again returns the same
+    volume (a retried call is not a second volume)."""
     kwargs: dict[str, Any] = {
         "AvailabilityZone": az, "SnapshotId": snapshot_id, "Size": size_gib,
         "VolumeType": volume_type, "Encrypted": True, "ClientToken": client_token,
         "TagSpecifications": tag_specs(["volume"], tags)}
+    if kms_key:
+        kwargs["KmsKeyId"] = kms_key
     if iops:
         kwargs["Iops"] = iops
     if throughput:

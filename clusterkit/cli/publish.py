@@ -29,9 +29,11 @@ if TYPE_CHECKING:
               help="Blocks uploaded at once (DIR).")
 @click.option("--tmp-dir", type=click.Path(file_okay=False),
               help="Where the ext4 image is built (DIR; removed after the upload).")
+@click.option("--kms-key", help="KMS key that encrypts the snapshot (id, ARN or alias/NAME; "
+              "default: a spec's storage.kms_key, else the account's default EBS key).")
 @json_option
 def snapshot_dataset(source: str, label: str | None, node: str | None, mount: str | None,
-                     threads: int, tmp_dir: str | None) -> None:
+                     threads: int, tmp_dir: str | None, kms_key: str | None) -> None:
     """Publish a dataset as an EBS snapshot that deploy-dataset clones onto every node.
 
     \b
@@ -40,7 +42,8 @@ def snapshot_dataset(source: str, label: str | None, node: str | None, mount: st
       clusterkit snapshot-dataset mycluster --node 0 --path /data --name imagenet
 
     SOURCE is a local directory (uploaded with the EBS direct APIs, no instance needed),
-    or, with --path, a cluster NAME or spec file. Prints the snapshot id.
+    or, with --path, a cluster NAME or spec file. The snapshot is always encrypted.
+    Prints the snapshot id.
     """
     from clusterkit.cluster import publish
 
@@ -53,13 +56,14 @@ def snapshot_dataset(source: str, label: str | None, node: str | None, mount: st
                 raise UsageError("--node needs --path", "give --path MOUNT with --node, or "
                                  "a local directory without --node")
             result = publish.do_snapshot_dataset(source, label=label, region=ctx.region,
-                                                 rt=rt, threads=threads, tmp_dir=tmp_dir)
+                                                 rt=rt, threads=threads, tmp_dir=tmp_dir,
+                                                 kms_key=kms_key)
         else:
             from clusterkit.cluster.target import check_target
 
             check_target(source)
             result = publish.do_snapshot_volume(source, node=node, path=mount, label=label,
-                                                region=ctx.region, rt=rt)
+                                                region=ctx.region, rt=rt, kms_key=kms_key)
     render(result, ctx.json)
 
 

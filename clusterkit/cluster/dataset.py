@@ -282,7 +282,8 @@ def _create(rt: Runtime, spec: Spec, region: str, ds: Dataset, snapshot_id: str,
         volume_type=ds.volume_type, iops=ds.iops, throughput=ds.throughput,
         initialization_rate=ds.initialization_rate,
         tags=pd.clone_tags(base_tags(spec), snapshot_id, slot.index),
-        client_token=client_token(spec.name, snapshot_id, slot))
+        client_token=client_token(spec.name, snapshot_id, slot),
+        kms_key=spec.storage.kms_key)
     made.created[slot.index] = vol
     return vol
 

@@ -5,6 +5,11 @@ APIs upload -> CompleteSnapshot -> wait ``completed`` -> ONLY THEN the tags that
 usable. From a node: the EBS volume mounted at a path (found by volume id), EC2
 CreateSnapshot, wait, the same tags.
 
+Every dataset snapshot is encrypted: StartSnapshot asks for it (with --kms-key, or the
+account's default EBS key); a node's volume that is not encrypted (or not with the key
+asked for) gives a snapshot that is copied encrypted, and the plaintext one deleted
+before anything is tagged usable.
+
 Usable dataset snapshot = state ``completed`` AND ``clusterkit:published=complete``.
 Until then a snapshot carries only ``clusterkit:dataset-upload=LABEL``: an interrupted
 upload is findable and never usable, and the next run with the same label deletes it
@@ -24,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterkit import statedir
-from clusterkit.aws import ebs_direct, snapshots
+from clusterkit.aws import ebs_direct, kms, snapshots
 from clusterkit.aws.endpoints import check_regions
 from clusterkit.aws.volumes import describe_snapshot
 from clusterkit.cluster.runtime import Runtime
@@ -32,6 +37,7 @@ from clusterkit.dataset import ext4image, manifest
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.events import Kind, Stage
 from clusterkit.plan.dataset import DATASET_TAG, MANIFEST_TAG, PUBLISHED_TAG
+from clusterkit.spec.keys import KMS_KEY_RE
 
 UPLOAD_TAG = "clusterkit:dataset-upload"
 COMPLETE_TIMEOUT = 6 * 3600.0  # seconds for AWS to turn a snapshot `completed`
@@ -56,6 +62,7 @@ class PublishResult:
     upload_seconds: float = 0.0
     volume_id: str | None = None
     removed: tuple[str, ...] = ()  # abandoned uploads of the same label, deleted
+    kms_key: str | None = None  # the key that encrypts it; None: the default EBS key
 
     @property
     def mb_per_s(self) -> float:
@@ -73,6 +80,14 @@ def check_label(label: str) -> str:
         raise UsageError(f"{label!r} is not a dataset label: a label is {statedir.NAME_RULE}",
                          "give --name LABEL following that rule")
     return label
+
+
+def check_kms_key(key: str | None) -> str | None:
+    """A KMS key as storage.kms_key takes it (id, key ARN, alias/NAME, alias ARN)."""
+    if key is not None and not re.fullmatch(KMS_KEY_RE, key):
+        raise UsageError(f"--kms-key {key!r} is not a KMS key id, key ARN, alias/NAME or "
+                         "alias ARN", "give e.g. alias/clusterkit or the key's ARN")
+    return key
 
 
 def check_directory(path: str) -> Path:
@@ -134,13 +149,18 @@ def mark_published(rt: Runtime, region: str, snapshot_id: str, label: str,
 def do_snapshot_dataset(directory: str, *, label: str | None = None,
                         region: str | None = None, profile: str | None = None,
                         rt: Runtime | None = None, threads: int = ebs_direct.UPLOAD_THREADS,
-                        tmp_dir: str | None = None) -> PublishResult:
-    """Publish ``directory`` (default label: its name) as a usable dataset snapshot."""
+                        tmp_dir: str | None = None, kms_key: str | None = None,
+                        ) -> PublishResult:
+    """Publish ``directory`` (default label: its name) as a usable dataset snapshot,
+    encrypted with ``kms_key`` (id, alias or ARN; None: the default EBS key)."""
     root = check_directory(directory)
     label = check_label(label or root.resolve().name)
+    kms_key = check_kms_key(kms_key)
     rt = rt or Runtime.make(region=region, profile=profile)
     region = check_region(rt, region)
-    return publish_directory(rt, region, root, label, threads=threads, tmp_dir=tmp_dir)
+    arn = kms.key_arn(rt.session, region, kms_key) if kms_key else None
+    return publish_directory(rt, region, root, label, threads=threads, tmp_dir=tmp_dir,
+                             kms_key_arn=arn)
 
 
 def _check_tree(root: Path, tmp: str) -> None:
@@ -159,7 +179,8 @@ def _check_tree(root: Path, tmp: str) -> None:
 
 def publish_directory(rt: Runtime, region: str, root: Path, label: str, *,
                       threads: int = ebs_direct.UPLOAD_THREADS,
-                      tmp_dir: str | None = None) -> PublishResult:
+                      tmp_dir: str | None = None, kms_key_arn: str | None = None,
+                      ) -> PublishResult:
     t0 = rt.clock()
     tmp = tmp_dir or tempfile.gettempdir()
     rt.started(Stage.PUBLISH, f"publishing {root} as dataset {label} in {region}")
@@ -172,26 +193,34 @@ def publish_directory(rt: Runtime, region: str, root: Path, label: str, *,
     with tempfile.TemporaryDirectory(prefix="clusterkit-dataset-", dir=tmp) as work:
         image = ext4image.build(root, Path(work) / "dataset.img")
         rt.info(f"ext4 image: {image.size_gib} GiB", level=1, stage=Stage.PUBLISH)
-        snap, stats, seconds = _upload(rt, region, label, image, built.digest, threads)
+        snap, stats, seconds = _upload(rt, region, label, image, built.digest, threads,
+                                       kms_key_arn)
     rt.info(f"{snap}: uploaded, waiting for it to complete", level=1, stage=Stage.PUBLISH)
     wait_completed(rt, region, snap)
     mark_published(rt, region, snap, label, built.digest)
     result = PublishResult(snap, label, region, image.size_gib, built.digest,
                            rt.clock() - t0, "directory", len(built.files),
                            built.total_bytes, stats.bytes_put, stats.blocks_put,
-                           stats.blocks_skipped, seconds, removed=removed)
+                           stats.blocks_skipped, seconds, removed=removed,
+                           kms_key=kms_key_arn)
     rt.done(Stage.PUBLISH, f"{snap} published: dataset {label}, {image.size_gib} GiB, "
-            f"{result.mb_per_s:,.1f} MB/s")
+            f"{result.mb_per_s:,.1f} MB/s, encrypted with {_key_words(kms_key_arn)}")
     return result
 
 
+def _key_words(arn: str | None) -> str:
+    return arn or "the default EBS key"
+
+
 def _upload(rt: Runtime, region: str, label: str, image: ext4image.Image, digest: str,
-            threads: int) -> tuple[str, ebs_direct.UploadStats, float]:
-    """StartSnapshot, the blocks, CompleteSnapshot: (snapshot id, stats, upload seconds).
-    Any failure (Ctrl-C too) leaves the snapshot unfinished and says so."""
+            threads: int, kms_key_arn: str | None = None,
+            ) -> tuple[str, ebs_direct.UploadStats, float]:
+    """StartSnapshot (encrypted), the blocks, CompleteSnapshot: (snapshot id, stats,
+    upload seconds). Any failure (Ctrl-C too) leaves the snapshot unfinished and says so."""
     snap = ebs_direct.start_snapshot(
         rt.session, region, image.size_gib, {UPLOAD_TAG: label},
-        f"clusterkit dataset {label} (manifest sha256 {digest})", str(uuid.uuid4()))
+        f"clusterkit dataset {label} (manifest sha256 {digest})", str(uuid.uuid4()),
+        kms_key_arn=kms_key_arn)
     t0 = time.perf_counter()
     try:
         stats = ebs_direct.upload_image(rt.session, region, snap, str(image.path),
@@ -307,11 +336,41 @@ def probe_volume(rt: Runtime, target: str, node: str | None, path: str,
     return chosen.region, dial.hop.label, parse_probe(group[dial.hop.label].stdout)
 
 
+def spec_kms_key(target: str) -> str | None:
+    """storage.kms_key of the spec file ``target`` (None for a cluster NAME)."""
+    from clusterkit.cluster.target import check_target
+    from clusterkit.spec import load
+
+    return load(os.path.expanduser(target)).storage.kms_key if check_target(target) else None
+
+
+def ensure_encrypted(rt: Runtime, region: str, snapshot_id: str, label: str,
+                     kms_key: str | None) -> str:
+    """The snapshot itself when it is encrypted (with ``kms_key``'s ARN when a key is
+    asked for); else an encrypted copy, completed, and the snapshot deleted."""
+    arn = kms.key_arn(rt.session, region, kms_key) if kms_key else None
+    encrypted, key = snapshots.encryption(rt.session, region, snapshot_id)
+    if encrypted and arn in (None, key):
+        return snapshot_id
+    why = f"encrypted with {key}" if encrypted else "not encrypted"
+    rt.info(f"{snapshot_id} is {why}: copying it encrypted with {_key_words(arn)}",
+            level=1, stage=Stage.PUBLISH)
+    copy = snapshots.copy_encrypted(rt.session, region, snapshot_id,
+                                    f"clusterkit dataset {label} (encrypted copy of "
+                                    f"{snapshot_id})", {UPLOAD_TAG: label}, arn)
+    wait_completed(rt, region, copy)
+    snapshots.delete_snapshot(rt.session, region, snapshot_id)
+    return copy
+
+
 def do_snapshot_volume(target: str, *, node: str | None, path: str, label: str | None = None,
                        region: str | None = None, profile: str | None = None,
-                       rt: Runtime | None = None) -> PublishResult:
-    """Snapshot the EBS volume mounted at ``path`` on one node of a running cluster."""
+                       rt: Runtime | None = None, kms_key: str | None = None) -> PublishResult:
+    """Snapshot the EBS volume mounted at ``path`` on one node of a running cluster,
+    encrypted (``kms_key``, else the spec file's storage.kms_key, else the volume's own
+    key or the default EBS key)."""
     path = check_path(path)
+    kms_key = check_kms_key(kms_key) or spec_kms_key(target)
     label = check_label(label or os.path.basename(path))
     rt = rt or Runtime.make(region=region, profile=profile)
     if region:
@@ -331,10 +390,12 @@ def do_snapshot_volume(target: str, *, node: str | None, path: str, label: str |
     rt.info(f"{snap}: snapshot of {probe.volume_id} started, waiting for it to complete",
             level=1, stage=Stage.PUBLISH)
     wait_completed(rt, where, snap)
+    snap = ensure_encrypted(rt, where, snap, label, kms_key)
     mark_published(rt, where, snap, label, probe.manifest_sha256)
     size = describe_snapshot(rt.session, where, snap)
     result = PublishResult(snap, label, where, size.size_gib if size else 0,
                            probe.manifest_sha256, rt.clock() - t0, "volume",
-                           volume_id=probe.volume_id, removed=removed)
+                           volume_id=probe.volume_id, removed=removed,
+                           kms_key=snapshots.encryption(rt.session, where, snap)[1])
     rt.done(Stage.PUBLISH, f"{snap} published: dataset {label} from {probe.volume_id}")
     return result

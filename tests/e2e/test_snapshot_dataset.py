@@ -58,6 +58,7 @@ def test_published_snapshot_is_an_image_in_the_sandbox(sandbox, published) -> No
     snap = sandbox.client("ec2").describe_snapshots(
         SnapshotIds=[result.snapshot_id])["Snapshots"][0]
     assert snap["State"] == "completed"
+    assert snap["Encrypted"] is True and snap["KmsKeyId"]  # the default EBS key
     tags = {t["Key"]: t["Value"] for t in snap["Tags"]}
     assert tags["clusterkit:published"] == "complete"
     assert tags["clusterkit:manifest-sha256"] == result.manifest_sha256
@@ -111,6 +112,7 @@ def test_snapshot_of_a_node_volume_found_by_volume_id(sandbox, published,
         assert result.manifest_sha256 == source.manifest_sha256
         snap = ec2.describe_snapshots(SnapshotIds=[result.snapshot_id])["Snapshots"][0]
         assert snap["VolumeId"] == vol_id and snap["State"] == "completed"
+        assert snap["Encrypted"] is True  # a clone of an encrypted snapshot: kept as is
         tags = {t["Key"]: t["Value"] for t in snap["Tags"]}
         assert tags["clusterkit:dataset"] == label
         assert tags["clusterkit:published"] == "complete"

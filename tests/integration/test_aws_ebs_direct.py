@@ -80,3 +80,31 @@ def test_an_exception_from_progress_stops_the_upload(session: boto3.Session,
         ed.upload_image(session, REGION, snap, str(image), threads=2, progress=stop)
     assert 20 <= len(ed.list_blocks(session, REGION, snap)) < 200
     assert _state(snap) == "pending"
+
+
+def _encryption(snapshot_id: str) -> tuple[bool, str | None]:
+    raw = boto3.client("ec2", REGION).describe_snapshots(SnapshotIds=[snapshot_id])[
+        "Snapshots"][0]
+    return raw["Encrypted"], raw.get("KmsKeyId")
+
+
+def test_a_snapshot_is_started_encrypted_with_the_key_named(session: boto3.Session) -> None:
+    key = boto3.client("kms", REGION).create_key()["KeyMetadata"]["Arn"]
+    snap = ed.start_snapshot(session, REGION, 1, {}, "test", "token-k1", kms_key_arn=key)
+    assert _encryption(snap) == (True, key)
+    ed.complete_snapshot(session, REGION, snap, 0)
+    assert _encryption(snap) == (True, key) and _state(snap) == "completed"
+
+
+def test_without_a_key_the_default_ebs_key_encrypts(session: boto3.Session) -> None:
+    snap = ed.start_snapshot(session, REGION, 1, {}, "test", "token-k2")
+    encrypted, key = _encryption(snap)
+    default = boto3.client("kms", REGION).describe_key(KeyId="alias/aws/ebs")["KeyMetadata"]
+    assert encrypted is True and key == default["Arn"]
+
+
+def test_an_alias_is_not_a_key_arn_for_start_snapshot(session: boto3.Session) -> None:
+    from clusterkit.errors import AwsError
+
+    with pytest.raises(AwsError, match="StartSnapshot"):
+        ed.start_snapshot(session, REGION, 1, {}, "test", "token-k3", kms_key_arn="alias/x")

@@ -96,3 +96,17 @@ def test_a_volume_whose_clone_tag_is_not_its_own_snapshot_is_no_clone(moto_env):
                       TagSpecifications=tags)
     ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=1, TagSpecifications=tags)
     assert volumes.dataset_clones(s, REGION, cluster) == []
+
+
+def test_clone_encrypted_with_the_spec_key(moto_env):
+    s, ec2 = make_session(REGION), boto3.client("ec2", REGION)
+    key = boto3.client("kms", REGION).create_key()["KeyMetadata"]["Arn"]
+    cluster = support.unique_name("dsk")
+    sid = _snapshot(ec2)
+    vol = volumes.create_clone(s, REGION, az=f"{REGION}a", snapshot_id=sid, size_gib=4,
+                               volume_type="gp3", iops=None, throughput=None,
+                               initialization_rate=None,
+                               tags=pd.clone_tags({"clusterkit:cluster": cluster}, sid, 0),
+                               client_token="tok-" + cluster, kms_key=key)
+    raw = ec2.describe_volumes(VolumeIds=[vol])["Volumes"][0]
+    assert raw["Encrypted"] is True and raw["KmsKeyId"] == key

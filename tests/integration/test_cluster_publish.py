@@ -67,6 +67,7 @@ def test_publish_tags_only_a_completed_snapshot(env: str, tmp_path: Path) -> Non
     assert result.bytes_uploaded >= 30 * 200_000
     assert result.blocks_put + result.blocks_skipped == 2048
     assert result.mb_per_s > 0
+    assert snap["Encrypted"] is True and result.kms_key is None  # the default EBS key
     progress = [e for e in rt.report.events if e.kind is Kind.PROGRESS]
     assert progress and progress[-1].done == progress[-1].total
     assert json.loads(json.dumps(result.to_json()))["snapshot_id"] == result.snapshot_id
@@ -114,6 +115,7 @@ def test_interrupted_upload_is_not_usable_and_the_rerun_removes_it(env: str,
     ("file", "ok", "is not a directory"),
     ("tree", "Bad_Label!", "is not a dataset label"),
     ("symlink", "ok", "is a symlink"),
+    ("tree --kms-key", "ok", "is not a KMS key"),
 ])
 def test_bad_input_exits_2(env: str, tmp_path: Path, make: str, label: str,
                            needle: str) -> None:
@@ -122,12 +124,13 @@ def test_bad_input_exits_2(env: str, tmp_path: Path, make: str, label: str,
         target.mkdir()
     elif make == "file":
         target.write_text("x")
-    elif make in ("tree", "symlink"):
+    elif make in ("tree", "symlink", "tree --kms-key"):
         _tree(target, files=2, size=10)
         if make == "symlink":
             (target / "link").symlink_to(target / "class0")
+    extra = ["--kms-key", "my key\n"] if make.endswith("--kms-key") else []
     result = CliRunner().invoke(cli, ["snapshot-dataset", str(target), "--name", label,
-                                      "--region", REGION, "--json"])
+                                      "--region", REGION, "--json", *extra])
     assert result.exit_code == 2, result.output
     assert needle in json.loads(result.stdout)["error"]
     ec2 = boto3.client("ec2", REGION)
@@ -148,3 +151,59 @@ def test_cli_json_prints_the_result(env: str, tmp_path: Path) -> None:
                                      "--region", REGION])
     assert plain.exit_code == 0
     assert plain.stdout.strip().splitlines()[-1].startswith("snap-")
+
+
+def test_cli_kms_key_alias_encrypts_the_snapshot_with_that_key(env: str,
+                                                               tmp_path: Path) -> None:
+    kms = boto3.client("kms", REGION)
+    key = kms.create_key()["KeyMetadata"]
+    alias = "alias/" + support.unique_name("ds")
+    kms.create_alias(AliasName=alias, TargetKeyId=key["KeyId"])
+    root = _tree(tmp_path / "data", files=2, size=1000)
+    result = CliRunner().invoke(cli, ["snapshot-dataset", str(root), "--name",
+                                      support.unique_name("ds"), "--region", REGION,
+                                      "--kms-key", alias, "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["kms_key"] == key["Arn"]  # StartSnapshot takes a key ARN, never an alias
+    snap = _snapshot(out["snapshot_id"])
+    assert (snap["Encrypted"], snap["KmsKeyId"], snap["State"]) == (True, key["Arn"],
+                                                                    "completed")
+
+
+def _volume_snapshot(**volume: object) -> str:
+    ec2 = boto3.client("ec2", REGION)
+    vol = ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=1, **volume)["VolumeId"]
+    return ec2.create_snapshot(VolumeId=vol)["SnapshotId"]
+
+
+def _exists(snapshot_id: str) -> bool:
+    ec2 = boto3.client("ec2", REGION)
+    return snapshot_id in {s["SnapshotId"] for s in ec2.describe_snapshots(
+        OwnerIds=["self"])["Snapshots"]}
+
+
+def test_a_plaintext_node_snapshot_is_replaced_by_an_encrypted_copy(env: str) -> None:
+    """The node form: a volume that is not encrypted gives an encrypted copy, and the
+    plaintext snapshot is deleted; an encrypted one is kept as it is, unless another
+    key is asked for."""
+    plain = _volume_snapshot()
+    assert _snapshot(plain)["Encrypted"] is False
+    label = support.unique_name("nv")
+    copy = publish.ensure_encrypted(runtime(), REGION, plain, label, None)
+    snap = _snapshot(copy)
+    assert copy != plain and not _exists(plain)
+    assert snap["Encrypted"] is True and snap["KmsKeyId"]  # the default EBS key
+    assert _tags(copy) == {"clusterkit:dataset-upload": label}  # not usable yet
+    assert publish.ensure_encrypted(runtime(), REGION, copy, label, None) == copy
+    key = boto3.client("kms", REGION).create_key()["KeyMetadata"]
+    again = publish.ensure_encrypted(runtime(), REGION, copy, label, key["KeyId"])
+    assert _snapshot(again)["KmsKeyId"] == key["Arn"] and not _exists(copy)
+    assert publish.ensure_encrypted(runtime(), REGION, again, label, key["Arn"]) == again
+
+
+def test_a_snapshot_of_an_encrypted_volume_keeps_its_key(env: str) -> None:
+    key = boto3.client("kms", REGION).create_key()["KeyMetadata"]["Arn"]
+    snap = _volume_snapshot(Encrypted=True, KmsKeyId=key)
+    assert (_snapshot(snap)["Encrypted"], _snapshot(snap)["KmsKeyId"]) == (True, key)
+    assert publish.ensure_encrypted(runtime(), REGION, snap, "x", key) == snap

@@ -125,7 +125,8 @@ def test_provision_sets_the_flag_on_a_kept_clone_without_it(monkeypatch) -> None
         _clone("vol-2", "in-use"), instance_id="i-2")])
     made = dataset._Made()
     rt = Runtime(session=None, report=Collect())
-    spec = type("S", (), {"name": "c", "tags": {}})()
+    spec = type("S", (), {"name": "c", "tags": {},
+                          "storage": type("St", (), {"kms_key": None})()})()
     monkeypatch.setattr(dataset, "base_tags", lambda spec: {"clusterkit:cluster": "c"})
     out = dataset._provision(rt, spec, "us-east-1", Dataset(), "snap-0123456789abcdef0", 1,
                              slots, plan, made, deadline=60)
