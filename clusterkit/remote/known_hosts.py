@@ -2,23 +2,36 @@
 `up`), so reaching a node never needs ``StrictHostKeyChecking=no``.
 
 Lives at ``$CLUSTERKIT_HOME/clusters/<name>/known_hosts`` (default ``~/.clusterkit``).
+Every change reads, merges and writes under an exclusive ``flock`` on ``.host_keys.lock``
+beside the files (two runs at once each add their keys, neither loses the other's), and
+every line is checked first: an address and a ``type base64`` key, nothing that
+known_hosts would read as a second line, a wildcard or a marker (``@cert-authority``).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import fcntl
 import hashlib
+import ipaddress
 import json
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from clusterkit import statedir
-from clusterkit.errors import RemoteError
+from clusterkit.errors import ClusterkitError, RemoteError
+from clusterkit.spec.keys import bad_char
 
 HOME_ENV = statedir.HOME_ENV
+LOCK_FILE = ".host_keys.lock"
+_KEY_RE = re.compile(r"[A-Za-z0-9@._-]{1,64} [A-Za-z0-9+/]+={0,3}")
+_HOSTNAME_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?")
+_INSTANCE_RE = re.compile(r"[A-Za-z0-9-]{1,64}")
 
 
 def cluster_dir(cluster: str) -> Path:
@@ -50,17 +63,60 @@ def recorded_key(cluster: str, address: str, port: int = 22) -> str | None:
     return _read(known_hosts_path(cluster)).get(host_entry(address, port))
 
 
+@contextmanager
+def _locked(cluster: str) -> Iterator[Path]:
+    """The cluster's directory (made private), held under an exclusive lock."""
+    folder = statedir.ensure_cluster_dir(cluster)
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield folder
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _refuse(what: str, value: object, why: str) -> ClusterkitError:
+    return ClusterkitError(f"refusing to write {what} {value!r} into a host-key file: {why}",
+                           "a host key is `TYPE BASE64` from the node and an address is an "
+                           "IP address or host name; nothing else is written there")
+
+
+def check_key(key: str) -> str:
+    """``key`` when it is one ``type base64`` key; else ClusterkitError."""
+    bad = bad_char(key)
+    if bad is not None:
+        raise _refuse("the key", key, f"it contains {bad[1]}")
+    if not _KEY_RE.fullmatch(key):
+        raise _refuse("the key", key, "it is not `TYPE BASE64`")
+    return key
+
+
+def check_host(address: str, port: int) -> str:
+    """``address``'s known_hosts entry when it is an IP address or host name (no
+    wildcard, no marker, no space) and ``port`` a port; else ClusterkitError."""
+    if not isinstance(port, int) or not 1 <= port <= 65535:
+        raise _refuse("the port", port, "not a port number")
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        if not _HOSTNAME_RE.fullmatch(address):
+            raise _refuse("the address", address, "not an IP address or host name") from None
+    return host_entry(address, port)
+
+
 def record(cluster: str, keys_by_address: Mapping[str, str], port: int = 22) -> Path:
     """Merge ``address -> "type base64"`` into the cluster's known_hosts; return its path.
     A node that comes back at the same address with a new key replaces the old line."""
+    lines = {check_host(a, port): check_key(_blob(k)) for a, k in keys_by_address.items()}
+    with _locked(cluster):
+        return _merge_known_hosts(cluster, lines)
+
+
+def _merge_known_hosts(cluster: str, lines: Mapping[str, str]) -> Path:
     path = known_hosts_path(cluster)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    entries = _read(path)
-    for address, key in keys_by_address.items():
-        entries[host_entry(address, port)] = key
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(f"{host} {key}\n" for host, key in sorted(entries.items())))
-    os.replace(tmp, path)
+    entries = {**_read(path), **lines}
+    statedir.write_private(path, "".join(f"{host} {key}\n"
+                                         for host, key in sorted(entries.items())))
     return path
 
 
@@ -140,19 +196,25 @@ def changed_error(found: Sequence[KeyChange]) -> RemoteError:
 
 
 def record_instances(cluster: str, keys: Mapping[str, str]) -> Path:
-    """Merge {instance id: key} into the cluster's host_keys.json (atomic write)."""
-    path = host_keys_path(cluster)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    merged = {**instance_keys(cluster), **{k: _blob(v) for k, v in keys.items()}}
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(dict(sorted(merged.items())), indent=1) + "\n")
-    os.replace(tmp, path)
-    return path
+    """Merge {instance id: key} into the cluster's host_keys.json (atomic write, under
+    the cluster's lock)."""
+    new = {}
+    for iid, key in keys.items():
+        if not _INSTANCE_RE.fullmatch(iid):
+            raise _refuse("the instance id", iid, "not an instance id")
+        new[iid] = check_key(_blob(key))
+    with _locked(cluster):
+        path = host_keys_path(cluster)
+        merged = {**instance_keys(cluster), **new}
+        statedir.write_private(path, json.dumps(dict(sorted(merged.items())), indent=1) + "\n")
+        return path
 
 
 def sync(cluster: str, addresses: Mapping[str, str], port: int = 22) -> Path | None:
     """Write the known_hosts lines of ``addresses`` ({address: instance id}) from the
     per-instance keys, so each address is checked against its instance's own key."""
-    keys = instance_keys(cluster)
-    by_address = {a: keys[iid] for a, iid in addresses.items() if iid in keys}
-    return record(cluster, by_address, port) if by_address else None
+    with _locked(cluster):
+        keys = instance_keys(cluster)
+        lines = {check_host(a, port): check_key(_blob(keys[iid]))
+                 for a, iid in addresses.items() if iid in keys}
+        return _merge_known_hosts(cluster, lines) if lines else None

@@ -5,58 +5,102 @@ OpenSSH applies ``-o``/``-i``/``-p`` to the destination only; the ``-J`` hop is 
 separate ``ssh`` process that inherits just ``-F``. So for a worker clusterkit also
 passes ``-F`` with a small per-cluster config (``ssh_config`` next to ``known_hosts``)
 that carries the same checks to the gateway hop and then includes ``~/.ssh/config``.
+
+Values from a spec or an option never become a directive: whatever the schema already
+checked, a value with a quote, backslash, ``$``, ``%`` or a control character is refused
+here again before it reaches the config or the command line (in ssh_config, a quote and
+a newline in ``IdentityFile`` would add ``Match exec "…"``, a command ``ssh -F`` runs).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from clusterkit.errors import RemoteError
+from clusterkit import statedir
+from clusterkit.errors import RemoteError, UsageError
 from clusterkit.netguard import check_address
 from clusterkit.remote import known_hosts
 from clusterkit.remote.connect import Hop, Login, require_recorded
+from clusterkit.spec.keys import USER_RE, bad_char
+
+# ssh_config's quoting (" and \), its expansions (${VAR}, %-tokens) and -i's %-tokens.
+_CONFIG_SPECIAL = re.compile(r'["\\$%]')
 
 
 def config_path(cluster: str) -> Path:
     return known_hosts.cluster_dir(cluster) / "ssh_config"
 
 
+def config_value(what: str, value: str) -> str:
+    """``value`` when it can stand as one quoted ssh_config argument (and one ``-i``
+    argument); else UsageError naming ``what`` and the character."""
+    bad = bad_char(value)
+    special = _CONFIG_SPECIAL.search(value)
+    if bad is None and special is None and not value.startswith("-"):
+        return value
+    why = (bad[1] if bad is not None else repr(special.group()) if special is not None
+           else "a leading -")
+    raise UsageError(f"refusing {what} {value!r}: it contains {why}, which ssh would read "
+                     "as more than a file name",
+                     "use a path of plain characters (spaces are fine; no quotes, "
+                     "backslashes, $, % or control characters)")
+
+
+def check_user(user: str) -> str:
+    """``user`` when it is a Unix user name (USER_RE); else UsageError."""
+    if not re.fullmatch(USER_RE, user):
+        raise UsageError(f"refusing login user {user!r}: not a Unix user name",
+                         "lowercase letters, digits, _ and -, starting with a letter or _")
+    return user
+
+
+def _identity(login: Login) -> str | None:
+    if not login.identity_file:
+        return None
+    what = "ssh.identity_file (or --identity-file)"
+    return config_value(what, os.path.expanduser(config_value(what, login.identity_file)))
+
+
 def write_config(login: Login) -> Path:
     """The per-cluster ssh config the ``-J`` hop reads (first value wins in OpenSSH, so
     these come before the user's own config)."""
+    known = config_value("known_hosts path", str(login.known_hosts))
     lines = ["# written by clusterkit: the checks `clusterkit ssh` applies, for the -J hop",
              "Host *",
-             f'    UserKnownHostsFile "{login.known_hosts}"',
+             f'    UserKnownHostsFile "{known}"',
              "    StrictHostKeyChecking yes"]
-    if login.identity_file:
-        lines.append(f'    IdentityFile "{os.path.expanduser(login.identity_file)}"')
+    identity = _identity(login)
+    if identity:
+        lines.append(f'    IdentityFile "{identity}"')
     lines.append("    Include ~/.ssh/config")
     path = config_path(login.cluster)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    statedir.ensure_cluster_dir(login.cluster)
+    statedir.write_private(path, "\n".join(lines) + "\n")
     return path
 
 
 def ssh_argv(login: Login, hop: Hop, *, via: Hop | None = None,
              command: Sequence[str] = (), config: Path | None = None) -> list[str]:
     """The ``ssh`` argv for ``hop`` (through ``via`` when given)."""
-    argv = ["ssh", "-A", "-o", f"UserKnownHostsFile={login.known_hosts}",
+    user = check_user(login.user)
+    known = config_value("known_hosts path", str(login.known_hosts))
+    argv = ["ssh", "-A", "-o", f'UserKnownHostsFile="{known}"',
             "-o", "StrictHostKeyChecking=yes"]
     if login.port != 22:
         argv += ["-p", str(login.port)]
-    if login.identity_file:
-        argv += ["-i", os.path.expanduser(login.identity_file)]
+    identity = _identity(login)
+    if identity:
+        argv += ["-i", identity]
     if via is not None:
         if config is not None:
             argv += ["-F", str(config)]
         port = "" if login.port == 22 else f":{login.port}"
-        argv += ["-J", f"{login.user}@{via.address}{port}"]
-    return [*argv, "--", f"{login.user}@{hop.address}", *command]
+        argv += ["-J", f"{user}@{via.address}{port}"]
+    return [*argv, "--", f"{user}@{hop.address}", *command]
 
 
 def prepare(login: Login, hop: Hop, via: Hop | None = None,

@@ -8,6 +8,7 @@ import ipaddress
 import posixpath
 import re
 from collections.abc import Callable
+from pathlib import PurePosixPath
 
 from clusterkit.catalog import families, instances, prices
 from clusterkit.errors import SpecIssue
@@ -18,6 +19,8 @@ from clusterkit.spec.model import Spec
 Add = Callable[..., None]
 _SYSTEM_DIRS = {"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt",
                 "/proc", "/root", "/run", "/sbin", "/sys", "/tmp", "/usr", "/var"}
+# Wider than this, allowed_cidr is more than one site: a warning (IPv6 /48 is one site).
+_WIDEST_PREFIX = {4: 16, 6: 48}
 _VOLUME_IOPS = {"gp3": (3000, 80000), "io1": (100, 64000), "io2": (100, 256000)}
 _RESERVED_ENV = ("DMLC_", "PS_", "CLUSTERKIT_", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE",
                  "RANK", "LOCAL_RANK", "NODE_RANK")
@@ -70,9 +73,14 @@ def _ssh(spec: Spec, add: Add) -> None:
             hint = "write a network address with its prefix, e.g. 203.0.113.7/32"
         add("ssh.allowed_cidr", f"{cidr!r} is not a valid CIDR block ({exc})", hint)
         return
+    widest = _WIDEST_PREFIX[net.version]
     if net.prefixlen == 0:
         add("ssh.allowed_cidr", f"{cidr} opens SSH to the whole internet",
             "leave allowed_cidr unset to allow only your own address", "warning")
+    elif net.prefixlen < widest:
+        add("ssh.allowed_cidr", f"{cidr} opens SSH to {net.num_addresses:,} addresses "
+            f"(wider than /{widest})", "narrow it to your office or VPN range, or leave it "
+            "unset to allow only your own address", "warning")
 
 
 def _mounts(spec: Spec, add: Add) -> None:
@@ -136,6 +144,7 @@ def _train(spec: Spec, add: Add) -> None:
     train = spec.train
     if train is None:
         return
+    _workdir(train.workdir, add)
     if train.framework == "mxnet" and train.servers_per_node == 0:
         add("train.servers_per_node", "an MXNet parameter-server job needs at least one "
             "server", "set servers_per_node: 1 (one per node is what the tutorial uses)")
@@ -148,6 +157,17 @@ def _train(spec: Spec, add: Add) -> None:
         if name.startswith(_RESERVED_ENV[:3]) or name in _RESERVED_ENV[3:]:
             add(f"train.env.{name}", f"{name} is set by clusterkit for every process",
                 "remove it; clusterkit computes the job's topology", "warning")
+
+
+def _workdir(path: str, add: Add) -> None:
+    """A relative workdir is a local directory clusterkit uploads: from a shared spec it
+    must not reach beyond the spec's own directory (``--workdir`` is the user's choice)."""
+    if path.startswith(("/", "~")):
+        return
+    if ".." in PurePosixPath(path).parts:
+        add("train.workdir", f"relative workdir {path!r} leaves the spec's directory",
+            "a relative workdir is uploaded from the spec file's directory and must stay "
+            "inside it; to upload another directory, give it as `--workdir DIR`")
 
 
 def _instance_facts(spec: Spec, add: Add) -> None:

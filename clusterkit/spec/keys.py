@@ -7,8 +7,10 @@ table cannot express (cross-key rules, instance facts) live in ``checks.py``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from clusterkit.spec import model
@@ -18,6 +20,45 @@ REGION_RE = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}$"
 INSTANCE_TYPE_RE = (r"^[a-z][a-z0-9-]*[0-9][a-z0-9-]*\."
                     r"(nano|micro|small|medium|large|[0-9]*xlarge|metal(-[0-9a-z]+)?)$")
 MOUNT_RE = r"^/[A-Za-z0-9._/-]*$"
+USER_RE = r"^[a-z_][a-z0-9_-]{0,31}$"  # ssh.user and the --user option
+# Characters no one-line value can hold: C0 and C1 controls (newline, tab, NUL, ESC ...),
+# DEL, the Unicode line and paragraph separators and the bidirectional overrides (which
+# make a value print other than it reads). Written as regex escapes: the same text is a
+# Python and an ECMA-262 (JSON Schema) character class.
+_CONTROLS = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069"
+_ONE_LINE = _CONTROLS + r"\t\n"
+# What else a value that reaches ssh_config or a local command line must not hold:
+# quotes and backslash (ssh_config's quoting), $ and ` (shell and ${VAR} expansion),
+# % (ssh's %-tokens in IdentityFile and -i).
+_SHELLISH = "\"'`$\\\\"
+LOCAL_FILE_RE = rf"^(?!-)[^{_ONE_LINE}{_SHELLISH}%]+$"
+NODE_PATH_RE = rf"^(?!-)[^{_ONE_LINE}{_SHELLISH}]+$"
+PYTHON_RE = r"^[A-Za-z0-9_./~+=:,@-]+( [A-Za-z0-9_./~+=:,@-]+)*$"
+KEY_NAME_RE = r"^[ !#%&()*+,./0-9:;<=>?@A-Z\[\]^_a-z{|}~-]{1,255}$"
+_CONTROL_NAMES = {"\n": "a newline", "\t": "a tab", "\r": "a carriage return",
+                  "\x00": "a NUL byte", "\x1b": "an escape character (ESC)"}
+
+
+class Chars(Enum):
+    """Which characters a string key may hold, beyond its pattern."""
+
+    LINE = "line"  # one line: no control character at all
+    TEXT = "text"  # text for a shell on the nodes: tabs and newlines, no other control
+
+    @property
+    def regex(self) -> str:
+        return rf"^[^{_ONE_LINE if self is Chars.LINE else _CONTROLS}]*$"
+
+
+def bad_char(value: str, chars: Chars = Chars.LINE) -> tuple[int, str] | None:
+    """The first character of ``value`` that ``chars`` refuses, as (index, its name)."""
+    found = re.search(f"[{_ONE_LINE if chars is Chars.LINE else _CONTROLS}]", value)
+    if found is None:
+        return None
+    char = found.group()
+    return found.start(), _CONTROL_NAMES.get(char, f"the control character U+{ord(char):04X}")
+
+
 KMS_KEY_RE = (r"^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32}|"
               r"alias/[A-Za-z0-9/_-]{1,250}|"
               r"arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:(key/[A-Za-z0-9-]+|alias/[A-Za-z0-9/_-]+))$")
@@ -49,6 +90,7 @@ class Key:
     keys: Mapping[str, Key] | None = None
     key_pattern: str | None = None
     exclusive: tuple[str, ...] = ()  # object: at most one of these keys
+    chars: Chars = Chars.LINE  # string and text values, whether or not a pattern is set
 
 
 def _obj(doc: str, keys: dict[str, Key], **kw: Any) -> Key:
@@ -103,11 +145,17 @@ NODES = _obj("The machines: how many, which types, which market.", {
 
 SSH = _obj("How clusterkit and you log in to the nodes.", {
     "key_name": Key("string", "EC2 key pair name (its private key in your ssh-agent).",
-                    max_length=255),
+                    max_length=255, pattern=KEY_NAME_RE, example="my-key",
+                    what="an EC2 key pair name (printable ASCII without quotes, $, ` or \\)"),
     "user": Key("string", "Login user of the image.", default="ubuntu",
-                pattern=r"^[a-z_][a-z0-9_-]{0,31}$", what="a Unix user name", example="ubuntu"),
-    "identity_file": Key("string", "Private key file (unset: use the ssh-agent).",
-                         max_length=4096),
+                pattern=USER_RE, what="a Unix user name (lowercase letters, digits, _ and -, "
+                "up to 32)", example="ubuntu"),
+    "identity_file": Key("string", "Private key file (unset: use the ssh-agent). Written "
+                         "into ssh's config: no quotes, $, backquotes, backslashes or %.",
+                         max_length=4096,
+                         pattern=LOCAL_FILE_RE, example="~/.ssh/id_ed25519",
+                         what="a local file path (no quotes, $, `, \\, %, control characters "
+                         "or leading -; spaces are allowed)"),
     "allowed_cidr": Key("string", "Who may reach port 22 (unset: your public address /32).",
                         pattern=r"^[0-9a-fA-F:.]+/[0-9]{1,3}$", what="a CIDR block",
                         example="203.0.113.7/32"),
@@ -155,17 +203,25 @@ STORAGE = _obj("Disks and file systems on every node; each part is off unless wr
 TRAIN = _obj("The distributed job `clusterkit train` starts.", {
     "framework": Key("string", "mxnet (parameter server) or torchrun.", default="mxnet",
                      enum=model.FRAMEWORKS),
-    "command": Key("string", "Training command run by every worker.", max_length=8192),
-    "workdir": Key("string", "Directory the command runs in.", default="~", max_length=4096),
+    "command": Key("string", "Training command run by every worker (shell text on the "
+                   "nodes: quotes and newlines allowed).", max_length=8192, chars=Chars.TEXT),
+    "workdir": Key("string", "Directory the command runs in (relative: synced from the "
+                   "spec's directory, which it must stay inside).", default="~",
+                   max_length=4096, pattern=NODE_PATH_RE, example="/efs/work",
+                   what="a directory path (no quotes, $, `, \\, control characters or "
+                   "leading -)"),
     "env": Key("map", "Extra environment variables of every process.",
                key_pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-               items=Key("text", "Value (numbers are kept as text).", max_length=4096)),
+               items=Key("text", "Value (numbers are kept as text).", max_length=4096,
+                         chars=Chars.TEXT)),
     "servers_per_node": Key("integer", "MXNet parameter servers per node.", default=1,
                             minimum=0, maximum=64),
     "workers_per_node": Key("integer", "Workers (torchrun: processes) per node; 0 = one per "
                             "GPU.", default=1, minimum=0, maximum=64),
     "python": Key("string", "Python interpreter on the nodes.", default="python3",
-                  max_length=4096),
+                  max_length=4096, pattern=PYTHON_RE, example="python3",
+                  what="an interpreter, optionally with options (letters, digits, "
+                  ". _ / ~ + = : , @ - and single spaces)"),
     "packages": Key("array", "pip packages installed on the nodes, e.g. mxnet-cu112.",
                     unique=True,
                     items=Key("string", "A pip requirement.",

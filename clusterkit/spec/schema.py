@@ -50,6 +50,8 @@ def _limits(key: Key) -> dict[str, Any]:
         out["enum"] = list(key.enum) + ([None] if not key.required else [])
     if key.pattern:
         out["pattern"] = key.pattern
+    elif key.type in ("string", "text") and not key.enum:
+        out["pattern"] = key.chars.regex
     if key.max_length is not None:
         out["maxLength"] = key.max_length
     if key.minimum is not None:

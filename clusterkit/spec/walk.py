@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterkit.errors import SpecIssue
-from clusterkit.spec.keys import SPEC, Key, walk_keys
+from clusterkit.spec.keys import SPEC, Chars, Key, bad_char, walk_keys
 from clusterkit.spec.model import Location
 from clusterkit.spec.yamlload import Located
 
@@ -26,6 +26,11 @@ _TYPE_NAME = {
     "string": "a string", "integer": "a whole number", "number": "a number",
     "boolean": "true or false", "object": "a mapping of keys", "map": "a mapping of keys",
     "array": "a list", "text": "a string or number",
+}
+_CHARS_HINT = {
+    Chars.LINE: "write it on one line, without control characters: a spec value must never "
+                "become a second line of a file or command clusterkit writes",
+    Chars.TEXT: "tabs and newlines are fine here; other control characters are not",
 }
 
 
@@ -215,6 +220,10 @@ def _limits(value: Any, key: Key) -> tuple[str, str | None] | None:
     if isinstance(value, str):
         if key.max_length is not None and len(value) > key.max_length:
             return f"longer than {key.max_length} characters", "shorten it"
+        bad = bad_char(value, key.chars)
+        if bad is not None:
+            return (f"{value!r} contains {bad[1]} (character {bad[0] + 1})",
+                    _CHARS_HINT[key.chars])
         if key.pattern and not re.fullmatch(key.pattern, value):
             return (f"{value!r} is not {key.what or 'in the expected form'}",
                     f"e.g. {key.example}" if key.example else None)

@@ -21,7 +21,7 @@ def home(tmp_path, monkeypatch):
 def test_master_argv(home):
     login = Login("c")
     argv = sshcmd.ssh_argv(login, MASTER)
-    assert argv == ["ssh", "-A", "-o", f"UserKnownHostsFile={home}/clusters/c/known_hosts",
+    assert argv == ["ssh", "-A", "-o", f'UserKnownHostsFile="{home}/clusters/c/known_hosts"',
                     "-o", "StrictHostKeyChecking=yes", "--", "ubuntu@127.0.0.2"]
 
 

@@ -67,6 +67,12 @@ def test_table_defaults_are_the_model_defaults():
 _hex = st.text("0123456789abcdef", min_size=17, max_size=17)
 _mount = st.sampled_from(["/scratch", "/efs", "/data", "/mnt/a", "/mnt/b", "/x/y"])
 _optional = st.none() | st.just(None)
+# Text a spec may hold: no control characters, line separators or format characters
+# (bidi overrides); shell text (train.command) may add tabs and newlines.
+_line = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Cf", "Zl", "Zp")))
+_shell = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Cf", "Zl", "Zp"),
+                               whitelist_characters="\t\n"))
+_key_name = st.from_regex(keys.KEY_NAME_RE, fullmatch=True)
 
 
 def _section(**fields):
@@ -88,18 +94,17 @@ VALID = st.fixed_dictionaries(
                                            type=st.sampled_from(model.ROOT_VOLUME_TYPES))})},
     optional={
         "ssh": _section(user=st.just("ec2-user"), port=st.integers(1, 65535),
-                        allowed_cidr=st.just("10.0.0.0/8"), key_name=st.text(min_size=1,
-                                                                              max_size=20)),
+                        allowed_cidr=st.just("10.0.0.0/8"), key_name=_key_name),
         "storage": _section(efs=st.none() | _section(
             file_system_id=_hex.map(lambda h: f"fs-{h}"),
             deletion_policy=st.sampled_from(["retain"])),
             dataset=st.none() | _section(snapshot=_hex.map(lambda h: f"snap-{h}"),
                                          iops=st.integers(3000, 16000))),
         "train": _section(framework=st.sampled_from(model.FRAMEWORKS),
-                          command=st.text(max_size=30), env=st.dictionaries(
+                          command=_shell.map(lambda t: t[:30]), env=st.dictionaries(
                               st.from_regex(r"\A[A-Z][A-Z0-9_]{0,8}\Z"),
-                              st.text(max_size=10) | st.integers(0, 99), max_size=3)),
-        "tags": st.dictionaries(st.from_regex(r"\A[a-z]{1,10}\Z"), st.text(max_size=20),
+                              _shell.map(lambda t: t[:10]) | st.integers(0, 99), max_size=3)),
+        "tags": st.dictionaries(st.from_regex(r"\A[a-z]{1,10}\Z"), _line.map(lambda t: t[:20]),
                                 max_size=3),
     })
 
@@ -111,6 +116,11 @@ _BREAKERS = [
     (("nodes", "bogus"), 1), (("train",), {"servers_per_node": -1}),
     (("tags",), {"clusterkit:cluster": "x"}), (("nodes", "max_price"), 0),
     (("storage",), {"efs": {"mount": "relative"}}), (("nodes", "placement_group"), "yes"),
+    (("ssh",), {"identity_file": '~/.ssh/id"\nMatch exec "touch /tmp/pwned'}),
+    (("ssh",), {"identity_file": "~/.ssh/id\x00"}), (("ssh",), {"user": "root\tx"}),
+    (("ssh",), {"key_name": "k'ey"}), (("train",), {"workdir": "/efs/$(id)"}),
+    (("train",), {"python": "python3;id"}), (("train",), {"command": "run\x1b[2J"}),
+    (("tags",), {"team": "a\nb"}), (("nodes", "image"), {"name": "ubuntu\u202e*"}),
 ]
 
 
