@@ -55,6 +55,9 @@ def stack_parameters(spec: Spec, facts: Facts) -> dict[str, str]:
         "CreateEfs": "true" if create_efs and not reuse else "false",
         "EfsDeletionPolicy": efs.deletion_policy if efs is not None else "retain",
         "ExistingFileSystemId": reuse,
+        # IMDS answers one hop more only where containers need it (their bridge is a hop)
+        "MetadataHopLimit": "2" if spec.nodes.containers else "1",
+        "KmsKeyId": spec.storage.kms_key or "",
     }
 
 

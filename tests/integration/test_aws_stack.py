@@ -53,3 +53,29 @@ def test_create_error_is_translated(moto_env):
         stack.create_stack(make_session(REGION), REGION, f"clusterkit-{cluster}", {}, {})
     assert caught.value.message.startswith(f"CreateStack on clusterkit-{cluster} failed: ")
     assert caught.value.resource == f"clusterkit-{cluster}"
+
+
+@pytest.mark.parametrize("hops", ["1", "2"])
+def test_launch_template_hop_limit_and_efs_key_follow_the_parameters(moto_env, tmp_path,
+                                                                     hops):
+    import boto3
+
+    s, cluster = make_session(REGION), support.unique_name("stk-hop")
+    key = boto3.client("kms", REGION).create_key()["KeyMetadata"]["Arn"]
+    params = {**_params(cluster, tmp_path), "MetadataHopLimit": hops, "CreateEfs": "true",
+              "EfsDeletionPolicy": "delete", "KmsKeyId": key}
+    name = f"clusterkit-{cluster}"
+    stack.create_stack(s, REGION, name, params, {"clusterkit:cluster": cluster})
+    try:
+        outputs = stack.describe_stack(s, REGION, name)["outputs"]
+        ec2, efs = boto3.client("ec2", REGION), boto3.client("efs", REGION)
+        data = ec2.describe_launch_template_versions(
+            LaunchTemplateId=outputs["LaunchTemplateId"])["LaunchTemplateVersions"][0][
+            "LaunchTemplateData"]
+        assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == int(hops)
+        assert data["MetadataOptions"]["HttpTokens"] == "required"
+        fs = efs.describe_file_systems(FileSystemId=outputs["DeletedFileSystemId"])[
+            "FileSystems"][0]
+        assert fs["Encrypted"] is True and fs["KmsKeyId"] == key
+    finally:
+        stack.delete_stack(s, REGION, name)

@@ -11,3 +11,46 @@ REPO_TEMPLATE = Path(__file__).resolve().parents[2] / "templates" / "cluster.yam
 def test_packaged_template_is_the_repo_template():
     assert template_body() == REPO_TEMPLATE.read_text(encoding="utf-8")
     assert "AWSTemplateFormatVersion" in template_body()
+
+
+def _template() -> dict:
+    import yaml
+
+    class Loader(yaml.SafeLoader):  # CloudFormation's short forms kept as {tag: value}
+        pass
+
+    def tagged(loader, suffix, node):
+        if isinstance(node, yaml.ScalarNode):
+            return {suffix: loader.construct_scalar(node)}
+        if isinstance(node, yaml.SequenceNode):
+            return {suffix: loader.construct_sequence(node, deep=True)}
+        return {suffix: loader.construct_mapping(node, deep=True)}
+    Loader.add_multi_constructor("!", tagged)
+    return yaml.load(template_body(), Loader=Loader)
+
+
+def test_imds_hop_limit_is_the_parameter_one_by_default():
+    doc = _template()
+    options = doc["Resources"]["NodeLaunchTemplate"]["Properties"]["LaunchTemplateData"][
+        "MetadataOptions"]
+    assert options == {"HttpTokens": "required", "HttpEndpoint": "enabled",
+                       "HttpPutResponseHopLimit": {"Ref": "MetadataHopLimit"}}
+    assert doc["Parameters"]["MetadataHopLimit"]["Default"] == 1
+
+
+def test_every_created_file_system_is_encrypted_and_refuses_plain_nfs():
+    doc = _template()
+    systems = {k: r["Properties"] for k, r in doc["Resources"].items()
+               if r["Type"] == "AWS::EFS::FileSystem"}
+    assert systems
+    for name, props in systems.items():
+        assert props["Encrypted"] is True, name
+        assert props["KmsKeyId"] == {"If": ["KmsKeyGiven", {"Ref": "KmsKeyId"},
+                                            {"Ref": "AWS::NoValue"}]}, name
+        deny, allow = props["FileSystemPolicy"]["Statement"]
+        assert (deny["Effect"], deny["Action"]) == ("Deny", "*"), name
+        assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}, name
+        assert allow["Effect"] == "Allow" and "elasticfilesystem:ClientRootAccess" in \
+            allow["Action"], name
+        assert allow["Condition"]["ArnLike"]["aws:PrincipalArn"]["Sub"].endswith(
+            ":role/clusterkit/${ClusterName}/*"), name

@@ -48,3 +48,30 @@ def test_stack_action():
 
 def test_names():
     assert stack_name("x") == "clusterkit-x" and key_pair_name("x") == "clusterkit-x"
+
+
+def test_hop_limit_is_one_unless_the_nodes_run_containers():
+    assert stack_parameters(loads(SPEC), FACTS)["MetadataHopLimit"] == "1"
+    spec = loads(SPEC.replace("count: 2,", "count: 2, containers: true,"))
+    assert stack_parameters(spec, FACTS)["MetadataHopLimit"] == "2"
+
+
+def test_kms_key_reaches_the_stack():
+    assert stack_parameters(loads(SPEC), FACTS)["KmsKeyId"] == ""
+    spec = loads(SPEC + "storage:\n  kms_key: alias/clusterkit\n  efs: {}\n")
+    assert stack_parameters(spec, FACTS)["KmsKeyId"] == "alias/clusterkit"
+
+
+def test_every_parameter_is_one_the_template_declares():
+    import yaml
+
+    from clusterkit.aws.stack import template_body
+
+    class Loader(yaml.SafeLoader):  # CloudFormation's short forms (!Ref, !If) as None
+        pass
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    declared = yaml.load(template_body(), Loader=Loader)["Parameters"]
+    params = stack_parameters(loads(SPEC + "storage:\n  efs: {}\n"), FACTS)
+    assert set(params) <= set(declared)
+    hop = declared["MetadataHopLimit"]
+    assert hop["Default"] == 1 and hop["AllowedValues"] == [1, 2]
