@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# usage: efs.sh [--owner USER] [--options OPTS] DNS_NAME MOUNT
-# Mounts the EFS file system DNS_NAME (fs-....efs.REGION.amazonaws.com) on MOUNT over
-# NFSv4.1: one /etc/fstab line for MOUNT (replaced, never duplicated) with OPTS (default:
-# AWS's recommended options plus _netdev,nofail so a missing network never blocks boot),
-# then mounts it unless it is mounted already. With --owner, a root-owned MOUNT is
-# handed to USER. Idempotent. CLUSTERKIT_ROOT=DIR writes the fstab under DIR and mounts
-# nothing (tests).
+# usage: efs.sh [--owner USER] [--type nfs4|efs] [--options OPTS] DNS_NAME MOUNT
+# Mounts the EFS file system DNS_NAME (fs-....efs.REGION.amazonaws.com) on MOUNT: with
+# --type efs through amazon-efs-utils' mount.efs (OPTS tls,iam: encrypted in transit,
+# authorized by the instance role), else as plain NFSv4.1. One /etc/fstab line for MOUNT
+# (replaced, never duplicated) with OPTS (default: AWS's recommended NFS options plus
+# _netdev,nofail so a missing network never blocks boot), then mounts it unless it is
+# mounted already; a plain NFS mount of DNS_NAME is remounted with TLS when --type efs
+# asks for it. A TLS mount shows as 127.0.0.1:/ (the local stunnel). With --owner, a
+# root-owned MOUNT is handed to USER. Idempotent. CLUSTERKIT_ROOT=DIR writes the fstab
+# under DIR and mounts nothing (tests).
 set -euo pipefail
-usage="usage: efs.sh [--owner USER] [--options OPTS] DNS_NAME MOUNT"
+usage="usage: efs.sh [--owner USER] [--type nfs4|efs] [--options OPTS] DNS_NAME MOUNT"
 opts="nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport,_netdev,nofail"
-owner=""
+owner="" type=nfs4
 while [ $# -gt 0 ]; do
     case "$1" in
         --owner) owner=${2:?$usage}; shift 2;;
+        --type) type=${2:?$usage}; shift 2;;
         --options) opts=${2:?$usage}; shift 2;;
         -h|--help) echo "$usage"; exit 0;;
         -*) echo "$usage" >&2; exit 2;;
@@ -25,6 +29,7 @@ dns=$1 mnt=$2
     || { echo "efs.sh: not an EFS DNS name: $dns" >&2; exit 2; }
 [[ $mnt == /?* && $mnt != *[[:space:]]* && $opts =~ ^[A-Za-z0-9_=.,-]+$ ]] \
     || { echo "$usage" >&2; exit 2; }
+[[ $type == nfs4 || $type == efs ]] || { echo "$usage" >&2; exit 2; }
 root=${CLUSTERKIT_ROOT:-}
 
 fstab="$root/etc/fstab"
@@ -32,7 +37,7 @@ touch "$fstab"
 tmp=$(mktemp "$fstab.XXXXXX")
 {
     awk -v mnt="$mnt" '$1 !~ /^#/ && $2 == mnt { next } { print }' "$fstab"
-    printf '%s:/ %s nfs4 %s 0 0\n' "$dns" "$mnt" "$opts"
+    printf '%s:/ %s %s %s 0 0\n' "$dns" "$mnt" "$type" "$opts"
 } > "$tmp"
 if cmp -s "$tmp" "$fstab"; then
     rm -f "$tmp"
@@ -44,18 +49,31 @@ fi
 
 if mountpoint -q "$mnt"; then
     read -r source fstype < <(findmnt -n -o SOURCE,FSTYPE --mountpoint "$mnt")
-    if [[ $fstype == nfs* && $source != "$dns:/" ]]; then
+    if [[ $fstype == nfs* && $source == 127.0.0.1:/ ]]; then
+        echo "efs.sh: $mnt is mounted with TLS (amazon-efs-utils' stunnel)"
+    elif [[ $fstype == nfs* && $source != "$dns:/" ]]; then
         echo "efs.sh: $mnt already holds $source, not $dns; leaving it" >&2
         exit 1
+    elif [[ $fstype == nfs* && $type == efs ]]; then
+        echo "efs.sh: $mnt is mounted without TLS; remounting it with TLS"
+        umount "$mnt" || { echo "efs.sh: $mnt is in use; stop what uses it" \
+            "(fuser -vm $mnt) and run this again" >&2; exit 1; }
+    else
+        echo "efs.sh: $mnt is mounted ($source)"
     fi
-    echo "efs.sh: $mnt is mounted ($source)"
-else
+fi
+if ! mountpoint -q "$mnt"; then
     mkdir -p "$mnt"
-    # _netdev and nofail are for boot (fstab), not for mount.nfs4
+    # _netdev and nofail are for boot (fstab), not for the mount helper
     now=$(tr ',' '\n' <<< "$opts" | grep -vxE '_netdev|nofail' | paste -sd, -)
-    mount -t nfs4 -o "$now" "$dns:/" "$mnt"
-    echo "efs.sh: mounted $dns on $mnt"
+    if ! mount -t "$type" -o "$now" "$dns:/" "$mnt"; then
+        [ "$type" = efs ] || echo "efs.sh: a file system whose policy requires TLS" \
+            "(the one clusterkit creates) refuses plain NFS: install amazon-efs-utils" \
+            "(mount.efs) on the image" >&2
+        exit 1
+    fi
+    echo "efs.sh: mounted $dns on $mnt ($([ "$type" = efs ] && echo TLS || echo plain NFS))"
 fi
 if [ -n "$owner" ] && [ "$(stat -c %u "$mnt")" = 0 ]; then
-    chown "$owner:" "$mnt"
+    chown -h "$owner:" "$mnt"
 fi

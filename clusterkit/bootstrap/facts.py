@@ -388,13 +388,24 @@ MDSTAT = NodeFact("mdstat", "cat /proc/mdstat", parse_mdstat, ())
 HOSTS_FILE = NodeFact("hosts_file", "cat /etc/hosts", parse_hosts, HostsFile())
 PYTHON_ENV = NodeFact("python_env", _PYENV_SCRIPT,
                       parse_python_env, PythonEnv())
+def parse_efs_utils(lines: list[str]) -> str | None:
+    """The path of amazon-efs-utils' mount helper (``mount.efs``): TLS mounts of EFS
+    need it. None: not installed."""
+    found = _first_line(lines)
+    return found if found and found.startswith("/") and found.endswith("/mount.efs") else None
+
+
+EFS_UTILS = NodeFact("efs_utils", "for p in /sbin/mount.efs /usr/sbin/mount.efs "
+                     "/usr/local/sbin/mount.efs; do [ -x \"$p\" ] && echo \"$p\"; done; true",
+                     parse_efs_utils, None)
 RECEIPTS = NodeFact("receipts", f'for f in {RECEIPTS_DIR}/*; do ck_line=; [ -f "$f" ] && '
                     '{ read -r ck_line < "$f" || true; '
                     'printf \'%s %s\\n\' "${f##*/}" "$ck_line"; }; done; true',
                     parse_receipts, {})
 
 ALL: tuple[NodeFact[Any], ...] = (HOSTNAME, BOOT_ID, BLOCK_DEVICES, DISKS_BY_ID, MOUNTS,
-                                  MD_DETAIL, MDSTAT, HOSTS_FILE, PYTHON_ENV, RECEIPTS)
+                                  MD_DETAIL, MDSTAT, HOSTS_FILE, PYTHON_ENV, EFS_UTILS,
+                                  RECEIPTS)
 BY_NAME: dict[str, NodeFact[Any]] = {f.name: f for f in ALL}
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import shlex
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -52,10 +52,11 @@ class StepResult:
     reason: str  # why it ran, why nothing was needed, why it was skipped or failed
     output: str = ""  # the tail of what its commands printed (when they ran)
     executed: bool = False  # its commands ran on the node (a step body ran)
+    warning: str = ""  # the step's plan warns the user (e.g. EFS without TLS)
 
     def to_json(self) -> dict[str, Any]:
         return {"step": self.step, "outcome": self.outcome.value, "reason": self.reason,
-                "output": self.output, "executed": self.executed}
+                "output": self.output, "executed": self.executed, "warning": self.warning}
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,14 @@ def _plan_all(login: Login, targets: Sequence[Target], spec: Spec,
 
 def _step_result(plan: steps.StepPlan, finished: Mapping[str, tuple[int, str]],
                  failed_before: bool) -> StepResult:
+    result = _outcome(plan, finished, failed_before)
+    if plan.warning and result.outcome in (Outcome.RAN, Outcome.DONE, Outcome.FAILED):
+        result = replace(result, warning=plan.warning)
+    return result
+
+
+def _outcome(plan: steps.StepPlan, finished: Mapping[str, tuple[int, str]],
+             failed_before: bool) -> StepResult:
     if plan.action == "done":
         return StepResult(plan.step, Outcome.DONE, plan.reason)
     if plan.action == "skip":
@@ -271,6 +280,9 @@ def _report(report: Reporter, node: NodeBootstrap) -> None:
             text += "\n" + "\n".join(f"    {line}" for line in s.output.splitlines())
         report(Event(kinds.get(s.outcome, Kind.INFO), text, stage=Stage.BOOTSTRAP,
                      node=node.node.instance_id, level=1))
+        if s.warning:
+            report(Event(Kind.WARNING, f"{node.label} {s.step}: {s.warning}",
+                         stage=Stage.BOOTSTRAP, node=node.node.instance_id, level=1))
 
 
 def run(login: Login, targets: Sequence[Target], spec: Spec, cluster: steps.ClusterView, *,

@@ -36,6 +36,10 @@ MD_NAME = "clusterkit-scratch"  # scratch.sh's md array: /dev/md/clusterkit-scra
 # block boot (the fstab line is there so a reboot mounts it again)
 EFS_OPTIONS = ("nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,"
                "noresvport,_netdev,nofail")
+# amazon-efs-utils' mount.efs: TLS through its stunnel, IAM authorization with the
+# instance role (the file system policy the stack sets requires both)
+EFS_TLS_OPTIONS = "tls,iam,noresvport,_netdev,nofail"
+TLS_SOURCE = "127.0.0.1:/"  # how a TLS mount shows: NFS to the local stunnel
 WHEEL_CACHE = ".clusterkit/wheels"  # under the EFS mount
 
 
@@ -140,6 +144,7 @@ class Want:
     live: bool | None = None
     not_live: str = ""
     boot_keyed: bool = False
+    warning: str = ""  # what the user should know even when the step succeeds
 
 
 @dataclass(frozen=True)
@@ -149,6 +154,7 @@ class StepPlan:
     reason: str
     commands: tuple[Command, ...] = ()
     digest: str | None = None
+    warning: str = ""
 
 
 # -- the steps -------------------------------------------------------------------------------
@@ -252,6 +258,15 @@ def want_scratch(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: i
                 not_live=not_live + " (disks wiped by a stop/start, or a reboot)")
 
 
+def efs_plain_warning(created: bool) -> str:
+    """What the user is told when a node has no amazon-efs-utils."""
+    return ("amazon-efs-utils is not on the image (no mount.efs): EFS is mounted as plain "
+            "NFS, unencrypted in transit" + (
+                ", and the file system clusterkit created refuses clients without TLS"
+                if created else "")
+            + "; use an image that has it (AWS's Deep Learning AMIs do) or install it")
+
+
 def want_efs(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) -> Want:
     efs = spec.storage.efs
     if efs is None:
@@ -260,14 +275,22 @@ def want_efs(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) 
     if not fs:
         return Want(skip="the EFS file system id is not known yet (the stack has no output)")
     dns = f"{fs}.efs.{cluster.region}.amazonaws.com"
+    tls = facts.get(nf.EFS_UTILS) is not None
     mount = nf.mount_at(facts.get(nf.MOUNTS), efs.mount)
-    live = mount is not None and (not mount.fstype.startswith("nfs")
-                                  or mount.source.startswith(f"{dns}:"))
-    return Want((Command("efs.sh", ("--owner", spec.ssh.user, "--options", EFS_OPTIONS,
-                                    dns, efs.mount)),),
-                live=live, boot_keyed=True,
-                not_live=f"{efs.mount} is not mounted" if mount is None
-                else f"{efs.mount} holds {mount.source}, not {dns}")
+    nfs = mount is not None and mount.fstype.startswith("nfs")
+    live = mount is not None and (not nfs or mount.source == TLS_SOURCE
+                                  or (not tls and mount.source.startswith(f"{dns}:")))
+    if mount is None:
+        not_live = f"{efs.mount} is not mounted"
+    elif mount.source.startswith(f"{dns}:"):
+        not_live = f"{efs.mount} is mounted without TLS"
+    else:
+        not_live = f"{efs.mount} holds {mount.source}, not {dns}"
+    how = ("--type", "efs", "--options", EFS_TLS_OPTIONS) if tls else \
+        ("--type", "nfs4", "--options", EFS_OPTIONS)
+    return Want((Command("efs.sh", ("--owner", spec.ssh.user, *how, dns, efs.mount)),),
+                live=live, boot_keyed=True, not_live=not_live,
+                warning="" if tls else efs_plain_warning(not efs.file_system_id))
 
 
 def ebs_by_id(volume_id: str) -> str:
@@ -350,10 +373,11 @@ def plan_step(step: str, want: Want, facts: nf.NodeFacts, playbooks: Mapping[str
     receipt = facts.get(nf.RECEIPTS).get(step)
     commands = (*want.commands, Command("receipt.sh", (step, key)))
     if force:
-        return StepPlan(step, "run", "forced (--force-step)", commands, key)
+        return StepPlan(step, "run", "forced (--force-step)", commands, key, want.warning)
     if receipt == key and want.live is not False:
         return StepPlan(step, "done", "already done (receipt matches"
-                        + (", and the system shows it)" if want.live else ")"), (), key)
+                        + (", and the system shows it)" if want.live else ")"), (), key,
+                        want.warning)
     if receipt == key:
         reason = f"receipt matches but {want.not_live}"
     elif receipt is None:
@@ -361,7 +385,7 @@ def plan_step(step: str, want: Want, facts: nf.NodeFacts, playbooks: Mapping[str
     else:
         reason = "inputs, playbook" + (" or boot" if want.boot_keyed else "") + \
             " changed since the receipt"
-    return StepPlan(step, "run", reason, commands, key)
+    return StepPlan(step, "run", reason, commands, key, want.warning)
 
 
 def plan_node(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int,

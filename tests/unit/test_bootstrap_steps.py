@@ -3,7 +3,8 @@ bootstrap_steps/*.json names a step, the node index, spec overrides (merged into
 a null removes a key), the cluster (default: CLUSTER), the node facts as raw command
 output (a list of lines, null for "the command failed", or {"case": NAME} to reuse the
 output of bootstrap_facts/NAME.json) and the expected plan: ``action``, ``reason`` and
-``commands`` ({playbook, args, stdin}), or an ``exception``. ``$digest`` stands for the
+``commands`` ({playbook, args, stdin}) and the ``warning`` the user is shown (none when
+absent), or an ``exception``. ``$digest`` stands for the
 digest the step computes (in a receipt it means "the receipt matches"). A fact the step
 reads but the case does not stub raises FactNotGathered: the case fails loudly."""
 
@@ -90,6 +91,7 @@ def test_step_plans_as_expected(path: Path):
     result = plan(case)
     expect = case["expect"]
     assert (result.action, result.reason) == (expect["action"], expect["reason"])
+    assert result.warning == expect.get("warning", "")
     want = [{**c, "args": [a.replace("$digest", result.digest or "") for a in c["args"]]}
             for c in expect.get("commands", [])]
     assert [c.plain() for c in result.commands] == want

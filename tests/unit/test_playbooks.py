@@ -196,6 +196,26 @@ def test_efs_fstab_line_replaced_never_duplicated(tmp_path: Path):
     assert run("efs.sh", "fs-1.example.com", "/efs", root=tmp_path).returncode == 2
 
 
+@pytest.mark.parametrize("efs_utils", [["/sbin/mount.efs"], None], ids=["tls", "plain"])
+def test_efs_step_command_writes_the_tls_or_plain_fstab_line(tmp_path: Path,
+                                                             efs_utils: list[str] | None):
+    """The step's own command (TLS through mount.efs when the node has it, else plain
+    NFS) is what efs.sh writes; a plain line is replaced by the TLS one, never kept."""
+    (tmp_path / "etc").mkdir()
+    dns = "fs-0123456789abcdef0.efs.us-east-1.amazonaws.com"
+    (tmp_path / "etc/fstab").write_text(f"{dns}:/ /efs nfs4 {steps.EFS_OPTIONS} 0 0\n")
+    facts = nf.NodeFacts.from_outputs({"efs_utils": efs_utils, "mounts": None,
+                                       "boot_id": ["b"], "receipts": None})
+    [plan] = _plan(facts, {"efs"})
+    assert bool(plan.warning) is (efs_utils is None)
+    _apply(tmp_path, [plan])
+    line = (tmp_path / "etc/fstab").read_text().splitlines()
+    want = (f"{dns}:/ /efs efs {steps.EFS_TLS_OPTIONS} 0 0" if efs_utils
+            else f"{dns}:/ /efs nfs4 {steps.EFS_OPTIONS} 0 0")
+    assert line == [want]
+    assert run("efs.sh", "--type", "cifs", dns, "/efs", root=tmp_path).returncode == 2
+
+
 def test_receipt_written_atomically_and_checked(tmp_path: Path):
     digest = "sha256:" + "ab" * 32
     for _ in range(2):
