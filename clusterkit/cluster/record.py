@@ -81,7 +81,7 @@ def read(name: str) -> Record | None:
 
 
 def write_atomic(target: Path, text: str) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    statedir.private_dir(target.parent)  # 0700 from the state root down, however made
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as out:

@@ -29,7 +29,7 @@ from clusterkit.spec.keys import bad_char
 
 HOME_ENV = statedir.HOME_ENV
 LOCK_FILE = ".host_keys.lock"
-_KEY_RE = re.compile(r"[A-Za-z0-9@._-]{1,64} [A-Za-z0-9+/]+={0,3}")
+_KEY_RE = re.compile(r"[a-z][a-z0-9@.-]{0,63} [A-Za-z0-9+/]+={0,3}")
 _HOSTNAME_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?")
 _INSTANCE_RE = re.compile(r"[A-Za-z0-9-]{1,64}")
 
@@ -82,13 +82,14 @@ def _refuse(what: str, value: object, why: str) -> ClusterkitError:
 
 
 def check_key(key: str) -> str:
-    """``key`` when it is one ``type base64`` key; else ClusterkitError."""
+    """``key``'s ``type base64`` (a comment after them dropped) when it is one key on one
+    line; else ClusterkitError."""
     bad = bad_char(key)
     if bad is not None:
         raise _refuse("the key", key, f"it contains {bad[1]}")
-    if not _KEY_RE.fullmatch(key):
+    if not _KEY_RE.fullmatch(_blob(key)):
         raise _refuse("the key", key, "it is not `TYPE BASE64`")
-    return key
+    return _blob(key)
 
 
 def check_host(address: str, port: int) -> str:
@@ -107,7 +108,7 @@ def check_host(address: str, port: int) -> str:
 def record(cluster: str, keys_by_address: Mapping[str, str], port: int = 22) -> Path:
     """Merge ``address -> "type base64"`` into the cluster's known_hosts; return its path.
     A node that comes back at the same address with a new key replaces the old line."""
-    lines = {check_host(a, port): check_key(_blob(k)) for a, k in keys_by_address.items()}
+    lines = {check_host(a, port): check_key(k) for a, k in keys_by_address.items()}
     with _locked(cluster):
         return _merge_known_hosts(cluster, lines)
 
@@ -202,7 +203,7 @@ def record_instances(cluster: str, keys: Mapping[str, str]) -> Path:
     for iid, key in keys.items():
         if not _INSTANCE_RE.fullmatch(iid):
             raise _refuse("the instance id", iid, "not an instance id")
-        new[iid] = check_key(_blob(key))
+        new[iid] = check_key(key)
     with _locked(cluster):
         path = host_keys_path(cluster)
         merged = {**instance_keys(cluster), **new}
@@ -215,6 +216,6 @@ def sync(cluster: str, addresses: Mapping[str, str], port: int = 22) -> Path | N
     per-instance keys, so each address is checked against its instance's own key."""
     with _locked(cluster):
         keys = instance_keys(cluster)
-        lines = {check_host(a, port): check_key(_blob(keys[iid]))
+        lines = {check_host(a, port): check_key(keys[iid])
                  for a, iid in addresses.items() if iid in keys}
         return _merge_known_hosts(cluster, lines) if lines else None

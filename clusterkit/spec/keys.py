@@ -33,7 +33,7 @@ _ONE_LINE = _CONTROLS + r"\t\n"
 _SHELLISH = "\"'`$\\\\"
 LOCAL_FILE_RE = rf"^(?!-)[^{_ONE_LINE}{_SHELLISH}%]+$"
 NODE_PATH_RE = rf"^(?!-)[^{_ONE_LINE}{_SHELLISH}]+$"
-PYTHON_RE = r"^[A-Za-z0-9_./~+=:,@-]+( [A-Za-z0-9_./~+=:,@-]+)*$"
+PYTHON_RE = r"^(?!-)[A-Za-z0-9_./~+=:,@-]+( [A-Za-z0-9_./~+=:,@-]+)*$"
 KEY_NAME_RE = r"^[ !#%&()*+,./0-9:;<=>?@A-Z\[\]^_a-z{|}~-]{1,255}$"
 _CONTROL_NAMES = {"\n": "a newline", "\t": "a tab", "\r": "a carriage return",
                   "\x00": "a NUL byte", "\x1b": "an escape character (ESC)"}

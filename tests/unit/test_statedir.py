@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,57 @@ def test_forget_removes_a_cluster_dir_and_only_the_link_inside(home):
     (home / "clusters" / "alias").symlink_to(target, target_is_directory=True)
     assert statedir.remove_cluster_dir("alias") is True
     assert target.is_dir() and not (home / "clusters" / "alias").exists()
+
+
+# --- the state directory is the user's alone -----------------------------------------
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_state_dirs_are_0700_however_they_were_made(home):
+    """A state root left 0755 (by an older clusterkit, the sandbox, a umask) is
+    tightened at the next write; every level below it is made 0700 and files 0600."""
+    home.mkdir(mode=0o755)
+    (home / "clusters").mkdir(mode=0o755)
+    home.chmod(0o755)
+    (home / "clusters").chmod(0o777)
+    path = known_hosts.record("c1", {"127.0.0.2": "ssh-ed25519 AAAA"})
+    assert [_mode(p) for p in (home, home / "clusters", path.parent)] == [0o700] * 3
+    assert _mode(path) == 0o600
+    known_hosts.record_instances("c1", {"i-0123456789abcdef0": "ssh-ed25519 AAAA"})
+    assert _mode(known_hosts.host_keys_path("c1")) == 0o600
+
+
+def test_a_fresh_state_root_is_made_0700(home):
+    old = os.umask(0o022)
+    try:
+        folder = statedir.ensure_cluster_dir("fresh")
+    finally:
+        os.umask(old)
+    assert folder == home / "clusters" / "fresh"
+    assert [_mode(p) for p in (home, home / "clusters", folder)] == [0o700] * 3
+
+
+def test_a_state_dir_of_another_user_is_refused(tmp_path, monkeypatch):
+    """Root here can hand a directory to nobody; anyone else finds / owned by root."""
+    if os.getuid() == 0:
+        foreign = tmp_path / "foreign"
+        foreign.mkdir(mode=0o755)
+        os.chown(foreign, 65534, 65534)
+    else:
+        foreign = Path("/")
+    monkeypatch.setenv(statedir.HOME_ENV, str(foreign))
+    with pytest.raises(ClusterkitError, match="belongs to user id") as caught:
+        statedir.ensure_cluster_dir("c1")
+    assert statedir.HOME_ENV in caught.value.hint
+    assert _mode(foreign) == 0o755 or foreign == Path("/")
+
+
+def test_write_private_leaves_no_temp_file_on_failure(home):
+    folder = statedir.ensure_cluster_dir("c1")
+    statedir.write_private(folder / "f", "one\n")
+    with pytest.raises(TypeError):
+        statedir.write_private(folder / "f", None)  # type: ignore[arg-type]
+    assert (folder / "f").read_text() == "one\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["f"]
