@@ -55,21 +55,27 @@ def _login_options(func: Callable[..., Any]) -> Callable[..., Any]:
               help="Give up on a node's command after this many seconds.")
 @click.option("--connect-timeout", type=float, default=15.0, show_default=True,
               help="Seconds to wait for each SSH connection.")
+@click.option("--forward-agent", "-A", is_flag=True,
+              help="Forward your ssh-agent to the nodes, for a command that must SSH onward "
+              "(e.g. git clone over SSH). While it runs, any process of the login user on a "
+              "node can use your keys; `ssh-add -c` makes each use ask you first.")
 @accept_option
 @_login_options
 @json_option
 def exec_(name: str, command: tuple[str, ...], nodes: tuple[str, ...],
           accept_host_keys: tuple[str, ...], timeout: float | None, connect_timeout: float,
-          user: str | None, identity_file: str | None, port: int | None) -> None:
-    """Run CMD on every node at once (agent forwarded); output prefixed per node.
+          forward_agent: bool, user: str | None, identity_file: str | None,
+          port: int | None) -> None:
+    """Run CMD on every node at once; output prefixed per node.
 
     \b
     Example:
       clusterkit exec sandbox --node worker -- nproc
 
-    Workers are reached through the master. Exit 1 if the command fails on any node
-    (--json: the error object's "results" holds every node's result). NAME is a cluster name (looked up in
-    --region) or a spec file (its regions)."""
+    Workers are reached through the master. Your ssh-agent is not forwarded unless you
+    pass -A. Exit 1 if the command fails on any node (--json: the error object's
+    "results" holds every node's result). NAME is a cluster name (looked up in --region)
+    or a spec file (its regions)."""
     from clusterkit.cluster.remote_ops import do_exec
 
     ctx = get_ctx()
@@ -78,7 +84,7 @@ def exec_(name: str, command: tuple[str, ...], nodes: tuple[str, ...],
     results = do_exec(name, command, nodes=nodes, accept_host_keys=accept_host_keys,
                       region=ctx.region, profile=ctx.profile,
                       user=user, port=port, identity_file=identity_file, timeout=timeout,
-                      connect_timeout=connect_timeout,
+                      connect_timeout=connect_timeout, forward_agent=forward_agent,
                       out=sys.stderr if ctx.json else sys.stdout, rt=_runtime())
     if ctx.json:
         print_json(results.as_dict())
@@ -107,7 +113,7 @@ class _SplitAtDashDash(click.Command):
 @_login_options
 def ssh(name: str, node: str | None, print_only: bool, accept_host_keys: tuple[str, ...],
         user: str | None, identity_file: str | None, port: int | None) -> None:
-    """Shell on a node (default: the master) with the system ssh, agent forwarded.
+    """Shell on a node (default: the master) with the system ssh, agent forwarded (-A).
 
     \b
     Example:
@@ -115,8 +121,10 @@ def ssh(name: str, node: str | None, print_only: bool, accept_host_keys: tuple[s
       clusterkit ssh sandbox --print --json
 
     NODE: index (2), name (master, worker-2), instance id or full name. Workers are reached through the master
-    (-J); host keys are checked against the ones `up` recorded. NAME is a cluster name
-    (looked up in --region) or a spec file (its regions)."""
+    (-J); host keys are checked against the ones `up` recorded. Your agent is forwarded so
+    that from the node you reach the others by name; `ssh-add -c` makes each use of a key
+    ask you first. NAME is a cluster name (looked up in --region) or a spec file (its
+    regions)."""
     from clusterkit.cluster.remote_ops import do_ssh
 
     ctx = get_ctx()

@@ -3,6 +3,7 @@ master as the gateway to the workers, then Fabric fan-out or the system ``ssh``.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -10,7 +11,7 @@ from typing import TextIO
 from clusterkit.cluster import hostkeys
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.target import find_nodes, resolve_target
-from clusterkit.errors import ClusterkitError
+from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.kinds import InstanceState
 from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node
@@ -18,7 +19,10 @@ from clusterkit.remote import fanout, sshcmd
 from clusterkit.remote.address import targets
 from clusterkit.remote.connect import Login
 from clusterkit.remote.results import GroupResult
+from clusterkit.spec.keys import SSH
 from clusterkit.spec.model import Ssh
+
+USER_PATTERN = re.compile(SSH.keys["user"].pattern or "")  # the spec's ssh.user rule
 
 
 def _ssh_settings(target: str, region: str | None) -> tuple[str, list[str], Ssh]:
@@ -27,10 +31,22 @@ def _ssh_settings(target: str, region: str | None) -> tuple[str, list[str], Ssh]
     return cluster or target, regions, spec.ssh if spec else Ssh()
 
 
+def check_user(user: str | None) -> None:
+    """Refuse a ``--user`` the spec's ``ssh.user`` would refuse (it reaches ssh's command
+    line and the cluster's ssh_config), before anything else runs: UsageError, exit 2."""
+    if user is not None and not USER_PATTERN.fullmatch(user):
+        raise UsageError(f"--user {user!r} is not a Unix user name",
+                         "a login user is lowercase letters, digits, _ and -, starting "
+                         "with a letter or _, at most 32 characters (as ssh.user)")
+
+
 def login_for(target: str, region: str | None, *, user: str | None = None,
               port: int | None = None, identity_file: str | None = None,
               connect_timeout: float = 15.0, forward_agent: bool = False,
               ) -> tuple[Login, list[str]]:
+    """How to log in to ``target``'s nodes: the options given, else the spec's ssh
+    settings; ``forward_agent`` only where the user asked for it (`exec -A`)."""
+    check_user(user)
     cluster, regions, ssh = _ssh_settings(target, region)
     return Login(cluster, user=user or ssh.user, port=port or ssh.port,
                  identity_file=identity_file or ssh.identity_file,
@@ -69,15 +85,18 @@ def do_exec(target: str, command: Sequence[str], *, nodes: Sequence[str] = (),
             accept_host_keys: Sequence[str] = (), region: str | None = None, profile: str | None = None, user: str | None = None,
             port: int | None = None, identity_file: str | None = None,
             timeout: float | None = None, connect_timeout: float = 15.0,
+            forward_agent: bool = False,
             out: TextIO | None = None, rt: Runtime | None = None) -> GroupResult:
     """Run ``command`` (words joined by spaces, as ssh does) on the selected nodes at once;
     one NodeResult per node. Any failure raises one GroupError carrying every node's.
     A chosen node that is not running fails the command before anything runs.
-    ``accept_host_keys``: nodes whose changed host key to accept (probed first)."""
+    ``accept_host_keys``: nodes whose changed host key to accept (probed first).
+    ``forward_agent``: forward the user's ssh-agent (only when asked: while the command
+    runs, any process of the login user on the node could use it)."""
     rt = rt or Runtime.make(region=region, profile=profile)
     login, regions = login_for(target, region, user=user, port=port,
                                identity_file=identity_file, connect_timeout=connect_timeout,
-                               forward_agent=True)  # the command may `ssh` to other nodes
+                               forward_agent=forward_agent)
     found = cluster_nodes(rt, login.cluster, regions)
     chosen = selection.select(found, nodes)
     require_running(found, chosen)
@@ -92,7 +111,8 @@ def do_ssh(target: str, node: str | None = None, command: Sequence[str] = (), *,
            profile: str | None = None, user: str | None = None, port: int | None = None, identity_file: str | None = None,
            print_only: bool = False, rt: Runtime | None = None) -> list[str]:
     """The ``ssh`` argv for one node (default: the master); unless ``print_only``, exec it
-    (this process becomes ``ssh``)."""
+    (this process becomes ``ssh``). The system ssh forwards the agent (``-A``): from an
+    interactive shell on the master the user reaches the workers by name."""
     rt = rt or Runtime.make(region=region, profile=profile)
     login, regions = login_for(target, region, user=user, port=port,
                                identity_file=identity_file)

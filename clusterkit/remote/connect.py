@@ -1,7 +1,8 @@
 """Fabric connections to cluster nodes: host keys checked strictly against the cluster's
 known_hosts (never added on the fly), the user's ssh-agent (or ``identity_file``) for
-login, the agent forwarded to the node, workers reached through the master's SSH
-connection (a ``direct-tcpip`` channel, what OpenSSH's ProxyJump does)."""
+login, the agent forwarded only where ``Login.forward_agent`` asks (`exec -A`), workers
+reached through the master's SSH connection (a ``direct-tcpip`` channel, what OpenSSH's
+ProxyJump does)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ class Login:
     port: int = 22
     identity_file: str | None = None  # None: the ssh-agent (then ~/.ssh/id_*)
     connect_timeout: float = 15.0
-    # Forward the user's agent only where a command the user typed may SSH onward
-    # (`exec`); bootstrap and job calls need none, and a forwarded agent is usable by
-    # root on the node for as long as the connection lasts (and costs sshd a socket).
+    # Forward the user's agent only when the user asks (`exec -A`): bootstrap and job
+    # calls never do, and a forwarded agent is usable by any process of the login user
+    # (and root) on the node for as long as the connection lasts.
     forward_agent: bool = False
 
     @property

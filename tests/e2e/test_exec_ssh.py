@@ -138,13 +138,27 @@ def test_ssh_to_a_worker_goes_through_the_master(cluster: Cluster):
         cluster.known.write_text(saved)
 
 
-def test_agent_is_forwarded_not_copied(cluster: Cluster):
-    results = do_exec(cluster.name, ["ssh-add", "-l;", "ls", "-A", "~/.ssh", "||", "true"],
-                      nodes=["0", "2"], rt=runtime())
-    assert list(results) == [f"{cluster.name}-master-0", f"{cluster.name}-worker-2"]
-    for result in results.values():
+def test_agent_is_forwarded_only_with_the_option_and_never_copied(cluster: Cluster):
+    """`exec` leaves SSH_AUTH_SOCK unset on every node (job code cannot borrow the agent);
+    with -A it is set on every node, workers included, and the agent on this machine
+    answers there; no key file ever lands on a node."""
+    probe = ['echo', '"agent=[${SSH_AUTH_SOCK:-}]";', "ssh-add", "-l;", "ls", "-A", "~/.ssh",
+             "||", "true"]
+    plain = do_exec(cluster.name, probe, rt=runtime())
+    assert len(plain) == 3
+    for result in plain.values():
+        assert "agent=[]" in result.stdout
+        assert cluster.fingerprint not in result.stdout
+    forwarded = do_exec(cluster.name, probe, forward_agent=True, rt=runtime())
+    assert list(forwarded) == list(plain)
+    for result in forwarded.values():
+        assert "agent=[]" not in result.stdout and "agent=[/" in result.stdout
         assert cluster.fingerprint in result.stdout  # the agent on this machine answers
         assert "id_ed25519" not in result.stdout  # and no key file landed on the node
+    proc = _cli("--json", "exec", cluster.name, "-A", "--node", "2", "--",
+                "ssh-add", "-l")  # the real CLI's flag
+    assert proc.returncode == 0, proc.stderr
+    assert cluster.fingerprint in proc.stdout
 
 
 def test_other_fan_outs_forward_no_agent_and_speak_aes_gcm(cluster: Cluster):

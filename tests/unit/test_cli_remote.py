@@ -1,0 +1,48 @@
+"""`clusterkit exec` / `ssh` option wiring: the agent is forwarded by `exec` only on
+-A/--forward-agent (the help says so), and a --user the spec's ssh.user pattern refuses
+(a quote, a newline: text that would land in ssh's command line or ssh_config) exits 2
+before anything else runs (no cluster lookup, no AWS call)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from clusterkit.cli.main import cli
+from clusterkit.cluster.remote_ops import check_user, login_for
+from clusterkit.errors import UsageError
+
+BAD_USERS = ['x"\nMatch exec "touch /tmp/pwned"', "root\n", "a b", "-oProxyCommand=x",
+             "Ubuntu", "u;id", "", "x" * 33]
+
+
+@pytest.mark.parametrize("user", BAD_USERS)
+def test_bad_user_is_refused_before_any_use(user: str):
+    with pytest.raises(UsageError) as caught:
+        check_user(user)
+    assert caught.value.exit_code == 2 and "ssh.user" in (caught.value.hint or "")
+    with pytest.raises(UsageError):  # before the target is even looked at
+        login_for("/nonexistent/spec.yaml", None, user=user)
+
+
+@pytest.mark.parametrize("command", [["exec", "c1", "--user", BAD_USERS[0], "--", "true"],
+                                     ["ssh", "c1", "--user", BAD_USERS[0], "--print"]])
+def test_cli_exits_2_on_a_bad_user(command: list[str], tmp_path, monkeypatch):
+    monkeypatch.setenv("CLUSTERKIT_HOME", str(tmp_path))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # never reached
+    result = CliRunner().invoke(cli, command)
+    assert result.exit_code == 2, result.output
+    assert "not a Unix user name" in result.output
+
+
+@pytest.mark.parametrize("user", ["ubuntu", "ec2-user", "_svc", None])
+def test_good_users_pass(user: str | None):
+    check_user(user)
+
+
+def test_exec_help_says_the_agent_is_forwarded_only_with_a():
+    text = CliRunner().invoke(cli, ["exec", "--help"], terminal_width=200).output
+    assert "-A, --forward-agent" in text
+    assert "not forwarded unless you pass -A" in text
+    ssh_text = CliRunner().invoke(cli, ["ssh", "--help"], terminal_width=200).output
+    assert "agent forwarded (-A)" in ssh_text and "ssh-add -c" in ssh_text
