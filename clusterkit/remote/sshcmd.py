@@ -88,8 +88,9 @@ def ssh_argv(login: Login, hop: Hop, *, via: Hop | None = None,
     """The ``ssh`` argv for ``hop`` (through ``via`` when given)."""
     user = check_user(login.user)
     known = config_value("known_hosts path", str(login.known_hosts))
-    argv = ["ssh", "-A", "-o", f'UserKnownHostsFile="{known}"',
-            "-o", "StrictHostKeyChecking=yes"]
+    # ssh reads an -o value as a config line: quoted, a path with a space stays one file
+    known = f'"{known}"' if any(c.isspace() for c in known) else known
+    argv = ["ssh", "-A", "-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes"]
     if login.port != 22:
         argv += ["-p", str(login.port)]
     identity = _identity(login)

@@ -25,7 +25,7 @@ def home(tmp_path, monkeypatch):
 def test_master_argv(home):
     login = Login("c")
     argv = sshcmd.ssh_argv(login, MASTER)
-    assert argv == ["ssh", "-A", "-o", f'UserKnownHostsFile="{home}/clusters/c/known_hosts"',
+    assert argv == ["ssh", "-A", "-o", f"UserKnownHostsFile={home}/clusters/c/known_hosts",
                     "-o", "StrictHostKeyChecking=yes", "--", "ubuntu@127.0.0.2"]
 
 
@@ -90,6 +90,14 @@ def test_writers_refuse_an_identity_file_that_ssh_would_read_as_more(home, name)
 def test_ssh_argv_refuses_a_user_that_is_not_a_user_name(home, name):
     with pytest.raises(UsageError, match="refusing login user"):
         sshcmd.ssh_argv(Login("c", user=payload_value(_USER, name)), WORKER, via=MASTER)
+
+
+def test_a_state_dir_with_a_space_stays_one_known_hosts_file(tmp_path, monkeypatch):
+    """ssh reads an -o value as a config line, where an unquoted space separates two
+    files (the second relative to the current directory): such a path is quoted."""
+    monkeypatch.setenv(known_hosts.HOME_ENV, str(tmp_path / "my state"))
+    argv = sshcmd.ssh_argv(Login("c"), MASTER)
+    assert argv[3] == f'UserKnownHostsFile="{tmp_path}/my state/clusters/c/known_hosts"'
 
 
 def test_known_hosts_path_with_a_quote_is_refused(tmp_path, monkeypatch):
