@@ -6,8 +6,10 @@
 # (replaced, never duplicated) with OPTS (default: AWS's recommended NFS options plus
 # _netdev,nofail so a missing network never blocks boot), then mounts it unless it is
 # mounted already; a plain NFS mount of DNS_NAME is remounted with TLS when --type efs
-# asks for it. A TLS mount shows as 127.0.0.1:/ (the local stunnel). With --owner, a
-# root-owned MOUNT is handed to USER. Idempotent. CLUSTERKIT_ROOT=DIR writes the fstab
+# asks for it. A TLS mount shows as 127.0.0.1:/ (the local stunnel). With --owner, the
+# file system's root is root's, sticky and writable by USER's group (mode 1775): USER
+# writes anything in it but cannot move aside what root keeps there (the wheel cache
+# .clusterkit/). Idempotent. CLUSTERKIT_ROOT=DIR writes the fstab
 # under DIR and mounts nothing (tests).
 set -euo pipefail
 usage="usage: efs.sh [--owner USER] [--type nfs4|efs] [--options OPTS] DNS_NAME MOUNT"
@@ -31,6 +33,12 @@ dns=$1 mnt=$2
     || { echo "$usage" >&2; exit 2; }
 [[ $type == nfs4 || $type == efs ]] || { echo "$usage" >&2; exit 2; }
 root=${CLUSTERKIT_ROOT:-}
+p=$mnt  # root mounts there: never through a link someone else could have planted
+while [ -n "$p" ]; do
+    [ ! -L "${CLUSTERKIT_ROOT:-}$p" ] \
+        || { echo "efs.sh: $p is a symbolic link; refusing to mount there" >&2; exit 1; }
+    p=${p%/*}
+done
 
 fstab="$root/etc/fstab"
 touch "$fstab"
@@ -74,6 +82,7 @@ if ! mountpoint -q "$mnt"; then
     fi
     echo "efs.sh: mounted $dns on $mnt ($([ "$type" = efs ] && echo TLS || echo plain NFS))"
 fi
-if [ -n "$owner" ] && [ "$(stat -c %u "$mnt")" = 0 ]; then
-    chown -h "$owner:" "$mnt"
+if [ -n "$owner" ]; then
+    chown -h "root:$(id -gn "$owner")" "$mnt"
+    chmod 1775 "$mnt"
 fi

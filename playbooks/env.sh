@@ -6,7 +6,10 @@
 # .clusterkit-packages holding HASH, written last) is never rebuilt; a changed package
 # list gets a new HASH and a new env. With --shared-cache DIR on a mounted EFS, the
 # packages are downloaded once into DIR/HASH (under a lock; the first node downloads,
-# the others wait) and every node installs from there without the package index.
+# the others wait) and every node installs from there without the package index. The
+# cache is root's: every directory from the mount down must be a real directory that
+# only root writes (else the index is used), and DIR/HASH/SHA256SUMS, written by the
+# node that downloaded, must match every file there before pip reads one (else exit 1).
 # Idempotent. CLUSTERKIT_ROOT=DIR builds under DIR instead of / (tests).
 set -euo pipefail
 usage="usage: env.sh --python PYTHON --hash HASH --owner USER [--shared-cache DIR] < PACKAGES"
@@ -46,25 +49,59 @@ rm -rf "$venv"
 printf '%s\n' "$requirements" > "$venv/requirements.txt"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 
+root_only() {  # root_only MOUNT DIR: MOUNT and each directory down to DIR are real
+    # directories of this user's (root's) that no one else may write or move (made
+    # so when missing); else 1, saying why
+    local p=$1 part mode parts
+    IFS=/ read -ra parts <<< "${2#"$1"/}"
+    for part in "" "${parts[@]}"; do
+        p=${p%/}${part:+/$part}
+        [ -e "$p" ] || [ -L "$p" ] || mkdir -m 755 "$p"
+        mode=$(stat -c %a "$p")  # others may write only where the sticky bit is set
+        if [ -L "$p" ] || [ ! -d "$p" ] || [ "$(stat -c %u "$p")" != "$(id -u)" ] \
+            || [ $(( 8#$mode & 8#022 && !(8#$mode & 8#1000) )) -ne 0 ]; then
+            echo "env.sh: $p is not a directory only root may change; not using the" \
+                "wheel cache, installing from the index" >&2
+            return 1
+        fi
+    done
+}
+
+sums_match() {  # sums_match DIR: DIR holds exactly the files its SHA256SUMS lists, intact
+    local listed present
+    [ -f "$1/SHA256SUMS" ] && (cd "$1" && sha256sum --check --strict --quiet SHA256SUMS) \
+        || return 1
+    listed=$(cut -d' ' -f3- < "$1/SHA256SUMS" | sort)
+    present=$(find "$1" -mindepth 1 ! -name SHA256SUMS ! -name .complete -printf '%f\n' | sort)
+    [ "$listed" = "$present" ] && [ -z "$(find "$1" -mindepth 1 ! -type f)" ]
+}
+
 shared=""
 if [ -n "$cache" ]; then
     mounted=$(dirname "$cache")
     while [ "$mounted" != / ] && ! mountpoint -q "$mounted"; do mounted=$(dirname "$mounted"); done
-    if [ "$mounted" != / ]; then
-        shared="$cache/$hash"
-    else
+    if [ "$mounted" = / ]; then
         echo "env.sh: $cache is not on a mounted file system; installing from the index" >&2
+    elif root_only "$mounted" "$cache"; then
+        shared="$cache/$hash"
     fi
 fi
 if [ -n "$shared" ]; then
-    mkdir -p "$cache"
     exec 9> "$shared.lock"
     flock 9
-    if [ ! -f "$shared/.complete" ]; then
-        rm -rf "$shared.part"
+    if [ ! -f "$shared/.complete" ] || [ ! -f "$shared/SHA256SUMS" ]; then
+        rm -rf "$shared.part" "$shared"
         "$venv/bin/python" -m pip download --quiet -d "$shared.part" -r "$venv/requirements.txt"
+        (cd "$shared.part" && find . -maxdepth 1 -type f -printf '%f\n' | LC_ALL=C sort \
+            | xargs -r -d '\n' sha256sum --) > "$shared.sums"
+        mv "$shared.sums" "$shared.part/SHA256SUMS"
         touch "$shared.part/.complete"
         mv -T "$shared.part" "$shared"
+    fi
+    if ! sums_match "$shared"; then
+        echo "env.sh: the wheel cache $shared does not match its SHA256SUMS; refusing to" \
+            "install from it (remove it to download again: rm -rf $shared)" >&2
+        exit 1
     fi
     flock -u 9
     "$venv/bin/python" -m pip install --quiet --no-index --find-links "$shared" \

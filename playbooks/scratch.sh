@@ -25,6 +25,12 @@ while [ $# -gt 0 ]; do
     esac
 done
 [[ $mnt == /?* && -n $owner && $# -gt 0 ]] || { echo "$usage" >&2; exit 2; }
+p=$mnt  # root mounts there: never through a link someone else could have planted
+while [ -n "$p" ]; do
+    [ ! -L "$p" ] \
+        || { echo "scratch.sh: $p is a symbolic link; refusing to mount there" >&2; exit 1; }
+    p=${p%/*}
+done
 
 label_of() { blkid -p -o value -s LABEL "$1" 2>/dev/null || true; }  # -p: no cache
 type_of() { blkid -p -o value -s TYPE "$1" 2>/dev/null || true; }
@@ -40,7 +46,7 @@ if mountpoint -q "$mnt"; then
         *,noatime,*) ;;
         *) mount -o remount,noatime "$mnt";;
     esac
-    chown "$owner:" "$mnt"
+    chown -h "$owner:" "$mnt"
     echo "scratch.sh: $mnt is mounted ($source)"
     exit 0
 fi
@@ -86,5 +92,5 @@ if [ "$(label_of "$dev")" != "$label" ]; then
 fi
 mkdir -p "$mnt"
 mount -o noatime "$dev" "$mnt"
-chown "$owner:" "$mnt"
+chown -h "$owner:" "$mnt"
 echo "scratch.sh: mounted $dev on $mnt ($# disk(s))"

@@ -7,7 +7,8 @@
 # name and address there: User, Port, ForwardAgent yes, StrictHostKeyChecking yes,
 # UserKnownHostsFile /etc/clusterkit/known_hosts. No private key is read or written:
 # from the master, `ssh deeplearning-worker1` authenticates with the forwarded agent.
-# Idempotent. CLUSTERKIT_ROOT=DIR writes under DIR (USER's home: DIR/home/USER) (tests).
+# USER's ~/.ssh is USER's: it is written as USER (runuser), never by root, and a
+# symbolic link at ~/.ssh or ~/.ssh/config is refused, not followed. Idempotent. CLUSTERKIT_ROOT=DIR writes under DIR (USER's home: DIR/home/USER) (tests).
 set -euo pipefail
 usage="usage: ssh.sh --user USER [--port PORT] < KNOWN_HOSTS"
 user="" port=22
@@ -27,6 +28,25 @@ else
     home=$(getent passwd "$user" | cut -d: -f6)
     [ -n "$home" ] || { echo "ssh.sh: no user $user on this node" >&2; exit 1; }
 fi
+
+no_links() {  # no_links PATH BASE: exit 1 when PATH or a directory up to BASE is a link
+    local p=$1
+    while [ -n "$p" ] && [ "$p" != "$2" ] && [ "$p" != / ]; do
+        if [ -L "$p" ]; then
+            echo "ssh.sh: $p is a symbolic link; refusing to write through it" >&2
+            exit 1
+        fi
+        p=${p%/*}
+    done
+}
+
+as_user() {  # as_user CMD...: CMD as USER (root never writes into USER's home)
+    if [ -z "$root" ] && [ "$(id -u)" -eq 0 ] && [ "$(id -u "$user")" -ne 0 ]; then
+        runuser -u "$user" -- "$@"
+    else
+        "$@"
+    fi
+}
 
 put() {  # put FILE MODE: stdin -> FILE when it differs (atomic)
     local target=$1 mode=$2 tmp
@@ -64,9 +84,11 @@ known=$(printf '%s\n' "$known" | awk 'NF { print $1, $2, $3 }')$'\n'
 printf '%s' "$known" | put "$root/etc/clusterkit/known_hosts" 644
 
 config="$home/.ssh/config"
-mkdir -p "$home/.ssh"
-chmod 700 "$home/.ssh"
-touch "$config"
+no_links "$config" "$home"
+as_user mkdir -p "$home/.ssh"
+as_user chmod 700 "$home/.ssh"
+as_user touch "$config"
+no_links "$config" "$home"
 {
     echo "# BEGIN clusterkit (managed by clusterkit ssh.sh; replaced on every run)"
     echo "Host ${hosts[*]}"
@@ -76,10 +98,7 @@ touch "$config"
     echo "    StrictHostKeyChecking yes"
     echo "    UserKnownHostsFile /etc/clusterkit/known_hosts"
     echo "# END clusterkit"
-    awk 'index($0, "# BEGIN clusterkit") == 1 { skip = 1; next }
+    as_user cat "$config" | awk 'index($0, "# BEGIN clusterkit") == 1 { skip = 1; next }
          skip && index($0, "# END clusterkit") == 1 { skip = 0; next }
-         !skip' "$config"
-} | put "$config" 600
-if [ -z "$root" ]; then
-    chown "$user:" "$home/.ssh" "$config"
-fi
+         !skip'
+} | as_user bash -c "$(declare -f put); put \"\$1\" 600" ssh.sh "$config"

@@ -166,6 +166,29 @@ def test_ssh_config_keeps_the_users_own_entries(node_root: Path):
     assert config.count("Host github.com") == 1
 
 
+@pytest.mark.parametrize("planted", [".ssh", ".ssh/config"])
+def test_ssh_never_writes_through_a_link_the_user_planted(node_root: Path, planted: str):
+    """A login user who points ~/.ssh or ~/.ssh/config at a file of root's (here: a
+    stand-in for /etc) gets a refusal, and the target is neither written nor read."""
+    target = node_root / "etc-elsewhere"
+    target.mkdir()
+    (target / "config").write_text("root's own file\n")
+    home = node_root / "home/ubuntu"
+    (home / ".ssh").mkdir(parents=True)
+    link = home / planted
+    if planted == ".ssh":
+        link.rmdir()
+        link.symlink_to(target)
+    else:
+        link.symlink_to(target / "config")
+    out = run("ssh.sh", "--user", "ubuntu", root=node_root,
+              stdin=steps.known_hosts_lines(CLUSTER, 22))
+    assert out.returncode == 1 and "symbolic link" in out.stderr, out.stderr
+    assert (target / "config").read_text() == "root's own file\n"
+    assert sorted(p.name for p in target.iterdir()) == ["config"]
+    assert link.is_symlink()
+
+
 def test_ssh_refuses_anything_but_known_hosts_lines(node_root: Path):
     out = run("ssh.sh", "--user", "ubuntu", root=node_root,
               stdin="-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n")
@@ -216,6 +239,20 @@ def test_efs_step_command_writes_the_tls_or_plain_fstab_line(tmp_path: Path,
     assert run("efs.sh", "--type", "cifs", dns, "/efs", root=tmp_path).returncode == 2
 
 
+def test_efs_and_scratch_refuse_a_mount_point_through_a_link(tmp_path: Path):
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "home/ubuntu").mkdir(parents=True)
+    (tmp_path / "home/ubuntu/efs").symlink_to(tmp_path / "etc")
+    dns = "fs-0123456789abcdef0.efs.us-east-1.amazonaws.com"
+    out = run("efs.sh", dns, "/home/ubuntu/efs/sub", root=tmp_path)
+    assert out.returncode == 1 and "/home/ubuntu/efs is a symbolic link" in out.stderr
+    assert not (tmp_path / "etc/fstab").exists()
+    link = tmp_path / "scratch-link"
+    link.symlink_to(tmp_path / "etc")
+    out = run("scratch.sh", "--mount", str(link), "--owner", "ubuntu", "/dev/null")
+    assert out.returncode == 1 and "is a symbolic link" in out.stderr
+
+
 def test_receipt_written_atomically_and_checked(tmp_path: Path):
     digest = "sha256:" + "ab" * 32
     for _ in range(2):
@@ -238,6 +275,80 @@ def test_env_complete_is_never_rebuilt(tmp_path: Path):
                   "ubuntu", root=tmp_path, stdin="torch==2.3.1\n")
         assert out.returncode == 0 and "is complete" in out.stdout, out.stderr
     assert os.readlink(tmp_path / "opt/clusterkit/envs/current") == str(venv)
+
+
+def _wheel(where: Path) -> Path:
+    """A one-module wheel (ckwheel 0.1) pip installs without an index."""
+    import base64
+    import zipfile
+
+    files = {"ckwheel.py": "VERSION = '0.1'\n",
+             "ckwheel-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: ckwheel\n"
+                                               "Version: 0.1\n",
+             "ckwheel-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\n"
+                                            "Root-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},{len(text)}\n"
+                     for name, text in files.items()) + "ckwheel-0.1.dist-info/RECORD,,\n"
+    path = where / "ckwheel-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in {**files, "ckwheel-0.1.dist-info/RECORD": record}.items():
+            zf.writestr(name, text)
+    return path
+
+
+@pytest.fixture
+def efs_mount(tmp_path: Path):
+    """A tmpfs standing in for the mounted EFS (root's, sticky, as efs.sh leaves it)."""
+    require_root("a tmpfs mount")
+    mnt = tmp_path / "efs"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=1775", "tmpfs", str(mnt)],
+                   check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _env_on(node: Path, cache: Path, links: Path) -> subprocess.CompletedProcess[str]:
+    key = steps.packages_hash(["ckwheel==0.1"])
+    return run("env.sh", "--python", shutil.which("python3") or "python3", "--hash", key,
+               "--owner", "root", "--shared-cache", str(cache), root=node,
+               stdin="ckwheel==0.1\n", env={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links),
+                                            "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+
+
+def test_env_wheel_cache_is_roots_and_every_wheel_is_checked(tmp_path: Path, efs_mount: Path):
+    """The first node fills a root-owned cache with a SHA256SUMS; a second node installs
+    from it; a tampered wheel (or a file slipped in) stops the next node with exit 1; a
+    cache directory the login user could change is not used at all."""
+    links = tmp_path / "index"
+    links.mkdir()
+    _wheel(links)
+    cache = efs_mount / steps.WHEEL_CACHE
+    first = _env_on(tmp_path / "node1", cache, links)
+    assert first.returncode == 0, first.stderr
+    [shared] = [p for p in cache.iterdir() if p.is_dir()]
+    sums = (shared / "SHA256SUMS").read_text().split()
+    assert sums[1] == "ckwheel-0.1-py3-none-any.whl" and len(sums) == 2
+    for path in (efs_mount / ".clusterkit", cache, shared):
+        assert path.stat().st_uid == 0 and not path.stat().st_mode & 0o022, path
+    links.joinpath("ckwheel-0.1-py3-none-any.whl").unlink()  # only the cache has it now
+    assert _env_on(tmp_path / "node2", cache, links).returncode == 0
+
+    with open(shared / "ckwheel-0.1-py3-none-any.whl", "ab") as handle:
+        handle.write(b"tampered")
+    out = _env_on(tmp_path / "node3", cache, links)
+    assert out.returncode == 1 and "does not match its SHA256SUMS" in out.stderr
+    (shared / "ckwheel-0.1-py3-none-any.whl").unlink()
+    (shared / "evil-0.1-py3-none-any.whl").write_bytes(b"x")
+    out = _env_on(tmp_path / "node4", cache, links)
+    assert out.returncode == 1 and "does not match its SHA256SUMS" in out.stderr
+
+    os.chown(efs_mount / ".clusterkit", 65534, 65534)  # made or taken by someone else
+    _wheel(links)
+    out = _env_on(tmp_path / "node5", cache, links)
+    assert out.returncode == 0 and "not a directory only root may change" in out.stderr
 
 
 def test_scratch_without_md_is_not_emulated(tmp_path: Path):
