@@ -7,7 +7,8 @@ On a terminal every other stage is a wait with a live line under its output: a s
 the time it has taken so far and, once the stage reports counts (nodes ready, volumes
 attached), a bar with k/N. It disappears when the stage is done, leaving the lines; the
 stage's periodic "k/N ready" lines are left out there, as the bar says the same. Piped
-or captured output (CI, logs, tests) is the plain lines only, every one of them."""
+or captured output (CI, logs, tests) is the plain lines only, every one of them; a
+counted stage is its start and done lines there, never a bar or a line per step."""
 
 from __future__ import annotations
 
@@ -69,13 +70,15 @@ class ConsoleReporter:
         self._task: TaskID | None = None
         self._stage: Stage | None = None
         self._waiting = False  # the open bar is a wait's (transient), not a counted stage's
+        self._quiet: Stage | None = None  # a counted stage with no bar (not a terminal)
 
     def __call__(self, event: Event) -> None:
         if event.kind is Kind.STAGE_STARTED:
             self.close()
-            if event.total is not None:
+            if event.total is not None and self.live:
                 self._open(event)
                 return
+            self._quiet = event.stage if event.total is not None else None
             self.line(event)
             if self.live and event.stage is not None:
                 self._open_wait(event.stage)
@@ -85,6 +88,11 @@ class ConsoleReporter:
                 return
             if event.kind is Kind.STAGE_DONE:
                 self.close()
+        elif self._quiet is not None and event.stage is self._quiet:
+            if event.kind is Kind.PROGRESS and event.done is not None:
+                return
+            if event.kind is Kind.STAGE_DONE:
+                self._quiet = None
         self.line(event)
 
     def _moved(self, event: Event) -> bool:
@@ -123,6 +131,7 @@ class ConsoleReporter:
         if self._bar is not None:
             self._bar.stop()
         self._bar, self._task, self._stage, self._waiting = None, None, None, False
+        self._quiet = None
 
     def __enter__(self) -> ConsoleReporter:
         return self

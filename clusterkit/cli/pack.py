@@ -38,9 +38,9 @@ class Im2recCommand(click.Command):
                    "case-insensitive). Default: .jpeg .jpg .png")
 @click.option("--chunks", type=click.IntRange(min=1), default=1, show_default=True,
               help="Number of list chunks.")
-@click.option("--train-ratio", type=float, default=1.0, show_default=True,
+@click.option("--train-ratio", type=click.FloatRange(0.0, 1.0), default=1.0, show_default=True,
               help="Fraction of images for training.")
-@click.option("--test-ratio", type=float, default=0.0, show_default=True,
+@click.option("--test-ratio", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
               help="Fraction of images for testing.")
 @click.option("--recursive", is_flag=True,
               help="Walk subdirectories; each directory with images is one label.")
@@ -49,7 +49,7 @@ class Im2recCommand(click.Command):
 @click.option("--resize", type=click.IntRange(min=0), default=0, show_default=True,
               help="Resize the shorter edge to this many pixels (0: keep).")
 @click.option("--center-crop", is_flag=True, help="Crop the center square first.")
-@click.option("--quality", type=int, default=95, show_default=True,
+@click.option("--quality", type=click.IntRange(1, 100), default=95, show_default=True,
               help="JPEG quality 1-100, or PNG compression 1-9.")
 @click.option("--num-thread", type=click.IntRange(min=1), default=1, show_default=True,
               help="Encoding threads (output order is the .lst order whatever the count).")

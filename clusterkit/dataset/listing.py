@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from clusterkit.dataset.atomic import TempOutput, publish
@@ -19,6 +19,7 @@ from clusterkit.errors import UsageError
 
 DEFAULT_EXTS = (".jpeg", ".jpg", ".png")
 SHUFFLE_SEED = 100
+SkipReport = Callable[[str, str], None]  # (path, why) of a directory left out
 
 
 @dataclass(frozen=True)
@@ -40,10 +41,15 @@ class ListOptions:
     shuffle: bool = True
 
 
-def _walk(root: str) -> Iterator[tuple[str, list[str]]]:
-    """os.walk(root, followlinks=True) with sorted dirs/files, minus symlink cycles."""
+def _walk(root: str, on_skip: SkipReport) -> Iterator[tuple[str, list[str]]]:
+    """os.walk(root, followlinks=True) with sorted dirs/files, minus symlink cycles; a
+    directory that cannot be read goes to ``on_skip`` (os.walk alone drops it silently)."""
     chains: dict[str, frozenset[tuple[int, int]]] = {}
-    for path, dirs, files in os.walk(root, followlinks=True):
+
+    def unreadable(exc: OSError) -> None:
+        on_skip(exc.filename or root, exc.strerror or str(exc))
+
+    for path, dirs, files in os.walk(root, followlinks=True, onerror=unreadable):
         st = os.stat(path)
         parent = chains.get(os.path.dirname(path), frozenset())
         chain = chains[path] = parent | {(st.st_dev, st.st_ino)}
@@ -59,12 +65,17 @@ def _walk(root: str) -> Iterator[tuple[str, list[str]]]:
         yield path, files
 
 
-def list_images(root: str, recursive: bool,
-                exts: Sequence[str] = DEFAULT_EXTS) -> tuple[list[Item], list[tuple[str, int]]]:
+def _ignore(_path: str, _why: str) -> None:
+    pass
+
+
+def list_images(root: str, recursive: bool, exts: Sequence[str] = DEFAULT_EXTS,
+                on_skip: SkipReport = _ignore) -> tuple[list[Item], list[tuple[str, int]]]:
     """Images under ``root`` in im2rec order and the (class dir, label) map.
 
     Recursive: each directory holding at least one image gets the next label, in walk
-    order. Flat: only files directly in ``root``, label 0.
+    order; a subdirectory that cannot be read is reported to ``on_skip`` (path, why).
+    Flat: only files directly in ``root``, label 0.
     """
     wanted = {e.lower() for e in exts}
     items: list[Item] = []
@@ -75,7 +86,7 @@ def list_images(root: str, recursive: bool,
                 items.append(Item(len(items), os.path.relpath(fpath, root), (0.0,)))
         return items, []
     classes: dict[str, int] = {}
-    for path, files in _walk(root):
+    for path, files in _walk(root, on_skip):
         for name in files:
             fpath = os.path.join(path, name)
             if os.path.splitext(name)[1].lower() in wanted and os.path.isfile(fpath):
@@ -141,9 +152,14 @@ def split_lists(prefix: str, items: list[Item], opts: ListOptions) -> list[tuple
     return out
 
 
-def make_lists(prefix: str, root: str, opts: ListOptions) -> tuple[list[str], list[tuple[str, int]]]:
+def make_lists(prefix: str, root: str, opts: ListOptions,
+               on_skip: SkipReport = _ignore) -> tuple[list[str], list[tuple[str, int]]]:
     """im2rec ``--list``: write the `.lst` file(s); return their paths and the class map."""
-    items, classes = list_images(root, opts.recursive, opts.exts)
+    try:
+        items, classes = list_images(root, opts.recursive, opts.exts, on_skip)
+    except PermissionError as exc:
+        raise UsageError(f"cannot read the image root {root}: {exc.strerror}",
+                         "give a directory you can read") from exc
     if not items:
         where = "in it or any subdirectory" if opts.recursive else (
             "directly in it (add --recursive to walk subdirectories)")

@@ -223,13 +223,19 @@ def sigterm_unwinds() -> Iterator[None]:
 def do_pack(opts: PackOptions, report: Reporter = null_reporter) -> PackSummary:
     """im2rec.py `--list` (write `.lst` files) or pack mode (every matching `.lst` -> .rec/.idx).
     Progress, skipped images and per-list results go to ``report`` as events."""
+    check_options(opts)
     opts = _absolute(opts)
     if not os.path.isdir(opts.root):
         raise UsageError(f"image root {opts.root} is not a directory")
     summary = PackSummary()
+
+    def skipped_dir(path: str, why: str) -> None:
+        report(Event(Kind.WARNING, f"skipped directory {path}: {why}", stage=Stage.PACK))
+
     with sigterm_unwinds():
         if opts.make_list:
-            summary.lists, summary.classes = make_lists(opts.prefix, opts.root, opts.lists)
+            summary.lists, summary.classes = make_lists(opts.prefix, opts.root, opts.lists,
+                                                        skipped_dir)
         else:
             _pack_all(opts, report, summary)
     if opts.make_list:
@@ -239,6 +245,26 @@ def do_pack(opts: PackOptions, report: Reporter = null_reporter) -> PackSummary:
     bad = summary.bad_count
     report(Event(Kind.INFO, f"{bad or 'no'} bad file{'s' if bad != 1 else ''} skipped in total"))
     return summary
+
+
+def check_options(opts: PackOptions) -> None:
+    """Refuse what im2rec.py would take and do something surprising with (exit 2)."""
+    if opts.prefix.endswith(("/", os.sep)) or not os.path.basename(opts.prefix):
+        raise UsageError(f"PREFIX {opts.prefix!r} names a directory: the files would be "
+                         f"hidden ones like {opts.prefix.rstrip('/')}/.lst",
+                         "PREFIX is a path and a file name stem, e.g. "
+                         f"{opts.prefix.rstrip('/') or '.'}/train")
+    lists = opts.lists
+    for name, value in (("--train-ratio", lists.train_ratio), ("--test-ratio", lists.test_ratio)):
+        if not 0.0 <= value <= 1.0:
+            raise UsageError(f"{name} {value:g} is outside 0-1", "a fraction of the images")
+    if lists.train_ratio < 1.0 and lists.train_ratio + lists.test_ratio > 1.0:
+        raise UsageError(f"--train-ratio {lists.train_ratio:g} and --test-ratio "
+                         f"{lists.test_ratio:g} add up to more than 1",
+                         "the rest after train and test is the validation list")
+    if not 1 <= opts.codec.quality <= 100:
+        raise UsageError(f"--quality {opts.codec.quality} is outside 1-100",
+                         "JPEG quality 1-100 (PNG: compression 1-9)")
 
 
 def _absolute(opts: PackOptions) -> PackOptions:

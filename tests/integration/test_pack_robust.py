@@ -127,3 +127,45 @@ def test_missing_list_is_a_usage_error(tmp_path) -> None:
     proc = run_ck(["out", str(tmp_path / "img")], str(tmp_path))
     assert proc.returncode == 2 and "no .lst file found" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--quality", "0", "out", "img"], "'--quality': 0 is not in the range 1<=x<=100"),
+    (["--quality", "101", "out", "img"], "'--quality': 101 is not in the range"),
+    (["--list", "--train-ratio", "1.5", "out", "img"], "'--train-ratio': 1.5 is not in"),
+    (["--list", "--test-ratio", "-0.1", "out", "img"], "'--test-ratio': -0.1 is not in"),
+    (["--list", "--train-ratio", "0.8", "--test-ratio", "0.5", "out", "img"],
+     "add up to more than 1"),
+    (["--list", "out/", "img"], "names a directory"),
+], ids=["quality-0", "quality-101", "train-1.5", "test-negative", "sum", "prefix-slash"])
+def test_out_of_range_options_exit_2_writing_nothing(tmp_path, args, said) -> None:
+    write_image(f"{tmp_path}/img/a.jpg", photo(20, 20, 1))
+    os.makedirs(tmp_path / "out")
+    proc = run_ck(args, str(tmp_path))
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["img", "out"] and not os.listdir(tmp_path / "out")
+
+
+def test_an_unreadable_directory_is_skipped_with_its_reason_and_no_bar_in_a_pipe(
+        tmp_path) -> None:
+    """Root reads through directory permissions, so as root (CI) the pack runs without the
+    capabilities that allow it (util-linux `setpriv` drops them from the bounding set)."""
+    write_image(f"{tmp_path}/img/ok/a.jpg", photo(20, 20, 1))
+    write_image(f"{tmp_path}/img/locked/b.jpg", photo(20, 20, 2))
+    (tmp_path / "img/locked").chmod(0o000)
+    argv = [sys.executable, "-m", "clusterkit", "pack", "--list", "--recursive", "out", "img"]
+    if os.geteuid() == 0:
+        argv = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", *argv]
+    try:
+        listed = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    finally:
+        (tmp_path / "img/locked").chmod(0o755)
+    assert listed.returncode == 0, listed.stderr
+    skipped = f"skipped directory {tmp_path}/img/locked: Permission denied"
+    assert skipped in listed.stderr
+    assert (tmp_path / "out.lst").read_text().count("\n") == 1
+    packed = run_ck(["out", "img"], str(tmp_path))  # stderr is a pipe here
+    assert packed.returncode == 0, packed.stderr
+    assert packed.stderr.splitlines()[0] == "out.lst"
+    assert "━" not in packed.stderr and "\r" not in packed.stderr

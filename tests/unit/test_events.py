@@ -58,7 +58,7 @@ def test_lines_are_plain_indented_and_never_wrapped():
 
 def test_a_stage_with_a_total_is_a_bar_closed_by_its_done_event():
     console, out = _console()
-    with ConsoleReporter(console, unit="images") as report:
+    with ConsoleReporter(console, unit="images", live=True) as report:
         report(Event(Kind.STAGE_STARTED, "train.lst", stage=Stage.PACK, total=4))
         assert report._bar is not None
         for done in range(1, 5):
@@ -68,6 +68,21 @@ def test_a_stage_with_a_total_is_a_bar_closed_by_its_done_event():
     text = out.getvalue()
     assert "4/4" in text and "images/s" in text
     assert text.rstrip().endswith("train.rec: 4 images")
+
+
+def test_piped_a_counted_stage_is_its_start_and_done_lines_and_no_bar():
+    console, out = _console()  # a file, not a terminal
+    with ConsoleReporter(console, unit="images") as report:
+        report(Event(Kind.STAGE_STARTED, "train.lst", stage=Stage.PACK, total=4))
+        assert report._bar is None
+        for done in range(1, 5):
+            report(Event(Kind.PROGRESS, "train.lst", stage=Stage.PACK, done=done, total=4))
+        report(Event(Kind.WARNING, "skipped a.jpg: cannot decode", stage=Stage.PACK))
+        report(Event(Kind.STAGE_DONE, "train.rec: 4 images", stage=Stage.PACK))
+        report(Event(Kind.PROGRESS, "deleted volume vol-1", stage=Stage.DOWN, level=1))
+    assert out.getvalue().splitlines() == ["train.lst", "skipped a.jpg: cannot decode",
+                                           "train.rec: 4 images", "  deleted volume vol-1"]
+    assert "━" not in out.getvalue() and "images/s" not in out.getvalue()
 
 
 def test_a_failing_command_closes_its_bar():
