@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -156,3 +157,37 @@ def test_generated_invalid_specs_fail_both(data, breaker):
     assert not _schema_ok(data)
     assert not _tables_ok(data)
     assert not _validator_ok(data)
+
+
+def test_every_own_pattern_refuses_what_the_one_line_rule_refuses():
+    """The schema states a key's own pattern in place of the one-line rule, so each such
+    pattern must refuse a control character anywhere, as the validator does."""
+    checked = 0
+    for path, key in keys.walk_keys():
+        if key.type not in ("string", "text") or not key.pattern:
+            continue
+        assert key.example and re.fullmatch(key.pattern, key.example), path
+        for char in ("\n", "\t", "\x00", "\r", "\x1b", "\x7f", "\x85", "\u2028", "\u202e"):
+            for bad in (key.example + char, char + key.example,
+                        key.example[:1] + char + key.example[1:]):
+                assert not re.fullmatch(key.pattern, bad), (path, bad)
+                # Python's $ (which python-jsonschema uses) also matches before a final
+                # newline; ECMA-262's, which JSON Schema specifies, does not.
+                if not bad.endswith("\n"):
+                    assert not _schema_pattern_ok(key.pattern, bad), (path, bad)
+        checked += 1
+    assert checked >= 15
+
+
+def _schema_pattern_ok(pattern: str, value: str) -> bool:
+    """How the JSON Schema validator reads a pattern (re.search, not fullmatch)."""
+    return re.search(pattern, value) is not None
+
+
+def test_one_line_rule_in_the_schema():
+    props = json_schema()["properties"]
+    pattern = props["nodes"]["properties"]["image"]["properties"]["name"]["pattern"]
+    assert pattern == keys.Chars.LINE.regex
+    assert props["train"]["properties"]["command"]["pattern"] == keys.Chars.TEXT.regex
+    assert re.search(keys.Chars.TEXT.regex, "a\n\tb") and not re.search(
+        keys.Chars.TEXT.regex, "a\x1bb")

@@ -158,6 +158,18 @@ def test_ssh_open_to_world_warns():
     assert spec is not None and "ssh.allowed_cidr" in _paths(issues, "warning")
 
 
+@pytest.mark.parametrize(("cidr", "warned"), [
+    ("203.0.113.7/32", False), ("10.20.0.0/16", False), ("10.20.0.0/15", True),
+    ("10.0.0.0/8", True), ("2001:db8:1::/48", False), ("2001:db8::/47", True),
+    ("::/0", True)])
+def test_ssh_wider_than_one_site_warns(cidr, warned):
+    """Wider than /16 (IPv4) or /48 (IPv6): a warning, never an error; one per spec."""
+    spec, issues = _issues(f"ssh: {{allowed_cidr: '{cidr}'}}\n")
+    assert spec is not None
+    mine = [i for i in issues if i.path == "ssh.allowed_cidr"]
+    assert [i.level for i in mine] == (["warning"] if warned else [])
+
+
 def test_bytes_and_garbage_give_issues_not_exceptions():
     spec, issues = spec_api.checks(b"\x00\x01\x02\xff", "bin")
     assert spec is None and issues[0].file == "bin"
