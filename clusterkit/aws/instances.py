@@ -1,5 +1,6 @@
 """EC2 instance verbs: one RunInstances per gang launch, describe by tag, tag, terminate,
-and the spot requests / fleets that may belong to a cluster."""
+the spot requests / fleets that may belong to a cluster, and an instance's console output
+(where cloud-init prints its SSH host keys)."""
 
 from __future__ import annotations
 
@@ -164,3 +165,17 @@ def cluster_fleets(session: boto3.Session, region: str, cluster: str) -> list[st
 def delete_fleets(session: boto3.Session, region: str, ids: Sequence[str]) -> None:
     with aws_call("DeleteFleets", ",".join(ids)):
         _ec2(session, region).delete_fleets(FleetIds=list(ids), TerminateInstances=True)
+
+
+def console_output(session: boto3.Session, region: str, instance_id: str) -> str:
+    """The instance's console output as text ("" while AWS has posted none): the latest
+    (``Latest``, Nitro instances), else the last snapshot AWS took of it. AWS sends it
+    base64-encoded; botocore decodes it (``decode_console_output``)."""
+    ec2 = _ec2(session, region)
+    with aws_call("GetConsoleOutput", instance_id,
+                  expected=("UnsupportedOperation",)) as call:
+        raw = ec2.get_console_output(InstanceId=instance_id, Latest=True)
+    if call.expected_error:  # not a Nitro instance: no live console, the posted one
+        with aws_call("GetConsoleOutput", instance_id):
+            raw = ec2.get_console_output(InstanceId=instance_id)
+    return str(raw.get("Output") or "")

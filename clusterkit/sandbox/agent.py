@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clusterkit.sandbox import console
 from clusterkit.sandbox import node as nodes
 from clusterkit.sandbox.disks import Disks
 from clusterkit.sandbox.moto_models import InstanceView, read_instances
@@ -72,6 +73,15 @@ class Agent:
         self.efs_dir.mkdir(parents=True, exist_ok=True)
         self.stopping = threading.Event()
         self._last: str = ""
+        console.install(state_dir, self.console_node)  # GetConsoleOutput shows host keys
+
+    def console_node(self, iid: str) -> tuple[str, str, str, int | None] | None:
+        """(host key, hostname, cluster, index) of the instance's running node, for its
+        console output; None while it has none."""
+        node = self.nodes.get(iid)
+        if node is None or node.state != "ready" or not node.host_key:
+            return None
+        return node.host_key, node.view.hostname, node.view.cluster, node.view.index
 
     def run(self) -> None:
         while not self.stopping.is_set():

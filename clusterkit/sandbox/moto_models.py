@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from clusterkit.plan.nodes import node_index
 from clusterkit.sandbox.disks import VolumeView
 
 CLUSTER_TAG = "clusterkit:cluster"
@@ -32,6 +33,7 @@ class InstanceView:
     public_keys: list[str]
     instance_store_gb: list[int]
     region: str
+    index: int | None = None  # the node's index (its tags, else its launch's slots)
 
 
 def instance_store(instance_type: str) -> list[int]:
@@ -64,7 +66,8 @@ def _view(backend: Any, inst: Any, region: str) -> InstanceView | None:
     keys = [pair.material_public.decode()] if pair is not None else []
     host = "ip-" + (inst.private_ip or "10.0.0.1").replace(".", "-")
     return InstanceView(inst.id, inst.state, tags[CLUSTER_TAG], host, keys,
-                        instance_store(inst.instance_type), region)
+                        instance_store(inst.instance_type), region,
+                        node_index(tags, getattr(inst, "ami_launch_index", None)))
 
 
 def read_instances() -> tuple[list[InstanceView], list[VolumeView], dict[str, str | None]]:

@@ -23,10 +23,12 @@ import pytest
 from clusterkit.cluster.remote_ops import cluster_nodes, do_exec, do_ssh
 from clusterkit.cluster.up import do_up
 from clusterkit.errors import GroupError, RemoteError
+from clusterkit.events import Collect, Kind
 from clusterkit.plan.nodes import node_name
 from clusterkit.remote import fanout, known_hosts
 from clusterkit.remote.address import targets
 from clusterkit.remote.connect import Login
+from clusterkit.sandbox import console as sandbox_console
 from tests import support
 from tests.e2e.clusters import running, user_session
 from tests.e2e.test_up_down import SANDBOX_AMI
@@ -287,6 +289,52 @@ def test_changed_host_key_refused_by_up_exec_ssh_until_accepted(cluster: Cluster
     finally:
         cluster.known.write_text(saved)
         cluster.host_keys.write_text(saved_keys)
+
+
+def test_first_contact_checks_the_console_and_refuses_a_lying_one(cluster: Cluster, sandbox):
+    """Worker 1 is made new to this machine (its pinned key forgotten) while the sandbox
+    makes its instance's console show another key: `up` refuses it, naming the node,
+    the instance and both fingerprints, and pins nothing for it. With an honest console
+    the next `up` checks the key against it and pins it."""
+    saved, saved_keys = cluster.known.read_text(), cluster.host_keys.read_text()
+    worker1 = cluster.nodes[1]["instance_id"]
+    real = json.loads(saved_keys)[worker1]
+    label = f"{cluster.name}-worker-1"
+    selector = f"{cluster.name}/1"
+    try:
+        _forget(cluster, worker1)
+        sandbox_console.set_lie(sandbox.dir, selector)
+        with pytest.raises(RemoteError) as caught:
+            do_up(str(cluster.spec), yes=True, rt=runtime(), timeout=60)
+        message = caught.value.message
+        assert f"{label} ({worker1})" in message and "console" in message
+        assert known_hosts.fingerprint(real) in message  # what the node presented
+        assert sandbox_console.fingerprint(sandbox_console.other_key(worker1)) in message
+        assert "may not reach that instance" in (caught.value.hint or "")
+        assert worker1 not in json.loads(cluster.host_keys.read_text())
+        assert cluster.nodes[1]["ssh_address"] not in cluster.known.read_text()
+
+        sandbox_console.set_lie(sandbox.dir, selector, lie=False)
+        events = Collect()
+        rt = runtime()
+        rt.report = events
+        do_up(str(cluster.spec), yes=True, rt=rt, timeout=60)
+        assert json.loads(cluster.host_keys.read_text())[worker1] == real
+        assert any("1 new host key(s) match" in t for t in events.texts(Kind.INFO))
+        assert not [t for t in events.texts(Kind.WARNING) if "first use" in t]
+    finally:
+        sandbox_console.set_lie(sandbox.dir, selector, lie=False)
+        cluster.known.write_text(saved)
+        cluster.host_keys.write_text(saved_keys)
+
+
+def _forget(cluster: Cluster, instance_id: str) -> None:
+    keys = json.loads(cluster.host_keys.read_text())
+    del keys[instance_id]
+    cluster.host_keys.write_text(json.dumps(keys))
+    address = next(n["ssh_address"] for n in cluster.nodes if n["instance_id"] == instance_id)
+    cluster.known.write_text("".join(line + "\n" for line in cluster.known.read_text()
+                                     .splitlines() if not line.startswith(address + " ")))
 
 
 def _other_key(where: Path) -> str:

@@ -120,3 +120,14 @@ def test_launch_error_names_the_offer(template):
     assert err.message.startswith(f"RunInstances on 2 x c5.large on-demand in {REGION}a "
                                   "failed: ")
     assert err.code
+
+
+def test_console_output_is_decoded_text(template):
+    """GetConsoleOutput's base64 ``Output`` comes back as text (the emulator's own sample
+    boot log, since this is no sandbox node); an unknown instance is an AwsError."""
+    (node,) = _launch(template, slots=(0,))
+    text = instances.console_output(make_session(REGION), REGION, node.instance_id)
+    assert text.startswith("Linux version") and "\n" in text
+    with pytest.raises(AwsError) as caught:
+        instances.console_output(make_session(REGION), REGION, "i-0123456789abcdef0")
+    assert "GetConsoleOutput" in caught.value.message

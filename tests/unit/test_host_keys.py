@@ -1,7 +1,9 @@
 """Host keys per instance id (remote.known_hosts + cluster.hostkeys): a new instance id
 is recorded, the same id with a different key is refused with both fingerprints and a
 per-node accept flag, and known_hosts is written from the records for the nodes'
-current addresses. Real keys from ssh-keygen; no network."""
+current addresses. Real keys from ssh-keygen; no network (each instance's console is
+given as text: here it prints every test key, so first contact always matches; the
+console checks themselves are in test_cluster_firstcontact.py)."""
 
 from __future__ import annotations
 
@@ -39,6 +41,13 @@ def env(tmp_path, monkeypatch):
     return rt, keys
 
 
+def record(rt: Runtime, keys: dict[str, str], *args, **kwargs) -> None:
+    """check_and_record with consoles that print every test key."""
+    printed = ("-----BEGIN SSH HOST KEY KEYS-----\n" + "\n".join(keys.values())
+               + "\n-----END SSH HOST KEY KEYS-----\n")
+    hostkeys.check_and_record(rt, *args, console=lambda node: printed, **kwargs)
+
+
 def _known(cluster: str) -> dict[str, str]:
     lines = known_hosts.known_hosts_path(cluster).read_text().splitlines()
     return dict(line.split(" ", 1) for line in lines)
@@ -52,7 +61,7 @@ def test_fingerprint_is_openssh_sha256(tmp_path):
 def test_first_contact_records_per_instance_and_both_addresses(env):
     rt, keys = env
     nodes = [node("i-0", 0, "127.0.0.2", "127.0.1.2"), node("i-1", 1, "127.0.0.3", "127.0.1.3")]
-    hostkeys.check_and_record(rt, "hk", nodes, {"i-0": keys["a"], "i-1": keys["b"]})
+    record(rt, keys, "hk", nodes, {"i-0": keys["a"], "i-1": keys["b"]})
     assert known_hosts.instance_keys("hk") == {"i-0": keys["a"], "i-1": keys["b"]}
     assert _known("hk") == {"127.0.0.2": keys["a"], "127.0.1.2": keys["a"],
                             "127.0.0.3": keys["b"], "127.0.1.3": keys["b"]}
@@ -61,10 +70,10 @@ def test_first_contact_records_per_instance_and_both_addresses(env):
 def test_same_instance_new_key_is_refused_with_both_fingerprints(env):
     rt, keys = env
     nodes = [node("i-0", 0, "127.0.0.2", "127.0.1.2"), node("i-1", 1, "127.0.0.3", "127.0.1.3")]
-    hostkeys.check_and_record(rt, "hk", nodes, {"i-0": keys["a"], "i-1": keys["b"]})
+    record(rt, keys, "hk", nodes, {"i-0": keys["a"], "i-1": keys["b"]})
     new_node = node("i-2", 2, "127.0.0.4", "127.0.1.4")
     with pytest.raises(RemoteError) as err:
-        hostkeys.check_and_record(rt, "hk", [*nodes, new_node],
+        record(rt, keys, "hk", [*nodes, new_node],
                                   {"i-0": keys["a"], "i-1": keys["c"], "i-2": keys["d"]})
     msg, hint = err.value.message, err.value.hint or ""
     assert known_hosts.fingerprint(keys["b"]) in msg and known_hosts.fingerprint(keys["c"]) in msg
@@ -80,12 +89,12 @@ def test_same_instance_new_key_is_refused_with_both_fingerprints(env):
 def test_accepting_one_node_records_its_new_key_only(env):
     rt, keys = env
     nodes = [node("i-0", 0, "127.0.0.2", "127.0.1.2"), node("i-1", 1, "127.0.0.3", "127.0.1.3")]
-    hostkeys.check_and_record(rt, "hk", nodes, {"i-0": keys["a"], "i-1": keys["b"]})
+    record(rt, keys, "hk", nodes, {"i-0": keys["a"], "i-1": keys["b"]})
     with pytest.raises(RemoteError, match="i-0"):  # master changed too: not accepted
-        hostkeys.check_and_record(rt, "hk", nodes, {"i-0": keys["c"], "i-1": keys["d"]},
+        record(rt, keys, "hk", nodes, {"i-0": keys["c"], "i-1": keys["d"]},
                                   accept=["worker-1"])
     assert known_hosts.instance_keys("hk") == {"i-0": keys["a"], "i-1": keys["d"]}
-    hostkeys.check_and_record(rt, "hk", nodes, {"i-0": keys["c"]}, accept=["0"])
+    record(rt, keys, "hk", nodes, {"i-0": keys["c"]}, accept=["0"])
     assert known_hosts.instance_keys("hk")["i-0"] == keys["c"]
     warned = rt.report.texts(Kind.WARNING)  # type: ignore[attr-defined]
     assert [w.split(" (")[0] for w in warned] == ["accepted the new host key of hk-worker-1",
@@ -98,12 +107,12 @@ def test_new_instance_at_a_reused_address_and_moved_address(env):
     node that comes back (stop/start) at a new address keeps its recorded key."""
     rt, keys = env
     first = node("i-0", 0, "127.0.0.2", "127.0.1.2")
-    hostkeys.check_and_record(rt, "hk", [first], {"i-0": keys["a"]})
+    record(rt, keys, "hk", [first], {"i-0": keys["a"]})
     replaced = node("i-9", 0, "127.0.0.2", "127.0.1.2")
-    hostkeys.check_and_record(rt, "hk", [replaced], {"i-9": keys["b"]})
+    record(rt, keys, "hk", [replaced], {"i-9": keys["b"]})
     assert _known("hk")["127.0.0.2"] == keys["b"]
     moved = node("i-9", 0, "127.0.0.7", "127.0.1.7")
-    hostkeys.check_and_record(rt, "hk", [moved], {})  # no probe: `up --no-wait-ssh`
+    record(rt, keys, "hk", [moved], {})  # no probe: `up --no-wait-ssh`
     assert _known("hk")["127.0.0.7"] == keys["b"]
 
 
