@@ -1,20 +1,23 @@
-"""The IAM policy clusterkit needs, generated from the calls its code makes.
+"""The three IAM policies clusterkit needs, generated from its code and its stack template.
 
-    python scripts/iam_policy.py            # print the policy document (JSON)
-    python scripts/iam_policy.py --write    # rewrite docs/iam-policy.json
-    python scripts/iam_policy.py --check    # exit 1 if docs/iam-policy.json is stale
+    python scripts/iam_policy.py [--role user|cloudformation|node]   # print one (JSON)
+    python scripts/iam_policy.py --write    # rewrite docs/iam-policy*.json, docs/iam-service-role.yaml
+    python scripts/iam_policy.py --check    # exit 1 if any of them is stale
 
-Only clusterkit/aws/ may import boto3 (tests/unit/test_layers.py), so every AWS call
-is in that package. Its sources are parsed (AST): every service name written there as
-a string ("ec2", "iam", ...) and every name that is a client method (``x.run_instances``)
-or a method name handed over as text (``get_paginator("describe_volumes")``,
-``_call(session, "iam", None, "delete_role")``) is matched against botocore's model of
-the services named in the same file; a match is one IAM action (service prefix from the
-model's signing name, action = the operation name).
+- ``user``: what the person running clusterkit needs. Every AWS call is in clusterkit/aws/
+  (tests/unit/test_layers.py); its sources are parsed (AST) and each client method or
+  operation name written there is matched against botocore's model of the services named
+  in the same file: one IAM action per match. Reads go on ``*``; every write must match a
+  rule of USER_RULES (resource ARNs, tag conditions), else the script fails. The user has
+  no IAM write: CloudFormation does the IAM work as the service role.
+- ``cloudformation``: the service role CloudFormation runs as (RoleARN on the stack calls).
+  Its actions are those of cfn-lint's resource schemas (``handlers.<op>.permissions``) for
+  every resource type in the stack template, each narrowed by a rule of SERVICE_RULES.
+- ``node``: the nodes' role, from the template's NodeRole; the same document is the
+  permissions boundary the service role must put on every role it creates.
 
-CloudFormation creates the stack's resources with the caller's permissions, so the
-actions for each resource type in clusterkit/resources/cluster.yaml come from
-STACK_ACTIONS below; a resource type missing there fails the script (and its test).
+The files are shipped as package data (clusterkit/resources/iam-*.json link to docs/), so
+`clusterkit iam-policy` prints them without cfn-lint, a test-only dependency.
 """
 
 from __future__ import annotations
@@ -24,52 +27,179 @@ import ast
 import json
 import re
 import sys
-from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import botocore.session
 from botocore import xform_name
 
 ROOT = Path(__file__).resolve().parents[1]
-AWS_PACKAGE = ROOT / "clusterkit" / "aws"
-TEMPLATE = ROOT / "clusterkit" / "resources" / "cluster.yaml"
-POLICY_FILE = ROOT / "docs" / "iam-policy.json"
+sys.path.insert(0, str(ROOT))
 
-# What CloudFormation does, as the caller, for each resource type of the stack template
-# (create, read, update, tag, delete).
-STACK_ACTIONS: dict[str, tuple[str, ...]] = {
-    "AWS::EC2::SecurityGroup": (
-        "ec2:CreateSecurityGroup", "ec2:DeleteSecurityGroup", "ec2:DescribeSecurityGroups",
-        "ec2:AuthorizeSecurityGroupEgress", "ec2:RevokeSecurityGroupEgress", "ec2:CreateTags",
-        "ec2:DeleteTags"),
-    "AWS::EC2::SecurityGroupIngress": (
-        "ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress",
-        "ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules"),
-    "AWS::EC2::PlacementGroup": (
-        "ec2:CreatePlacementGroup", "ec2:DeletePlacementGroup", "ec2:DescribePlacementGroups",
-        "ec2:CreateTags"),
-    "AWS::EC2::LaunchTemplate": (
-        "ec2:CreateLaunchTemplate", "ec2:CreateLaunchTemplateVersion",
-        "ec2:ModifyLaunchTemplate", "ec2:DeleteLaunchTemplate",
-        "ec2:DescribeLaunchTemplates", "ec2:DescribeLaunchTemplateVersions",
-        "ec2:CreateTags", "iam:PassRole"),
-    "AWS::IAM::Role": (
-        "iam:CreateRole", "iam:DeleteRole", "iam:GetRole", "iam:UpdateRole",
-        "iam:UpdateAssumeRolePolicy", "iam:PutRolePolicy", "iam:GetRolePolicy",
-        "iam:DeleteRolePolicy", "iam:ListRolePolicies", "iam:ListAttachedRolePolicies",
-        "iam:TagRole", "iam:UntagRole"),
-    "AWS::IAM::InstanceProfile": (
-        "iam:CreateInstanceProfile", "iam:DeleteInstanceProfile", "iam:GetInstanceProfile",
-        "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"),
-    "AWS::EFS::FileSystem": (
-        "elasticfilesystem:CreateFileSystem", "elasticfilesystem:DeleteFileSystem",
-        "elasticfilesystem:DescribeFileSystems", "elasticfilesystem:TagResource",
-        "elasticfilesystem:UntagResource", "elasticfilesystem:ListTagsForResource"),
-}
-# Needed without a call of its own: nodes get the stack's instance profile (RunInstances
-# passes its role), and the first spot launch of an account creates EC2's spot
-# service-linked role.
-EXTRA_ACTIONS = ("iam:PassRole", "iam:CreateServiceLinkedRole")
+from clusterkit.aws.servicerole import (  # noqa: E402  (after the path, for a bare checkout)
+    BOUNDARY_NAME,
+    ROLE_NAME,
+    SERVICE_PATH,
+    STACK_NAME,
+)
+from clusterkit.plan.stack import STACK_PREFIX  # noqa: E402
+
+AWS_PACKAGE = ROOT / "clusterkit" / "aws"
+TEMPLATE = ROOT / "templates" / "cluster.yaml"
+DOCS = ROOT / "docs"
+FILES = {"user": DOCS / "iam-policy.json",
+         "cloudformation": DOCS / "iam-policy-cloudformation.json",
+         "node": DOCS / "iam-policy-node.json"}
+STACK_FILE = DOCS / "iam-service-role.yaml"
+ROLES = tuple(FILES)
+
+TAG = "clusterkit:cluster"
+UPLOAD_TAG = "clusterkit:dataset-upload"
+DATASET_TAG = "clusterkit:dataset"
+READ_PREFIXES = ("Describe", "List", "Get")
+# Reads of data, not of metadata: only on what clusterkit made.
+DATA_READS = frozenset({"ebs:GetSnapshotBlock", "ebs:ListSnapshotBlocks",
+                        "ebs:ListChangedBlocks", "ec2:GetConsoleOutput"})
+# Actions a handler of the template's types lists that the service role must not have:
+# removing a boundary would lift the ceiling on what the nodes' role can do.
+WITHHELD = frozenset({"iam:DeleteRolePermissionsBoundary"})
+
+BOUNDARY_ARN = f"arn:aws:iam::*:policy{SERVICE_PATH}{BOUNDARY_NAME}"
+SERVICE_ROLE_ARN = f"arn:aws:iam::*:role{SERVICE_PATH}{ROLE_NAME}"
+NODE_ROLES = "arn:aws:iam::*:role/clusterkit/*"
+NODE_PROFILES = "arn:aws:iam::*:instance-profile/clusterkit/*"
+STACKS = f"arn:aws:cloudformation:*:*:stack/{STACK_PREFIX}*/*"
+FILE_SYSTEMS = "arn:aws:elasticfilesystem:*:*:file-system/*"
+KEYS = "arn:aws:kms:*:*:key/*"
+
+
+def ec2(*kinds: str) -> list[str]:
+    """EC2 resource ARN patterns (snapshots and images have no account field)."""
+    return [f"arn:aws:ec2:*::{k}/*" if k in ("snapshot", "image") else f"arn:aws:ec2:*:*:{k}/*"
+            for k in kinds]
+
+
+def has(key: str, tag: str = TAG) -> dict:
+    """The resource (``aws:ResourceTag``) or the request (``aws:RequestTag``) carries ``tag``."""
+    return {"Null": {f"aws:{key}/{tag}": "false"}}
+
+
+def equals(key: str, *values: str, op: str = "StringEquals") -> dict:
+    return {op: {key: values[0] if len(values) == 1 else list(values)}}
+
+
+OWN = has("ResourceTag")
+NEW = has("RequestTag")
+# (sid, actions, resources, condition): a statement, kept with the actions the policy needs.
+Rule = tuple[str, tuple[str, ...], list[str], dict | None]
+
+USER_RULES: tuple[Rule, ...] = (
+    ("Stacks", ("cloudformation:CreateStack", "cloudformation:UpdateStack",
+                "cloudformation:DeleteStack"), [STACKS], None),
+    ("PassServiceRole", ("iam:PassRole",), [SERVICE_ROLE_ARN],
+     equals("iam:PassedToService", "cloudformation.amazonaws.com")),
+    ("PassNodeRole", ("iam:PassRole",), [NODE_ROLES],
+     equals("iam:PassedToService", "ec2.amazonaws.com")),
+    ("SpotServiceLinkedRole", ("iam:CreateServiceLinkedRole",),
+     ["arn:aws:iam::*:role/aws-service-role/spot.amazonaws.com/*"],
+     equals("iam:AWSServiceName", "spot.amazonaws.com")),
+    ("LaunchTagged", ("ec2:RunInstances",), ec2("instance", "volume"), NEW),
+    ("LaunchFromClusterTemplate", ("ec2:RunInstances",), ec2("launch-template"), OWN),
+    ("LaunchWith", ("ec2:RunInstances",),
+     ec2("image", "snapshot", "subnet", "network-interface", "security-group", "key-pair",
+         "placement-group", "spot-instances-request"), None),
+    ("TagOnCreate", ("ec2:CreateTags",), ["*"],
+     equals("ec2:CreateAction", "RunInstances", "CreateVolume", "CreateSnapshot",
+            "CopySnapshot", "ImportKeyPair")),
+    ("ClusterResources", ("ec2:CreateTags", "ec2:AttachVolume", "ec2:DetachVolume",
+                          "ec2:DeleteVolume", "ec2:ModifyInstanceAttribute",
+                          "ec2:StartInstances", "ec2:StopInstances", "ec2:TerminateInstances",
+                          "ec2:CancelSpotInstanceRequests", "ec2:DeleteFleets",
+                          "ec2:DeleteKeyPair", "ec2:DeleteLaunchTemplate",
+                          "ec2:DeletePlacementGroup", "ec2:DeleteSecurityGroup",
+                          "ec2:CreateSnapshot", "ec2:GetConsoleOutput"),
+     ec2("instance", "volume", "spot-instances-request", "fleet", "key-pair",
+         "launch-template", "placement-group", "security-group"), OWN),
+    ("NewVolumesAndKeys", ("ec2:CreateVolume", "ec2:ImportKeyPair"),
+     ec2("volume", "key-pair"), NEW),
+    ("VolumesFromDatasets", ("ec2:CreateVolume",), ec2("snapshot"),
+     has("ResourceTag", DATASET_TAG)),
+    ("VolumesFromSharedSnapshots", ("ec2:CreateVolume",), ec2("snapshot"),
+     equals("ec2:Owner", "${aws:PrincipalAccount}", op="StringNotEquals")),
+    ("NewDatasetSnapshots", ("ec2:CreateSnapshot", "ec2:CopySnapshot", "ebs:StartSnapshot"),
+     ec2("snapshot"), has("RequestTag", UPLOAD_TAG)),
+    ("DatasetUploads", ("ebs:PutSnapshotBlock", "ebs:CompleteSnapshot", "ec2:CreateTags",
+                        "ec2:DeleteSnapshot", "ec2:CopySnapshot", "ebs:GetSnapshotBlock",
+                        "ebs:ListSnapshotBlocks"), ec2("snapshot"),
+     has("ResourceTag", UPLOAD_TAG)),
+    ("DatasetReads", ("ebs:GetSnapshotBlock", "ebs:ListSnapshotBlocks", "ec2:CopySnapshot"),
+     ec2("snapshot"), has("ResourceTag", DATASET_TAG)),
+    ("ClusterFileSystems", ("elasticfilesystem:CreateMountTarget",
+                            "elasticfilesystem:DeleteMountTarget",
+                            "elasticfilesystem:DeleteFileSystem"), [FILE_SYSTEMS], OWN),
+    # EFS makes a mount target's network interface with the caller's permissions; its
+    # interfaces carry no tag to condition on.
+    ("MountTargetInterfaces", ("ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface"),
+     ec2("network-interface", "subnet", "security-group"), None),
+    ("EncryptedVolumes", ("kms:CreateGrant", "kms:Decrypt", "kms:ReEncryptFrom",
+                          "kms:ReEncryptTo", "kms:GenerateDataKeyWithoutPlaintext"), [KEYS],
+     equals("kms:ViaService", "ec2.*.amazonaws.com", "ebs.*.amazonaws.com", op="StringLike")),
+)
+# Needed without a call of its own: RunInstances passes the node role of the launch
+# template, the first spot launch of an account creates EC2's spot service-linked role,
+# EFS creates mount target interfaces as the caller, EBS encryption with a
+# customer-managed key uses it as the caller.
+USER_EXTRA = frozenset({
+    "iam:PassRole", "iam:CreateServiceLinkedRole", "iam:GetRole",
+    "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
+    "ec2:DescribeNetworkInterfaces", "kms:DescribeKey", "kms:CreateGrant", "kms:Decrypt",
+    "kms:ReEncryptFrom", "kms:ReEncryptTo", "kms:GenerateDataKeyWithoutPlaintext"})
+
+SERVICE_RULES: tuple[Rule, ...] = (
+    ("NewSecurityGroups", ("ec2:CreateSecurityGroup",), ec2("security-group"), NEW),
+    ("InVpcs", ("ec2:CreateSecurityGroup",), ec2("vpc"), None),
+    ("NewRules", ("ec2:AuthorizeSecurityGroupIngress", "ec2:AuthorizeSecurityGroupEgress"),
+     ec2("security-group-rule"), None),
+    ("NewPlacementAndTemplates", ("ec2:CreatePlacementGroup", "ec2:CreateLaunchTemplate"),
+     ec2("placement-group", "launch-template"), NEW),
+    ("TagOnCreate", ("ec2:CreateTags",), ["*"],
+     equals("ec2:CreateAction", "CreateSecurityGroup", "CreatePlacementGroup",
+            "CreateLaunchTemplate", "CreateLaunchTemplateVersion")),
+    ("ClusterResources", ("ec2:AuthorizeSecurityGroupIngress",
+                          "ec2:AuthorizeSecurityGroupEgress", "ec2:RevokeSecurityGroupIngress",
+                          "ec2:RevokeSecurityGroupEgress",
+                          "ec2:UpdateSecurityGroupRuleDescriptionsIngress",
+                          "ec2:UpdateSecurityGroupRuleDescriptionsEgress",
+                          "ec2:DeleteSecurityGroup", "ec2:CreateTags", "ec2:DeleteTags",
+                          "ec2:DeletePlacementGroup", "ec2:CreateLaunchTemplateVersion",
+                          "ec2:ModifyLaunchTemplate", "ec2:DeleteLaunchTemplate"),
+     ec2("security-group", "placement-group", "launch-template"), OWN),
+    # A role it creates or gives a policy is capped by the boundary (the node policy).
+    ("BoundedRoles", ("iam:CreateRole", "iam:PutRolePolicy", "iam:AttachRolePolicy",
+                      "iam:PutRolePermissionsBoundary"), [NODE_ROLES],
+     equals("iam:PermissionsBoundary", BOUNDARY_ARN, op="StringLike")),
+    ("NodeRoles", ("iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription",
+                   "iam:UpdateAssumeRolePolicy", "iam:DeleteRolePolicy",
+                   "iam:DetachRolePolicy", "iam:TagRole", "iam:UntagRole"), [NODE_ROLES], None),
+    ("PassNodeRole", ("iam:PassRole",), [NODE_ROLES],
+     equals("iam:PassedToService", "ec2.amazonaws.com")),
+    ("NodeProfiles", ("iam:CreateInstanceProfile", "iam:DeleteInstanceProfile",
+                      "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile",
+                      "iam:TagInstanceProfile"), [NODE_PROFILES], None),
+    ("EfsServiceLinkedRole", ("iam:CreateServiceLinkedRole",),
+     ["arn:aws:iam::*:role/aws-service-role/elasticfilesystem.amazonaws.com/*"],
+     equals("iam:AWSServiceName", "elasticfilesystem.amazonaws.com")),
+    ("NewFileSystems", ("elasticfilesystem:CreateFileSystem", "elasticfilesystem:TagResource"),
+     [FILE_SYSTEMS], NEW),
+    ("ClusterFileSystems", ("elasticfilesystem:*",), [FILE_SYSTEMS], OWN),
+    ("EfsKeys", ("kms:CreateGrant", "kms:GenerateDataKeyWithoutPlaintext", "kms:Decrypt"),
+     [KEYS], equals("kms:ViaService", "elasticfilesystem.*.amazonaws.com", op="StringLike")),
+)
+
+
+def is_read(action: str) -> bool:
+    return action.split(":")[1].startswith(READ_PREFIXES) and action not in DATA_READS
 
 
 def _names(tree: ast.AST) -> tuple[set[str], set[str]]:
@@ -98,52 +228,196 @@ def code_actions(package: Path = AWS_PACKAGE) -> set[str]:
     return actions
 
 
+def _template(template: Path = TEMPLATE) -> dict[str, Any]:
+    from cfnlint.decode import decode_str
+
+    parsed, matches = decode_str(template.read_text())
+    if parsed is None:
+        raise SystemExit(f"iam_policy.py: cannot parse {template}: {matches}")
+    return parsed
+
+
 def stack_resource_types(template: Path = TEMPLATE) -> set[str]:
-    """The ``Type: AWS::...`` of every resource in the stack template."""
-    text = ("\n" + template.read_text()).split("\nResources:", 1)[1].split("\nOutputs:", 1)[0]
-    return set(re.findall(r"^ {4}Type: (AWS::[A-Za-z0-9:]+)\s*$", text, re.MULTILINE))
+    """The ``Type`` of every resource in the stack template."""
+    return {str(r["Type"]) for r in _template(template)["Resources"].values()}
+
+
+def _schema(resource_type: str) -> dict[str, Any]:
+    import cfnlint
+
+    schemas = Path(cfnlint.__file__).parent / "data" / "schemas"
+    index = json.loads((schemas / "providers" / "us-east-1.json").read_text())
+    if resource_type not in index:
+        raise SystemExit(f"iam_policy.py: cfn-lint knows no resource type {resource_type}")
+    return json.loads((schemas / "resources" / f"{index[resource_type]}.json").read_text())
+
+
+def handler_actions(resource_type: str) -> set[str]:
+    """Every action of the type's create/read/update/delete/list handlers."""
+    handlers = _schema(resource_type).get("handlers", {})
+    return {a for h in handlers.values() for a in h.get("permissions", [])}
 
 
 def stack_actions(template: Path = TEMPLATE) -> set[str]:
-    types = stack_resource_types(template)
-    unknown = sorted(types - STACK_ACTIONS.keys())
-    if unknown:
-        raise SystemExit(f"iam_policy.py: no actions known for {', '.join(unknown)}: "
-                         "add them to STACK_ACTIONS")
-    return {a for t in types for a in STACK_ACTIONS[t]}
+    return {a for t in stack_resource_types(template) for a in handler_actions(t)}
 
 
-def policy() -> dict:
-    """The policy document: one statement per service, actions sorted."""
-    by_service: dict[str, list[str]] = defaultdict(list)
-    for action in sorted(code_actions() | stack_actions() | set(EXTRA_ACTIONS)):
-        by_service[action.split(":")[0]].append(action)
-    statements = [{"Sid": "Clusterkit" + re.sub(r"[^A-Za-z0-9]", "", prefix.title()),
-                   "Effect": "Allow", "Action": actions, "Resource": "*"}
-                  for prefix, actions in sorted(by_service.items())]
+def _collect(node: Any, key: str) -> Iterator[str]:
+    """Every string under ``key`` anywhere in a parsed template node."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == key:
+                yield from [v] if isinstance(v, str) else (x for x in v if isinstance(x, str))
+            else:
+                yield from _collect(v, key)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _collect(item, key)
+
+
+def node_actions(template: Path = TEMPLATE) -> set[str]:
+    """The actions the template's node roles grant (their inline policies)."""
+    roles = [r for r in _template(template)["Resources"].values()
+             if r["Type"] == "AWS::IAM::Role"]
+    return {a for r in roles for a in _collect(r["Properties"].get("Policies", []), "Action")}
+
+
+def _covers(pattern: str, action: str) -> bool:
+    return re.fullmatch(re.escape(pattern).replace(r"\*", ".*"), action) is not None
+
+
+def _statement(sid: str, actions: Iterable[str], resources: list[str],
+               condition: dict | None) -> dict:
+    out: dict[str, Any] = {"Sid": sid, "Effect": "Allow", "Action": sorted(set(actions)),
+                           "Resource": resources[0] if len(resources) == 1 else resources}
+    if condition:
+        out["Condition"] = condition
+    return out
+
+
+def _ruled(needed: set[str], rules: tuple[Rule, ...], who: str) -> list[dict]:
+    """The read statement and one statement per rule that grants a needed write action;
+    a needed write no rule names fails."""
+    writes = {a for a in needed if not is_read(a)}
+    unruled = sorted(a for a in writes
+                     if not any(_covers(p, a) for _, acts, _, _ in rules for p in acts))
+    if unruled:
+        raise SystemExit(f"iam_policy.py: no {who} rule for {', '.join(unruled)}: add one")
+    statements = [_statement("Read", sorted(needed - writes), ["*"], None)]
+    for sid, acts, resources, condition in rules:
+        granted = {a for a in writes if any(_covers(p, a) for p in acts)}
+        if granted:
+            statements.append(_statement(sid, granted, resources, condition))
+    return statements
+
+
+def _document(statements: list[dict]) -> dict:
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def render() -> str:
-    return json.dumps(policy(), indent=2) + "\n"
+def user_policy() -> dict:
+    needed = code_actions() | USER_EXTRA
+    needed -= {a for a in needed if a.startswith("iam:") and not is_read(a)
+               and a not in ("iam:PassRole", "iam:CreateServiceLinkedRole")}
+    return _document(_ruled(needed, USER_RULES, "user"))
+
+
+def cloudformation_policy() -> dict:
+    return _document(_ruled(stack_actions() - WITHHELD, SERVICE_RULES, "service role"))
+
+
+def node_policy() -> dict:
+    """What a node's role may do at most: mount and write the cluster's EFS through a
+    mount target. It is also the boundary of every role the service role creates."""
+    return _document([_statement("EfsClient", node_actions(), [FILE_SYSTEMS],
+                                 {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}})])
+
+
+def policy(role: str = "user") -> dict:
+    return {"user": user_policy, "cloudformation": cloudformation_policy,
+            "node": node_policy}[role]()
+
+
+def render(role: str = "user") -> str:
+    return json.dumps(policy(role), indent=2) + "\n"
+
+
+def service_role_stack(cloudformation: dict, node: dict) -> str:
+    """A template that creates the service role and the node boundary, once per account."""
+    def block(doc: dict, indent: int) -> str:
+        pad = " " * indent
+        return "\n".join(pad + line for line in json.dumps(doc, indent=2).splitlines())
+
+    return f"""AWSTemplateFormatVersion: "2010-09-09"
+Description: >-
+  clusterkit, once per account: the role CloudFormation runs clusterkit's cluster stacks
+  as ({ROLE_NAME}), and the permissions boundary of the nodes' roles it creates
+  ({BOUNDARY_NAME}). Generated by scripts/iam_policy.py; deploy it with
+  `aws cloudformation deploy --stack-name {STACK_NAME} --template-file FILE
+  --capabilities CAPABILITY_NAMED_IAM`.
+
+Resources:
+  NodeBoundary:
+    Type: AWS::IAM::ManagedPolicy
+    Properties:
+      ManagedPolicyName: {BOUNDARY_NAME}
+      Path: {SERVICE_PATH}
+      Description: Ceiling of every clusterkit node role (EFS client through a mount target).
+      PolicyDocument:
+{block(node, 8)}
+
+  ServiceRole:
+    Type: AWS::IAM::Role
+    Properties:
+      RoleName: {ROLE_NAME}
+      Path: {SERVICE_PATH}
+      Description: CloudFormation runs clusterkit's cluster stacks as this role.
+      AssumeRolePolicyDocument:
+        Version: "2012-10-17"
+        Statement:
+          - Effect: Allow
+            Principal: {{Service: cloudformation.amazonaws.com}}
+            Action: sts:AssumeRole
+      Policies:
+        - PolicyName: clusterkit-stacks
+          PolicyDocument:
+{block(cloudformation, 12)}
+
+Outputs:
+  ServiceRoleArn:
+    Value: !GetAtt ServiceRole.Arn
+  NodeBoundaryArn:
+    Value: !Ref NodeBoundary
+"""
+
+
+def rendered() -> dict[Path, str]:
+    """Every generated file and its text."""
+    out = {FILES[role]: render(role) for role in ROLES}
+    out[STACK_FILE] = service_role_stack(policy("cloudformation"), policy("node"))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--role", choices=ROLES, default="user", help="the policy to print")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--write", action="store_true", help=f"rewrite {POLICY_FILE}")
-    group.add_argument("--check", action="store_true", help=f"exit 1 if {POLICY_FILE} is stale")
+    group.add_argument("--write", action="store_true", help="rewrite the generated files")
+    group.add_argument("--check", action="store_true", help="exit 1 if any is stale")
     args = parser.parse_args(argv)
-    text = render()
+    if not (args.write or args.check):
+        sys.stdout.write(render(args.role))
+        return 0
+    texts = rendered()
+    stale = [path for path, text in texts.items()
+             if not path.exists() or path.read_text() != text]
     if args.write:
-        POLICY_FILE.write_text(text)
-    elif args.check:
-        if not POLICY_FILE.exists() or POLICY_FILE.read_text() != text:
-            print(f"{POLICY_FILE} is stale: run python scripts/iam_policy.py --write",
-                  file=sys.stderr)
-            return 1
-    else:
-        sys.stdout.write(text)
+        for path in stale:
+            path.write_text(texts[path])
+    elif stale:
+        print(f"stale: {', '.join(p.name for p in stale)}: run "
+              "python scripts/iam_policy.py --write", file=sys.stderr)
+        return 1
     return 0
 
 

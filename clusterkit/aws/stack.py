@@ -15,6 +15,9 @@ from clusterkit.aws.tags import to_list
 # templates/cluster.yaml, shipped in the package through the symlink clusterkit/resources/.
 TEMPLATE_RESOURCE = ("clusterkit.resources", "cluster.yaml")
 CAPABILITIES = ["CAPABILITY_IAM"]
+# Follows the account's service role, not the spec (cluster.cfnrole): kept out of the
+# parameters a stack is compared by, and passed on each create and update.
+ROLE_PARAMS = frozenset({"NodeRoleBoundary"})
 
 
 def template_body() -> str:
@@ -37,6 +40,11 @@ def _params(params: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"ParameterKey": k, "ParameterValue": v} for k, v in params.items()]
 
 
+def _role(role_arn: str | None) -> dict[str, str]:
+    """RoleARN: CloudFormation acts as that role; without it, with the caller's rights."""
+    return {"RoleARN": role_arn} if role_arn else {}
+
+
 def describe_stack(session: boto3.Session, region: str, name: str) -> dict[str, Any] | None:
     """The stack as plain data, or None when it does not exist (or is deleted)."""
     stacks: list[dict[str, Any]] = []
@@ -49,34 +57,36 @@ def describe_stack(session: boto3.Session, region: str, name: str) -> dict[str, 
         "name": st["StackName"], "id": st["StackId"], "status": st["StackStatus"],
         "reason": st.get("StackStatusReason", ""),
         "parameters": {p["ParameterKey"]: p.get("ParameterValue", "")
-                       for p in st.get("Parameters", [])},
+                       for p in st.get("Parameters", []) if p["ParameterKey"] not in ROLE_PARAMS},
+        "role_arn": st.get("RoleARN", ""),
         "outputs": {o["OutputKey"]: o["OutputValue"] for o in st.get("Outputs", [])},
     }
 
 
 def create_stack(session: boto3.Session, region: str, name: str, params: Mapping[str, str],
-                 tags: Mapping[str, str]) -> str:
+                 tags: Mapping[str, str], role_arn: str | None = None) -> str:
     with aws_call("CreateStack", name):
         return _cf(session, region).create_stack(
             StackName=name, TemplateBody=template_body(), Parameters=_params(params),
             Capabilities=CAPABILITIES, Tags=to_list(tags),
-            OnFailure="ROLLBACK")["StackId"]
+            OnFailure="ROLLBACK", **_role(role_arn))["StackId"]
 
 
 def update_stack(session: boto3.Session, region: str, name: str, params: Mapping[str, str],
-                 tags: Mapping[str, str]) -> bool:
+                 tags: Mapping[str, str], role_arn: str | None = None) -> bool:
     """False when CloudFormation says there is nothing to update."""
     with aws_call("UpdateStack", name, expected=("ValidationError",),
                   message="No updates are to be performed") as call:
         _cf(session, region).update_stack(
             StackName=name, TemplateBody=template_body(), Parameters=_params(params),
-            Capabilities=CAPABILITIES, Tags=to_list(tags))
+            Capabilities=CAPABILITIES, Tags=to_list(tags), **_role(role_arn))
     return call.expected_error is None
 
 
-def delete_stack(session: boto3.Session, region: str, name: str) -> None:
+def delete_stack(session: boto3.Session, region: str, name: str,
+                 role_arn: str | None = None) -> None:
     with aws_call("DeleteStack", name):
-        _cf(session, region).delete_stack(StackName=name)
+        _cf(session, region).delete_stack(StackName=name, **_role(role_arn))
 
 
 def stack_events(session: boto3.Session, region: str, stack_id: str) -> list[dict[str, Any]]:

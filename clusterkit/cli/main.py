@@ -12,6 +12,7 @@ from clusterkit import __version__
 from clusterkit.cli import (
     dataset,
     help,
+    iam,
     pack,
     provision,
     publish,
@@ -27,7 +28,7 @@ from clusterkit.errors import ClusterkitError
 
 # Commands that never talk to AWS or SSH: sandbox mode has nothing to set up for them
 # (nor for `plan --offline`: a command's own --offline flag counts the same).
-OFFLINE_COMMANDS = frozenset({"sandbox", "validate", "schema", "pack"})
+OFFLINE_COMMANDS = frozenset({"sandbox", "validate", "schema", "pack", "iam-policy"})
 # Commands that ask before spending or deleting: they take --yes after the name too.
 ASKING_COMMANDS = frozenset({"up", "down", "deploy-dataset"})
 DEBUG_HINT = ("run the same command again with --debug (before or after the command name) "
@@ -143,7 +144,7 @@ def cli(ctx: click.Context, region: str | None, profile: str | None, debug: bool
                          sandbox=sandbox_requested(sandbox), yes=yes)
 
 
-for module in (validate, spot, provision, remote, pack, publish, dataset, train, sandbox):
+for module in (validate, iam, spot, provision, remote, pack, publish, dataset, train, sandbox):
     for command in module.COMMANDS:
         cli.add_command(command)
         for leaf in leaf_commands(command):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from clusterkit.aws import stack as cfn
+from clusterkit.cluster.cfnrole import ENV, StackRole, stack_role
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.errors import AwsError
+from clusterkit.errors import AwsError, CredentialsError
 from clusterkit.events import Kind, Stage
 
 OK = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "DELETE_COMPLETE"})
@@ -42,6 +43,21 @@ def wait_stack(rt: Runtime, region: str, stack_id: str, *, timeout: float,
         rt.sleep(rt.poll)
 
 
+def _as_role(role: StackRole, call: Callable[[], Any]) -> Any:
+    """A stack call; refused with the service role, say what the user's policy lacks."""
+    try:
+        return call()
+    except CredentialsError as err:
+        if role.arn is None:
+            raise
+        raise CredentialsError(
+            f"{err.message} (the stack calls pass the service role {role.arn})",
+            "your policy needs cloudformation:* on stack/clusterkit-* and iam:PassRole on "
+            "that role (`clusterkit iam-policy --role user` prints it); or set "
+            f"{ENV}=none to run the stack with your own permissions",
+            code=err.code, resource=err.resource) from err
+
+
 def _seen_before(rt: Runtime, region: str, stack_id: str) -> set[str]:
     return {e["id"] for e in cfn.stack_events(rt.session, region, stack_id)}
 
@@ -59,15 +75,19 @@ def deploy(rt: Runtime, region: str, name: str, action: str, params: Mapping[str
     if action == "recreate" and current:
         delete(rt, region, name, timeout=timeout)
         action = "create"
+    role = stack_role(rt) if action in ("create", "update") else StackRole()
+    params = {**params, **role.params()}
     if action == "create":
         rt.started(Stage.STACK, f"creating stack {name} in {region}")
-        stack_id = cfn.create_stack(rt.session, region, name, params, tags)
+        stack_id = _as_role(role, lambda: cfn.create_stack(rt.session, region, name, params,
+                                                           tags, role.arn))
         status = wait_stack(rt, region, stack_id, timeout=timeout)
     elif action == "update":
         assert current is not None
         seen = _seen_before(rt, region, current["id"])
         rt.started(Stage.STACK, f"updating stack {name}")
-        if not cfn.update_stack(rt.session, region, name, params, tags):
+        if not _as_role(role, lambda: cfn.update_stack(rt.session, region, name, params, tags,
+                                                       role.arn)):
             return current
         status = wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)
     else:
@@ -75,9 +95,11 @@ def deploy(rt: Runtime, region: str, name: str, action: str, params: Mapping[str
     result = cfn.describe_stack(rt.session, region, name)
     if status not in OK or result is None:
         reason = result["reason"] if result else ""
+        own = ("" if role.arn else "; it ran with your own permissions: a resource 'not "
+               "authorized' needs the service role (see the warning above)")
         raise AwsError(f"stack {name} ended {status} {reason}".strip(),
                        "the events above say which resource failed; `clusterkit down` "
-                       "cleans up, then `clusterkit up` again", resource=name)
+                       f"cleans up, then `clusterkit up` again{own}", resource=name)
     return result
 
 
@@ -89,5 +111,6 @@ def delete(rt: Runtime, region: str, name: str, *, timeout: float) -> str | None
     seen = _seen_before(rt, region, current["id"])
     if current["status"].endswith("_IN_PROGRESS"):
         wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)
-    cfn.delete_stack(rt.session, region, name)
+    role = stack_role(rt)
+    _as_role(role, lambda: cfn.delete_stack(rt.session, region, name, role.arn))
     return wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clusterkit.sandbox import ebs_direct, ec2_gaps, spot_prices
+from clusterkit.sandbox import ebs_direct, ec2_gaps, iam_seed, spot_prices
 from clusterkit.sandbox.state import (
     ADDRESSES_FILE,
     CAPS_FILE,
@@ -83,6 +83,7 @@ def _serve(state_dir: Path) -> None:
     server.start()
     host, port = server.get_host_and_port()
     _install_extras()
+    iam_seed.install()
     block, _claim = claim_block()
     agent = Agent(state_dir, caps, block)
     ebs_direct.install(agent.disks.image)  # direct-API snapshots become image files

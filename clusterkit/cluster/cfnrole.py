@@ -1,0 +1,82 @@
+"""Which role CloudFormation runs the cluster's stack as, found once per session.
+
+The account's service role (``clusterkit-cloudformation``, made once by `clusterkit
+iam-policy --role cloudformation --stack`) when it exists: then the user needs no IAM
+write, and the nodes' role gets the boundary the service role must set. Without it the
+stack runs with the caller's own permissions, said once as a warning with the command
+that creates the role. ``CLUSTERKIT_CLOUDFORMATION_ROLE`` names another role ARN, or
+``none`` for the caller's permissions without the lookup or the warning."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from clusterkit.aws import servicerole
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.errors import UsageError
+from clusterkit.events import Stage
+
+ENV = "CLUSTERKIT_CLOUDFORMATION_ROLE"
+ROLE_ARN = re.compile(r"^arn:(aws[a-z-]*):iam::(\d{12}):role/[\w+=,.@/-]+$")
+CREATE = (f"clusterkit iam-policy --role cloudformation --stack > {servicerole.STACK_NAME}.yaml"
+          f" && aws cloudformation deploy --stack-name {servicerole.STACK_NAME} "
+          f"--template-file {servicerole.STACK_NAME}.yaml --capabilities CAPABILITY_NAMED_IAM")
+BOUNDARY_PARAM = "NodeRoleBoundary"
+
+
+@dataclass(frozen=True)
+class StackRole:
+    """``arn``: the RoleARN of the stack calls (None: the caller's own permissions);
+    ``boundary``: the permissions boundary of the nodes' role ("" for none)."""
+
+    arn: str | None = None
+    boundary: str = ""
+
+    def params(self) -> dict[str, str]:
+        return {BOUNDARY_PARAM: self.boundary}
+
+
+_lock = threading.Lock()
+_found: weakref.WeakKeyDictionary[Any, StackRole] = weakref.WeakKeyDictionary()
+
+
+def _with_boundary(arn: str) -> StackRole:
+    match = ROLE_ARN.match(arn)
+    if match is None:
+        raise UsageError(f"{ENV}={arn!r} is not an IAM role ARN",
+                         "e.g. arn:aws:iam::123456789012:role/clusterkit-service/"
+                         f"{servicerole.ROLE_NAME}, or `none`")
+    partition, account = match.groups()
+    return StackRole(arn, f"arn:{partition}:iam::{account}:policy"
+                          f"{servicerole.SERVICE_PATH}{servicerole.BOUNDARY_NAME}")
+
+
+def _lookup(rt: Runtime) -> StackRole:
+    override = os.environ.get(ENV, "").strip()
+    if override.lower() == "none":
+        return StackRole()
+    if override:
+        return _with_boundary(override)
+    arn, error = servicerole.find_role(rt.session)
+    if arn:
+        return _with_boundary(arn)
+    why = ("does not exist in this account" if error == "NoSuchEntity"
+           else "cannot be read by you (iam:GetRole denied)")
+    rt.warn(f"the CloudFormation service role {servicerole.ROLE_NAME} {why}: the stack runs "
+            "with your own permissions (IAM and EC2 writes; see `clusterkit iam-policy`). "
+            f"Create the role once per account: {CREATE}; or set {ENV}=<role ARN> "
+            f"({ENV}=none: your permissions, without this warning)", stage=Stage.STACK)
+    return StackRole()
+
+
+def stack_role(rt: Runtime) -> StackRole:
+    """The role of the session's stack calls, looked up (and warned about) once."""
+    with _lock:
+        if rt.session not in _found:
+            _found[rt.session] = _lookup(rt)
+        return _found[rt.session]
