@@ -12,7 +12,7 @@ from clusterkit.aws import instances, keypairs, teardown, volumes
 from clusterkit.cluster import kept_efs, record, stackops
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.target import per_region, resolve_target, search_regions
-from clusterkit.errors import AwsError, ClusterkitError
+from clusterkit.errors import AwsError, ClusterkitError, CredentialsError
 from clusterkit.events import Kind, Stage
 from clusterkit.kinds import InstanceState
 from clusterkit.plan.stack import stack_name
@@ -197,20 +197,33 @@ def _iam(rt: Runtime, cluster: str) -> list[str]:
     kept: list[str] = []
     for prof, its_roles in profiles.items():
         if all(free(r) for r in its_roles) if its_roles else not live:
-            teardown.delete_instance_profile(s, prof)
-            _deleted(rt, "instance profile", prof)
+            _delete_iam(rt, "instance profile", prof, teardown.delete_instance_profile)
         else:
             kept.append(f"instance profile {prof}")
     for role in roles:
         if free(role):
-            teardown.delete_role(s, role)
-            _deleted(rt, "IAM role", role)
+            _delete_iam(rt, "IAM role", role, teardown.delete_role)
         else:
             kept.append(f"IAM role {role}")
     if kept:
         rt.warn(f"kept {', '.join(kept)}: the cluster's stack in "
                 f"{', '.join(sorted(live))} still uses them", level=1, stage=Stage.DOWN)
     return kept
+
+
+def _delete_iam(rt: Runtime, kind: str, name: str,
+                delete: Callable[[Any, str], None]) -> None:
+    """A leftover of a stack whose delete failed. The user's policy has no IAM write
+    (`clusterkit iam-policy`): the service role deletes the stack's roles, so a refusal
+    here is said and left, not a failure of the whole `down`."""
+    try:
+        delete(rt.session, name)
+    except CredentialsError as err:
+        rt.warn(f"left {kind} {name} ({err.message}): clusterkit's user policy has no IAM "
+                "write; an administrator deletes it (`aws iam`), or the service role with "
+                "the stack", level=1, stage=Stage.DOWN)
+        return
+    _deleted(rt, kind, name)
 
 
 def down_region(rt: Runtime, cluster: str, region: str, *, timeout: float,
