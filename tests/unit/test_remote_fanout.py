@@ -46,7 +46,7 @@ def test_connection_rejects_unknown_keys_and_loads_only_the_cluster_file(tmp_pat
     conn = connect(Login("c", identity_file="/k/id"), Hop("m", "127.0.0.2"))
     assert isinstance(conn.client._policy, paramiko.RejectPolicy)
     assert list(conn.client.get_host_keys()) == ["127.0.0.2"]
-    assert conn.forward_agent is False  # only `exec` forwards the agent
+    assert conn.forward_agent is False  # only `exec -A` forwards the agent
     assert conn.connect_kwargs["key_filename"] == ["/k/id"]
     assert conn.connect_kwargs["look_for_keys"] is False
     forwarding = connect(Login("c", forward_agent=True), Hop("m", "127.0.0.2"))
