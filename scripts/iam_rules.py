@@ -1,0 +1,162 @@
+"""What scripts/iam_policy.py narrows each action to: one rule per statement (resource
+ARNs and the condition AWS supports for those actions), for the user and for the
+CloudFormation service role. A needed write action no rule names fails the script."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from clusterkit.aws.servicerole import BOUNDARY_NAME, ROLE_NAME, SERVICE_PATH  # noqa: E402
+from clusterkit.plan.stack import STACK_PREFIX  # noqa: E402
+
+TAG = "clusterkit:cluster"
+UPLOAD_TAG = "clusterkit:dataset-upload"
+DATASET_TAG = "clusterkit:dataset"
+READ_PREFIXES = ("Describe", "List", "Get")
+# Reads of data, not of metadata: only on what clusterkit made.
+DATA_READS = frozenset({"ebs:GetSnapshotBlock", "ebs:ListSnapshotBlocks",
+                        "ebs:ListChangedBlocks", "ec2:GetConsoleOutput"})
+# Actions a handler of the template's types lists that the service role must not have:
+# removing a boundary would lift the ceiling on what the nodes' role can do.
+WITHHELD = frozenset({"iam:DeleteRolePermissionsBoundary"})
+
+BOUNDARY_ARN = f"arn:aws:iam::*:policy{SERVICE_PATH}{BOUNDARY_NAME}"
+SERVICE_ROLE_ARN = f"arn:aws:iam::*:role{SERVICE_PATH}{ROLE_NAME}"
+NODE_ROLES = "arn:aws:iam::*:role/clusterkit/*"
+NODE_PROFILES = "arn:aws:iam::*:instance-profile/clusterkit/*"
+STACKS = f"arn:aws:cloudformation:*:*:stack/{STACK_PREFIX}*/*"
+FILE_SYSTEMS = "arn:aws:elasticfilesystem:*:*:file-system/*"
+KEYS = "arn:aws:kms:*:*:key/*"
+
+
+def ec2(*kinds: str) -> list[str]:
+    """EC2 resource ARN patterns (snapshots and images have no account field)."""
+    return [f"arn:aws:ec2:*::{k}/*" if k in ("snapshot", "image") else f"arn:aws:ec2:*:*:{k}/*"
+            for k in kinds]
+
+
+def has(key: str, tag: str = TAG) -> dict:
+    """The resource (``aws:ResourceTag``) or the request (``aws:RequestTag``) carries ``tag``."""
+    return {"Null": {f"aws:{key}/{tag}": "false"}}
+
+
+def equals(key: str, *values: str, op: str = "StringEquals") -> dict:
+    return {op: {key: values[0] if len(values) == 1 else list(values)}}
+
+
+OWN = has("ResourceTag")
+NEW = has("RequestTag")
+# (sid, actions, resources, condition): a statement, kept with the actions the policy needs.
+Rule = tuple[str, tuple[str, ...], list[str], dict | None]
+
+USER_RULES: tuple[Rule, ...] = (
+    ("Stacks", ("cloudformation:CreateStack", "cloudformation:UpdateStack",
+                "cloudformation:DeleteStack"), [STACKS], None),
+    ("PassServiceRole", ("iam:PassRole",), [SERVICE_ROLE_ARN],
+     equals("iam:PassedToService", "cloudformation.amazonaws.com")),
+    ("PassNodeRole", ("iam:PassRole",), [NODE_ROLES],
+     equals("iam:PassedToService", "ec2.amazonaws.com")),
+    ("SpotServiceLinkedRole", ("iam:CreateServiceLinkedRole",),
+     ["arn:aws:iam::*:role/aws-service-role/spot.amazonaws.com/*"],
+     equals("iam:AWSServiceName", "spot.amazonaws.com")),
+    ("LaunchTagged", ("ec2:RunInstances",), ec2("instance", "volume"), NEW),
+    ("LaunchFromClusterTemplate", ("ec2:RunInstances",), ec2("launch-template"), OWN),
+    ("LaunchWith", ("ec2:RunInstances",),
+     ec2("image", "snapshot", "subnet", "network-interface", "security-group", "key-pair",
+         "placement-group", "spot-instances-request"), None),
+    ("TagOnCreate", ("ec2:CreateTags",), ["*"],
+     equals("ec2:CreateAction", "RunInstances", "CreateVolume", "CreateSnapshot",
+            "CopySnapshot", "ImportKeyPair")),
+    ("ClusterResources", ("ec2:CreateTags", "ec2:AttachVolume", "ec2:DetachVolume",
+                          "ec2:DeleteVolume", "ec2:ModifyInstanceAttribute",
+                          "ec2:StartInstances", "ec2:StopInstances", "ec2:TerminateInstances",
+                          "ec2:CancelSpotInstanceRequests", "ec2:DeleteFleets",
+                          "ec2:DeleteKeyPair", "ec2:DeleteLaunchTemplate",
+                          "ec2:DeletePlacementGroup", "ec2:DeleteSecurityGroup",
+                          "ec2:CreateSnapshot", "ec2:GetConsoleOutput"),
+     ec2("instance", "volume", "spot-instances-request", "fleet", "key-pair",
+         "launch-template", "placement-group", "security-group"), OWN),
+    ("NewVolumesAndKeys", ("ec2:CreateVolume", "ec2:ImportKeyPair"),
+     ec2("volume", "key-pair"), NEW),
+    ("VolumesFromDatasets", ("ec2:CreateVolume",), ec2("snapshot"),
+     has("ResourceTag", DATASET_TAG)),
+    ("VolumesFromSharedSnapshots", ("ec2:CreateVolume",), ec2("snapshot"),
+     equals("ec2:Owner", "${aws:PrincipalAccount}", op="StringNotEquals")),
+    ("NewDatasetSnapshots", ("ec2:CreateSnapshot", "ec2:CopySnapshot", "ebs:StartSnapshot"),
+     ec2("snapshot"), has("RequestTag", UPLOAD_TAG)),
+    ("DatasetUploads", ("ebs:PutSnapshotBlock", "ebs:CompleteSnapshot", "ec2:CreateTags",
+                        "ec2:DeleteSnapshot", "ec2:CopySnapshot", "ebs:GetSnapshotBlock",
+                        "ebs:ListSnapshotBlocks"), ec2("snapshot"),
+     has("ResourceTag", UPLOAD_TAG)),
+    ("DatasetReads", ("ebs:GetSnapshotBlock", "ebs:ListSnapshotBlocks", "ec2:CopySnapshot"),
+     ec2("snapshot"), has("ResourceTag", DATASET_TAG)),
+    ("ClusterFileSystems", ("elasticfilesystem:CreateMountTarget",
+                            "elasticfilesystem:DeleteMountTarget",
+                            "elasticfilesystem:DeleteFileSystem"), [FILE_SYSTEMS], OWN),
+    # EFS makes a mount target's network interface with the caller's permissions; its
+    # interfaces carry no tag to condition on.
+    ("MountTargetInterfaces", ("ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface"),
+     ec2("network-interface", "subnet", "security-group"), None),
+    ("EncryptedVolumes", ("kms:CreateGrant", "kms:Decrypt", "kms:ReEncryptFrom",
+                          "kms:ReEncryptTo", "kms:GenerateDataKeyWithoutPlaintext"), [KEYS],
+     equals("kms:ViaService", "ec2.*.amazonaws.com", "ebs.*.amazonaws.com", op="StringLike")),
+)
+# Needed without a call of its own: RunInstances passes the node role of the launch
+# template, the first spot launch of an account creates EC2's spot service-linked role,
+# EFS creates mount target interfaces as the caller, EBS encryption with a
+# customer-managed key uses it as the caller.
+USER_EXTRA = frozenset({
+    "iam:PassRole", "iam:CreateServiceLinkedRole", "iam:GetRole",
+    "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
+    "ec2:DescribeNetworkInterfaces", "kms:DescribeKey", "kms:CreateGrant", "kms:Decrypt",
+    "kms:ReEncryptFrom", "kms:ReEncryptTo", "kms:GenerateDataKeyWithoutPlaintext"})
+
+SERVICE_RULES: tuple[Rule, ...] = (
+    ("NewSecurityGroups", ("ec2:CreateSecurityGroup",), ec2("security-group"), NEW),
+    ("InVpcs", ("ec2:CreateSecurityGroup",), ec2("vpc"), None),
+    ("NewRules", ("ec2:AuthorizeSecurityGroupIngress", "ec2:AuthorizeSecurityGroupEgress"),
+     ec2("security-group-rule"), None),
+    ("NewPlacementAndTemplates", ("ec2:CreatePlacementGroup", "ec2:CreateLaunchTemplate"),
+     ec2("placement-group", "launch-template"), NEW),
+    ("TagOnCreate", ("ec2:CreateTags",), ["*"],
+     equals("ec2:CreateAction", "CreateSecurityGroup", "CreatePlacementGroup",
+            "CreateLaunchTemplate", "CreateLaunchTemplateVersion")),
+    ("ClusterResources", ("ec2:AuthorizeSecurityGroupIngress",
+                          "ec2:AuthorizeSecurityGroupEgress", "ec2:RevokeSecurityGroupIngress",
+                          "ec2:RevokeSecurityGroupEgress",
+                          "ec2:UpdateSecurityGroupRuleDescriptionsIngress",
+                          "ec2:UpdateSecurityGroupRuleDescriptionsEgress",
+                          "ec2:DeleteSecurityGroup", "ec2:CreateTags", "ec2:DeleteTags",
+                          "ec2:DeletePlacementGroup", "ec2:CreateLaunchTemplateVersion",
+                          "ec2:ModifyLaunchTemplate", "ec2:DeleteLaunchTemplate"),
+     ec2("security-group", "placement-group", "launch-template"), OWN),
+    # A role it creates or gives a policy is capped by the boundary (the node policy).
+    ("BoundedRoles", ("iam:CreateRole", "iam:PutRolePolicy", "iam:AttachRolePolicy",
+                      "iam:PutRolePermissionsBoundary"), [NODE_ROLES],
+     equals("iam:PermissionsBoundary", BOUNDARY_ARN, op="StringLike")),
+    ("NodeRoles", ("iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription",
+                   "iam:UpdateAssumeRolePolicy", "iam:DeleteRolePolicy",
+                   "iam:DetachRolePolicy", "iam:TagRole", "iam:UntagRole"), [NODE_ROLES], None),
+    ("PassNodeRole", ("iam:PassRole",), [NODE_ROLES],
+     equals("iam:PassedToService", "ec2.amazonaws.com")),
+    ("NodeProfiles", ("iam:CreateInstanceProfile", "iam:DeleteInstanceProfile",
+                      "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile",
+                      "iam:TagInstanceProfile"), [NODE_PROFILES], None),
+    ("EfsServiceLinkedRole", ("iam:CreateServiceLinkedRole",),
+     ["arn:aws:iam::*:role/aws-service-role/elasticfilesystem.amazonaws.com/*"],
+     equals("iam:AWSServiceName", "elasticfilesystem.amazonaws.com")),
+    ("NewFileSystems", ("elasticfilesystem:CreateFileSystem", "elasticfilesystem:TagResource"),
+     [FILE_SYSTEMS], NEW),
+    ("ClusterFileSystems", ("elasticfilesystem:*",), [FILE_SYSTEMS], OWN),
+    ("EfsKeys", ("kms:CreateGrant", "kms:GenerateDataKeyWithoutPlaintext", "kms:Decrypt"),
+     [KEYS], equals("kms:ViaService", "elasticfilesystem.*.amazonaws.com", op="StringLike")),
+)
+
+
+def is_read(action: str) -> bool:
+    return action.split(":")[1].startswith(READ_PREFIXES) and action not in DATA_READS
+
+
