@@ -52,7 +52,7 @@ def _as_role(role: StackRole, call: Callable[[], Any]) -> Any:
             raise
         raise CredentialsError(
             f"{err.message} (the stack calls pass the service role {role.arn})",
-            "your policy needs cloudformation:* on stack/clusterkit-* and iam:PassRole on "
+            "your policy needs the stack calls on stack/clusterkit-* and iam:PassRole on "
             "that role (`clusterkit iam-policy --role user` prints it); or set "
             f"{ENV}=none to run the stack with your own permissions",
             code=err.code, resource=err.resource) from err
