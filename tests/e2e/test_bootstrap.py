@@ -61,8 +61,9 @@ class Cluster:
         self.spec.write_text(sandbox_spec(self.name, count=3, instance_type="i3.large",
                                           extra=SECTIONS.format(packages=packages)))
 
-    def on(self, node: str, command: str) -> str:
-        (res,) = do_exec(self.name, [command], nodes=[node], rt=runtime()).values()
+    def on(self, node: str, command: str, *, forward_agent: bool = False) -> str:
+        (res,) = do_exec(self.name, [command], nodes=[node], forward_agent=forward_agent,
+                         rt=runtime()).values()
         return res.stdout
 
     def everywhere(self, command: str) -> list[str]:
@@ -108,7 +109,8 @@ def test_first_up_bootstraps_every_node_and_says_so(cluster: Cluster):
 def test_master_reaches_workers_by_name_with_host_keys_checked(cluster: Cluster):
     cluster.up()
     for index in (1, 2):
-        out = cluster.on("master", f"ssh -o BatchMode=yes deeplearning-worker{index} hostname")
+        out = cluster.on("master", f"ssh -o BatchMode=yes deeplearning-worker{index} hostname",
+                         forward_agent=True)  # `exec -A`: exec alone forwards no agent
         assert out.strip() == node_name(cluster.name, index)
     config = cluster.on("master", "cat ~/.ssh/config")
     assert "StrictHostKeyChecking yes" in config and "ForwardAgent yes" in config
