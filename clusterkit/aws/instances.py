@@ -167,13 +167,16 @@ def delete_fleets(session: boto3.Session, region: str, ids: Sequence[str]) -> No
         _ec2(session, region).delete_fleets(FleetIds=list(ids), TerminateInstances=True)
 
 
+# what GetConsoleOutput answers Latest=True on an instance without a live console (Xen)
+LATEST_REFUSED = ("UnsupportedOperation", "InvalidParameterValue", "InvalidParameterCombination")
+
+
 def console_output(session: boto3.Session, region: str, instance_id: str) -> str:
     """The instance's console output as text ("" while AWS has posted none): the latest
     (``Latest``, Nitro instances), else the last snapshot AWS took of it. AWS sends it
     base64-encoded; botocore decodes it (``decode_console_output``)."""
     ec2 = _ec2(session, region)
-    with aws_call("GetConsoleOutput", instance_id,
-                  expected=("UnsupportedOperation",)) as call:
+    with aws_call("GetConsoleOutput", instance_id, expected=LATEST_REFUSED) as call:
         raw = ec2.get_console_output(InstanceId=instance_id, Latest=True)
     if call.expected_error:  # not a Nitro instance: no live console, the posted one
         with aws_call("GetConsoleOutput", instance_id):
