@@ -3,9 +3,11 @@ prints on a real instance (through ``logger -t ec2``), made from the node's real
 key, so `up`'s first-contact check runs in the sandbox as on AWS. An instance with no
 running sandbox node gets moto's own sample boot log (no keys: trusted on first use).
 
-For tests, the console can be told to lie: ``set_lie(dir, selector)`` writes
-``console-lies.json`` in the state dir, and the console of every instance the selector
-names (an instance id, or ``CLUSTER/INDEX``) then shows a key that is not its node's."""
+For tests, the console of an instance can be told to lie or to keep quiet:
+``set_mode(dir, selector, ConsoleMode.LIE)`` records it in ``console.json`` in the state
+dir, and the console of every instance the selector names (an instance id, or
+``CLUSTER/INDEX``) then shows a key that is not its node's (LIE) or no keys at all, as an
+image with ``emit_keys_to_console: false`` (SILENT); ``None`` makes it honest again."""
 
 from __future__ import annotations
 
@@ -13,12 +15,19 @@ import base64
 import hashlib
 import os
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from clusterkit.sandbox.state import read_json, write_json
 
-LIES_FILE = "console-lies.json"
+MODES_FILE = "console.json"
+
+
+class ConsoleMode(Enum):
+    LIE = "lie"  # another key than the node's
+    SILENT = "silent"  # no keys (cloud-init finishes without printing them)
+
 SYSLOG = "<14>Nov 26 07:00:01 ec2: "  # what util-linux logger --stderr puts before each line
 ED25519 = "ssh-ed25519"
 
@@ -40,16 +49,18 @@ def _bits(key: str) -> int:
     return 256 if not key.startswith("ssh-rsa") else 3072
 
 
-def console_text(key: str, hostname: str) -> str:
-    """A boot log whose cloud-init block shows ``key`` (``type base64``)."""
-    pub = " ".join(key.split()[:2])
-    body = [
-        "", "#" * 61, "-----BEGIN SSH HOST KEY FINGERPRINTS-----",
-        f"{_bits(pub)} {fingerprint(pub)} root@{hostname} ({_kind(pub)})",
-        "-----END SSH HOST KEY FINGERPRINTS-----", "#" * 61,
-        "-----BEGIN SSH HOST KEY KEYS-----", f"{pub} root@{hostname}",
-        "-----END SSH HOST KEY KEYS-----",
-    ]
+def console_text(key: str | None, hostname: str) -> str:
+    """A boot log whose cloud-init block shows ``key`` (``type base64``); None: no block."""
+    body: list[str] = []
+    if key is not None:
+        pub = " ".join(key.split()[:2])
+        body = [
+            "", "#" * 61, "-----BEGIN SSH HOST KEY FINGERPRINTS-----",
+            f"{_bits(pub)} {fingerprint(pub)} root@{hostname} ({_kind(pub)})",
+            "-----END SSH HOST KEY FINGERPRINTS-----", "#" * 61,
+            "-----BEGIN SSH HOST KEY KEYS-----", f"{pub} root@{hostname}",
+            "-----END SSH HOST KEY KEYS-----",
+        ]
     return "\n".join([
         "[    0.000000] Linux version 6.5.0-aws (clusterkit sandbox)",
         f"[    2.100000] cloud-init[560]: Cloud-init v. 23.4 running 'init' on {hostname}",
@@ -69,18 +80,24 @@ def other_key(instance_id: str) -> str:
     return f"{ED25519} {base64.b64encode(blob).decode()}"
 
 
-def lies(directory: Path) -> set[str]:
-    data = read_json(directory / LIES_FILE, [])
-    return {str(s) for s in data} if isinstance(data, list) else set()
+def modes(directory: Path) -> dict[str, ConsoleMode]:
+    """{selector: mode} of the consoles told to lie or keep quiet."""
+    data = read_json(directory / MODES_FILE, {})
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): ConsoleMode(v) for k, v in data.items()
+            if v in {m.value for m in ConsoleMode}}
 
 
-def set_lie(directory: str | os.PathLike[str], selector: str, lie: bool = True) -> None:
+def set_mode(directory: str | os.PathLike[str], selector: str,
+             mode: ConsoleMode | None) -> None:
     """Make the console of the instance(s) ``selector`` names (instance id or
-    ``CLUSTER/INDEX``) show another key (``lie``), or its own again."""
+    ``CLUSTER/INDEX``) lie or keep quiet, or (None) be honest again."""
     where = Path(directory)
-    chosen = lies(where)
-    chosen = chosen | {selector} if lie else chosen - {selector}
-    write_json(where / LIES_FILE, sorted(chosen))
+    chosen = {k: m.value for k, m in modes(where).items() if k != selector}
+    if mode is not None:
+        chosen[selector] = mode.value
+    write_json(where / MODES_FILE, chosen)
 
 
 def output_for(directory: Path, instance_id: str, lookup: NodeLookup) -> str | None:
@@ -89,9 +106,11 @@ def output_for(directory: Path, instance_id: str, lookup: NodeLookup) -> str | N
     if found is None:
         return None
     key, hostname, cluster, index = found
-    if {instance_id, f"{cluster}/{index}"} & lies(directory):
-        key = other_key(instance_id)
-    return console_text(key, hostname)
+    chosen = modes(directory)
+    mode = chosen.get(instance_id) or chosen.get(f"{cluster}/{index}")
+    if mode is ConsoleMode.LIE:
+        return console_text(other_key(instance_id), hostname)
+    return console_text(None if mode is ConsoleMode.SILENT else key, hostname)
 
 
 def install(directory: Path, lookup: NodeLookup) -> None:

@@ -303,7 +303,7 @@ def test_first_contact_checks_the_console_and_refuses_a_lying_one(cluster: Clust
     selector = f"{cluster.name}/1"
     try:
         _forget(cluster, worker1)
-        sandbox_console.set_lie(sandbox.dir, selector)
+        sandbox_console.set_mode(sandbox.dir, selector, sandbox_console.ConsoleMode.LIE)
         with pytest.raises(RemoteError) as caught:
             do_up(str(cluster.spec), yes=True, rt=runtime(), timeout=60)
         message = caught.value.message
@@ -314,7 +314,7 @@ def test_first_contact_checks_the_console_and_refuses_a_lying_one(cluster: Clust
         assert worker1 not in json.loads(cluster.host_keys.read_text())
         assert cluster.nodes[1]["ssh_address"] not in cluster.known.read_text()
 
-        sandbox_console.set_lie(sandbox.dir, selector, lie=False)
+        sandbox_console.set_mode(sandbox.dir, selector, None)
         events = Collect()
         rt = runtime()
         rt.report = events
@@ -323,7 +323,33 @@ def test_first_contact_checks_the_console_and_refuses_a_lying_one(cluster: Clust
         assert any("1 new host key(s) match" in t for t in events.texts(Kind.INFO))
         assert not [t for t in events.texts(Kind.WARNING) if "first use" in t]
     finally:
-        sandbox_console.set_lie(sandbox.dir, selector, lie=False)
+        sandbox_console.set_mode(sandbox.dir, selector, None)
+        cluster.known.write_text(saved)
+        cluster.host_keys.write_text(saved_keys)
+
+
+def test_an_image_printing_no_keys_is_trusted_on_first_use_once(cluster: Cluster, sandbox):
+    """Worker 2's console prints no keys (as an image with emit_keys_to_console off), and
+    its pinned key is forgotten: the `up` CLI pins it, warning that it trusts it on first
+    use, naming node, instance and fingerprint; the next `up` says nothing of it."""
+    saved, saved_keys = cluster.known.read_text(), cluster.host_keys.read_text()
+    worker2 = cluster.nodes[2]["instance_id"]
+    real = json.loads(saved_keys)[worker2]
+    selector = f"{cluster.name}/2"
+    try:
+        _forget(cluster, worker2)
+        sandbox_console.set_mode(sandbox.dir, selector, sandbox_console.ConsoleMode.SILENT)
+        proc = _cli("up", str(cluster.spec), "--yes")
+        assert proc.returncode == 0, proc.stderr
+        err = " ".join((proc.stdout + proc.stderr).split())  # up's events: on stdout
+        assert f"{cluster.name}-worker-2 ({worker2}): its console shows no SSH host keys" in err
+        assert f"trusting its host key {known_hosts.fingerprint(real)} on first use" in err
+        assert err.count("on first use") == 1
+        assert json.loads(cluster.host_keys.read_text())[worker2] == real
+        again = _cli("up", str(cluster.spec), "--yes")
+        assert again.returncode == 0 and "first use" not in again.stdout + again.stderr
+    finally:
+        sandbox_console.set_mode(sandbox.dir, selector, None)
         cluster.known.write_text(saved)
         cluster.host_keys.write_text(saved_keys)
 
