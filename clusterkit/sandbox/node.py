@@ -5,8 +5,10 @@ persistent root file system (an overlay of the host's ``/``; the upper layer
 lives in the node dir, so writes survive stop/start like a root EBS volume and
 vanish on terminate). Inside it the node has its own hostname, ``/etc`` (hosts,
 passwd), ``/root`` and ``/home``, ``/dev/disk/by-id`` (EBS / instance-store
-devices by id) and two shims: ``mount.nfs4`` (EFS = a directory shared by the
-nodes) and, without an md driver, ``mdadm`` (says "not emulated").
+devices by id) and shims: ``mount.nfs4`` and ``mount.efs`` (EFS = a directory shared
+by the nodes; ``mount.efs`` stands for amazon-efs-utils, refuses a mount without
+``tls``, as the file system policy clusterkit sets does, and notes each mount's
+options in ``EFS_MOUNTS``) and, without an md driver, ``mdadm`` (says "not emulated").
 
 Login users: ``root`` and ``ubuntu`` / ``ec2-user`` (uid 0 in the node, home
 ``/root``, ``/home/<user>`` links there), all authorized with the instance's
@@ -65,6 +67,22 @@ case "$fsid" in fs-*) ;; *) echo "mount.nfs4: only EFS (fs-...) is emulated" >&2
 mkdir -p "@EFS@/$fsid$sub"
 exec mount --bind "@EFS@/$fsid$sub" "$dir"
 """.replace("@EFS@", EFS_IN_NODE)
+
+EFS_MOUNTS = "/var/lib/clusterkit-sandbox/efs-mounts"  # mount.efs: "SPEC DIR OPTIONS" lines
+# amazon-efs-utils' helper: mount -t efs fs-XXXX.efs.REGION.amazonaws.com:/ DIR -o tls,iam
+MOUNT_EFS_SHIM = """\
+#!/bin/sh
+set -eu
+spec="$1"; dir="$2"; opts=""; shift 2
+while [ $# -gt 0 ]; do [ "$1" = -o ] && opts="${2:-}"; shift; done
+case ",$opts," in
+  *,tls,*) ;;
+  *) echo "mount.efs: access denied: the file system policy requires TLS (-o tls)" >&2
+     exit 32;;
+esac
+echo "$spec $dir $opts" >> "@LOG@"
+exec /usr/sbin/mount.nfs4 "$spec" "$dir"
+""".replace("@LOG@", EFS_MOUNTS)
 
 MDADM_SHIM = """\
 #!/bin/sh
@@ -142,6 +160,7 @@ def _first_boot_root(spec: NodeSpec) -> None:
     hosts = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
     _write(upper / "etc/hosts", hosts + f"{spec.address}\t{spec.hostname}\n")
     _write(upper / "usr/sbin/mount.nfs4", MOUNT_NFS_SHIM, 0o755)
+    _write(upper / "usr/sbin/mount.efs", MOUNT_EFS_SHIM, 0o755)
     if not spec.md:
         _write(upper / "usr/sbin/mdadm", MDADM_SHIM, 0o755)
 

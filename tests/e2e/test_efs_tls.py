@@ -1,0 +1,97 @@
+"""Encryption at rest and in transit, end to end in the sandbox: a 2-node cluster whose
+spec names a KMS key and says its nodes run containers. The stack's EFS is encrypted
+with that key and the launch template answers IMDS two hops; every node has
+amazon-efs-utils (the sandbox's `mount.efs`, which refuses a mount without TLS, as the
+file system policy does), so the `efs` step mounts with `-o tls,iam` and warns of
+nothing; the EFS root is root's, sticky, 1775; a second `up` runs no EFS step."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from clusterkit.bootstrap.run import Outcome
+from clusterkit.bootstrap.steps import EFS_TLS_OPTIONS
+from clusterkit.cluster.remote_ops import do_exec
+from clusterkit.cluster.up import UpResult, do_up
+from clusterkit.sandbox.node import EFS_MOUNTS
+from tests import support
+from tests.e2e.clusters import running, sandbox_spec, user_session
+from tests.integration.conftest import leftovers, runtime
+
+EXTRA = """\
+storage:
+  kms_key: {alias}
+  efs: {{mount: /efs, deletion_policy: delete}}
+"""
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(sandbox, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[tuple[str, Path, tuple[str, str], UpResult]]:
+    support.require_root("the sandbox's SSH nodes")
+    where = tmp_path_factory.mktemp("efs-tls")
+    name = support.unique_name("et")
+    with user_session(sandbox, where):
+        kms = boto3.client("kms", "us-east-1")
+        key = kms.create_key()["KeyMetadata"]
+        alias = "alias/" + name
+        kms.create_alias(AliasName=alias, TargetKeyId=key["KeyId"])
+        spec = where / f"{name}.yaml"
+        text = sandbox_spec(name, count=2, instance_type="c5.large",
+                            extra=EXTRA.format(alias=alias))
+        spec.write_text(text.replace("  placement_group: false\n",
+                                     "  placement_group: false\n  containers: true\n"))
+        with running(spec, name) as first:
+            yield name, spec, (key["Arn"], alias), first
+
+
+def _on_all(name: str, command: str) -> list[str]:
+    return [r.stdout for r in do_exec(name, [command], rt=runtime()).values()]
+
+
+def test_efs_is_mounted_with_tls_and_nothing_is_warned(tls_cluster) -> None:
+    name, _spec, _key, first = tls_cluster
+    assert first.bootstrap is not None and first.bootstrap.ok
+    for node in first.bootstrap.nodes:
+        [efs] = [s for s in node.steps if s.step == "efs"]
+        assert efs.outcome is Outcome.RAN and efs.warning == "", efs
+    for fstab in _on_all(name, "grep ' /efs ' /etc/fstab"):
+        assert fstab.split()[2:4] == ["efs", EFS_TLS_OPTIONS], fstab
+    for log in _on_all(name, f"cat {EFS_MOUNTS}"):
+        spec_, mount, options = log.split()
+        assert mount == "/efs" and {"tls", "iam"} <= set(options.split(",")), log
+    assert _on_all(name, "stat -c '%u %a' /efs") == ["0 1775\n"] * 2
+    token = uuid.uuid4().hex
+    (res,) = do_exec(name, [f"echo {token} > /efs/{token}"], nodes=["worker-1"],
+                     rt=runtime()).values()
+    (res,) = do_exec(name, [f"cat /efs/{token}"], nodes=["master"], rt=runtime()).values()
+    assert res.stdout.strip() == token
+
+
+def test_the_stack_encrypts_efs_with_the_spec_key_and_imds_answers_two_hops(
+        tls_cluster) -> None:
+    name, _spec, key, _first = tls_cluster
+    (fs_id,) = leftovers(name)["file_systems"]
+    fs = boto3.client("efs", "us-east-1").describe_file_systems(FileSystemId=fs_id)[
+        "FileSystems"][0]
+    assert fs["Encrypted"] is True and fs["KmsKeyId"] in key  # AWS: the ARN; moto: as given
+    ec2 = boto3.client("ec2", "us-east-1")
+    [template] = ec2.describe_launch_templates(Filters=[
+        {"Name": "tag:clusterkit:cluster", "Values": [name]}])["LaunchTemplates"]
+    data = ec2.describe_launch_template_versions(
+        LaunchTemplateId=template["LaunchTemplateId"])["LaunchTemplateVersions"][0][
+        "LaunchTemplateData"]
+    assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 2
+
+
+def test_a_second_up_leaves_the_tls_mount_alone(tls_cluster) -> None:
+    _name, spec, _key, _first = tls_cluster
+    again = do_up(str(spec), yes=True, rt=runtime(), timeout=180).bootstrap
+    assert again is not None
+    assert {s.outcome for n in again.nodes for s in n.steps if s.step == "efs"} == \
+        {Outcome.DONE}
