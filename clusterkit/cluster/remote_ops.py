@@ -19,10 +19,8 @@ from clusterkit.remote import fanout, sshcmd
 from clusterkit.remote.address import targets
 from clusterkit.remote.connect import Login
 from clusterkit.remote.results import GroupResult
-from clusterkit.spec.keys import SSH
+from clusterkit.spec.keys import LOCAL_FILE_RE, USER_RE
 from clusterkit.spec.model import Ssh
-
-USER_PATTERN = re.compile(SSH.keys["user"].pattern or "")  # the spec's ssh.user rule
 
 
 def _ssh_settings(target: str, region: str | None) -> tuple[str, list[str], Ssh]:
@@ -31,13 +29,18 @@ def _ssh_settings(target: str, region: str | None) -> tuple[str, list[str], Ssh]
     return cluster or target, regions, spec.ssh if spec else Ssh()
 
 
-def check_user(user: str | None) -> None:
-    """Refuse a ``--user`` the spec's ``ssh.user`` would refuse (it reaches ssh's command
-    line and the cluster's ssh_config), before anything else runs: UsageError, exit 2."""
-    if user is not None and not USER_PATTERN.fullmatch(user):
+def check_login_options(user: str | None, identity_file: str | None = None) -> None:
+    """Refuse a ``--user`` or ``--identity-file`` the spec's ``ssh.user`` /
+    ``ssh.identity_file`` would refuse (both reach ssh's command line and the cluster's
+    ssh_config), before anything else runs: UsageError, exit 2."""
+    if user is not None and not re.fullmatch(USER_RE, user):
         raise UsageError(f"--user {user!r} is not a Unix user name",
                          "a login user is lowercase letters, digits, _ and -, starting "
                          "with a letter or _, at most 32 characters (as ssh.user)")
+    if identity_file is not None and not re.fullmatch(LOCAL_FILE_RE, identity_file):
+        raise UsageError(f"--identity-file {identity_file!r} cannot be written into ssh's "
+                         "config", "a key file path without quotes, $, `, \\, %, control "
+                         "characters or a leading - (as ssh.identity_file)")
 
 
 def login_for(target: str, region: str | None, *, user: str | None = None,
@@ -46,7 +49,7 @@ def login_for(target: str, region: str | None, *, user: str | None = None,
               ) -> tuple[Login, list[str]]:
     """How to log in to ``target``'s nodes: the options given, else the spec's ssh
     settings; ``forward_agent`` only where the user asked for it (`exec -A`)."""
-    check_user(user)
+    check_login_options(user, identity_file)
     cluster, regions, ssh = _ssh_settings(target, region)
     return Login(cluster, user=user or ssh.user, port=port or ssh.port,
                  identity_file=identity_file or ssh.identity_file,

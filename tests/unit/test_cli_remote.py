@@ -1,7 +1,8 @@
 """`clusterkit exec` / `ssh` option wiring: the agent is forwarded by `exec` only on
--A/--forward-agent (the help says so), and a --user the spec's ssh.user pattern refuses
-(a quote, a newline: text that would land in ssh's command line or ssh_config) exits 2
-before anything else runs (no cluster lookup, no AWS call)."""
+-A/--forward-agent (the help says so), and a --user or --identity-file the spec's
+ssh.user / ssh.identity_file patterns refuse (a quote, a newline: text that would land
+in ssh's command line or ssh_config) exits 2 before anything else runs (no cluster
+lookup, no AWS call)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from clusterkit.cli.main import cli
-from clusterkit.cluster.remote_ops import check_user, login_for
+from clusterkit.cluster.remote_ops import check_login_options, login_for
 from clusterkit.errors import UsageError
 
 BAD_USERS = ['x"\nMatch exec "touch /tmp/pwned"', "root\n", "a b", "-oProxyCommand=x",
@@ -19,7 +20,7 @@ BAD_USERS = ['x"\nMatch exec "touch /tmp/pwned"', "root\n", "a b", "-oProxyComma
 @pytest.mark.parametrize("user", BAD_USERS)
 def test_bad_user_is_refused_before_any_use(user: str):
     with pytest.raises(UsageError) as caught:
-        check_user(user)
+        check_login_options(user)
     assert caught.value.exit_code == 2 and "ssh.user" in (caught.value.hint or "")
     with pytest.raises(UsageError):  # before the target is even looked at
         login_for("/nonexistent/spec.yaml", None, user=user)
@@ -35,9 +36,28 @@ def test_cli_exits_2_on_a_bad_user(command: list[str], tmp_path, monkeypatch):
     assert "not a Unix user name" in result.output
 
 
+BAD_FILES = ['k"\nMatch exec "touch /tmp/pwned"', "~/.ssh/id\n", "$HOME/k", "`id`", "k%d",
+             "-oProxyCommand=x", "a\\b", "k'"]
+
+
+@pytest.mark.parametrize("path", BAD_FILES)
+def test_bad_identity_file_is_refused_before_any_use(path: str):
+    with pytest.raises(UsageError) as caught:
+        login_for("/nonexistent/spec.yaml", None, identity_file=path)
+    assert caught.value.exit_code == 2 and "ssh.identity_file" in (caught.value.hint or "")
+
+
+def test_cli_exits_2_on_a_bad_identity_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLUSTERKIT_HOME", str(tmp_path))
+    result = CliRunner().invoke(cli, ["ssh", "c1", "-i", BAD_FILES[0], "--print"])
+    assert result.exit_code == 2, result.output
+    assert "cannot be written into ssh's config" in " ".join(result.output.split())
+
+
 @pytest.mark.parametrize("user", ["ubuntu", "ec2-user", "_svc", None])
-def test_good_users_pass(user: str | None):
-    check_user(user)
+def test_good_values_pass(user: str | None):
+    check_login_options(user, "~/.ssh/my key/id_ed25519")
+    check_login_options(user, None)
 
 
 def test_exec_help_says_the_agent_is_forwarded_only_with_a():
