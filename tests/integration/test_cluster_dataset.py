@@ -92,3 +92,22 @@ def test_the_aws_side_makes_per_node_only_the_per_volume_calls(moto_env, tmp_pat
     assert sorted(progress) == [1, 2, 3, 4, 5, 6]
     do_down(str(spec), yes=True, rt=runtime())
     assert leftovers(name) == {}
+
+
+def test_clones_are_encrypted_with_the_spec_kms_key(moto_env, tmp_path, monkeypatch):
+    from clusterkit.bootstrap.run import BootstrapResult
+    from clusterkit.cluster import dataset
+
+    monkeypatch.setattr(dataset, "bootstrap_nodes", lambda *a, **kw: BootstrapResult(()))
+    key = boto3.client("kms", REGION).create_key()["KeyMetadata"]["Arn"]
+    spec = write_spec(tmp_path, count=2, placement_group=False,
+                      extra=f"storage:\n  kms_key: {key}\n")
+    name = spec.name.rsplit("-", 1)[0]
+    do_up(str(spec), yes=True, rt=runtime(), wait_ssh=False, timeout=120)
+    snap = _published_snapshot()
+    result = do_deploy_dataset(str(spec), snapshot=snap, rt=runtime(), timeout=60)
+    vols = boto3.client("ec2", REGION).describe_volumes(
+        VolumeIds=[n.volume_id for n in result.nodes])["Volumes"]
+    assert [(v["Encrypted"], v["KmsKeyId"]) for v in vols] == [(True, key)] * 2
+    do_down(str(spec), yes=True, rt=runtime())
+    assert leftovers(name) == {}
