@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from iam_rules import (  # noqa: E402  (after the path: run as a file, or loaded by a test)
+    FILE_SYSTEMS,
     SERVICE_RULES,
     USER_EXTRA,
     USER_RULES,
@@ -61,7 +62,6 @@ FILES = {"user": DOCS / "iam-policy.json",
          "node": DOCS / "iam-policy-node.json"}
 STACK_FILE = DOCS / "iam-service-role.yaml"
 ROLES = tuple(FILES)
-FILE_SYSTEMS = "arn:aws:elasticfilesystem:*:*:file-system/*"
 
 def _names(tree: ast.AST) -> tuple[set[str], set[str]]:
     """(string constants, attribute names) of one module."""

@@ -10,11 +10,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from clusterkit.aws.servicerole import BOUNDARY_NAME, ROLE_NAME, SERVICE_PATH  # noqa: E402
+from clusterkit.plan.dataset import DATASET_TAG, UPLOAD_TAG  # noqa: E402
+from clusterkit.plan.nodes import CLUSTER_TAG as TAG  # noqa: E402
 from clusterkit.plan.stack import STACK_PREFIX  # noqa: E402
 
-TAG = "clusterkit:cluster"
-UPLOAD_TAG = "clusterkit:dataset-upload"
-DATASET_TAG = "clusterkit:dataset"
 READ_PREFIXES = ("Describe", "List", "Get")
 # Reads of data, not of metadata: only on what clusterkit made.
 DATA_READS = frozenset({"ebs:GetSnapshotBlock", "ebs:ListSnapshotBlocks",
