@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from clusterkit.aws import instances
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError, RemoteError
 from clusterkit.events import Stage
@@ -30,6 +29,9 @@ ConsoleReader = Callable[[Node], str]
 
 def aws_console(rt: Runtime) -> ConsoleReader:
     """Read a node's console output through the runtime's AWS session."""
+    from clusterkit.aws import instances  # boto3 only when a console is read (`train`
+    # on the nodes `up` last saw imports this module and calls no AWS API)
+
     return lambda node: instances.console_output(rt.session, node.region, node.instance_id)
 
 
@@ -98,14 +100,15 @@ def _why_unprinted(console: Console, wait: float) -> str:
 
 
 def verify(rt: Runtime, nodes: Sequence[Node], first: Mapping[str, str],
-           labels: Mapping[str, str], reader: ConsoleReader,
+           labels: Mapping[str, str], reader: ConsoleReader | None = None,
            wait: float = CONSOLE_WAIT) -> list[ConsoleMismatch]:
     """Check the keys of ``first`` ({instance id: key}, nodes never pinned) against their
-    consoles: the mismatches; a warning for each key trusted on first use."""
+    consoles (``reader``, default: AWS): the mismatches; a warning for each key trusted
+    on first use."""
     fresh = [n for n in nodes if n.instance_id in first]
     if not fresh:
         return []
-    consoles = read_consoles(rt, fresh, reader, wait)
+    consoles = read_consoles(rt, fresh, reader or aws_console(rt), wait)
     refused: list[ConsoleMismatch] = []
     matched = 0
     for node in fresh:
