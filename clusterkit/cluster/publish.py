@@ -204,12 +204,8 @@ def publish_directory(rt: Runtime, region: str, root: Path, label: str, *,
                            stats.blocks_skipped, seconds, removed=removed,
                            kms_key=kms_key_arn)
     rt.done(Stage.PUBLISH, f"{snap} published: dataset {label}, {image.size_gib} GiB, "
-            f"{result.mb_per_s:,.1f} MB/s, encrypted with {_key_words(kms_key_arn)}")
+            f"{result.mb_per_s:,.1f} MB/s, encrypted with {kms_key_arn or 'the default EBS key'}")
     return result
-
-
-def _key_words(arn: str | None) -> str:
-    return arn or "the default EBS key"
 
 
 def _upload(rt: Runtime, region: str, label: str, image: ext4image.Image, digest: str,
@@ -353,7 +349,7 @@ def ensure_encrypted(rt: Runtime, region: str, snapshot_id: str, label: str,
     if encrypted and arn in (None, key):
         return snapshot_id
     why = f"encrypted with {key}" if encrypted else "not encrypted"
-    rt.info(f"{snapshot_id} is {why}: copying it encrypted with {_key_words(arn)}",
+    rt.info(f"{snapshot_id} is {why}: copying it encrypted with {arn or 'the default EBS key'}",
             level=1, stage=Stage.PUBLISH)
     copy = snapshots.copy_encrypted(rt.session, region, snapshot_id,
                                     f"clusterkit dataset {label} (encrypted copy of "
