@@ -117,15 +117,16 @@ def _job(console: Console, result: StatusResult) -> None:
     job = result.job
     if not job:
         return
-    failed = job.get("failed")
-    why = f" ({job['reason']})" if job.get("reason") else ""
-    console.print(f"job {job['job_id']}: {job['state']}{why}"
-                  + (f", failed: node {failed.get('node')} {failed.get('process')} exit "
-                     f"{failed.get('exit')}" if isinstance(failed, dict) else ""),
-                  markup=False, highlight=False)
-    for node, view in job["nodes"].items():
-        procs = ", ".join(
-            f"{name} {p.get('state')}" + ("" if p.get("exit") is None else f" {p['exit']}")
-            for name, p in (view.get("processes") or {}).items())
-        console.print(f"  {node}: {view['state']}" + (f": {procs}" if procs else ""),
+    why = (f": {job.failed.describe()}" if job.failed else
+           f" ({job.reason})" if job.reason else "")
+    console.print(f"job {job.job_id}: {job.state}{why}", markup=False, highlight=False)
+    for other in job.others:
+        console.print(f"  also: {other.describe()}", markup=False, highlight=False)
+    for node, state in job.nodes.items():
+        if state is None:
+            console.print(f"  {node}: no such job here", markup=False, highlight=False)
+            continue
+        procs = ", ".join(f"{p.name} {p.state or 'unknown'}"
+                          + ("" if p.exit is None else f" {p.exit}") for p in state.processes)
+        console.print(f"  {node}: {state.state}" + (f": {procs}" if procs else ""),
                       markup=False, highlight=False)

@@ -18,7 +18,8 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
 
 if TYPE_CHECKING:  # the job layer imports paramiko: loaded by the commands that use it
-    from clusterkit.cluster.jobs import JobOutcome, StopResult
+    from clusterkit.cluster.jobresults import JobOutcome, StopResult
+    from clusterkit.training.jobfiles import ProcessState
 
 JOB_HELP = "The job id (default: the cluster's newest job)."
 
@@ -60,14 +61,16 @@ def _finish(outcome: JobOutcome) -> None:
         return
     failed = outcome.failed
     if failed is not None:
-        err.print(f"last lines of {failed.node}/{failed.process}:", markup=False,
-                  highlight=False)
+        if failed.tail:
+            err.print(f"last lines of {failed.node}/{failed.process}:", markup=False,
+                      highlight=False)
         for line in failed.tail:
             err.print(f"  {line}", markup=False, highlight=False)
-        what = (f"{failed.role} {failed.process} on {failed.node} exited "
-                f"{failed.exit if failed.exit is not None else '?'}")
+        for other in outcome.others:
+            err.print(f"also: {other.describe()}", markup=False, highlight=False)
+        what = failed.describe()
     else:
-        what = outcome.reason or outcome.state
+        what = outcome.reason or outcome.state.value
     raise ClusterkitError(f"job {outcome.job_id} {outcome.state}: {what}",
                           f"`clusterkit logs {outcome.cluster} --node {failed.node}` shows "
                           "its whole log" if failed else
@@ -137,21 +140,25 @@ def logs(name: str, follow: bool, nodes: tuple[str, ...], roles: tuple[str, ...]
         _finish(outcome)
 
 
+def process_words(process: ProcessState) -> str:
+    """``worker-0 (exited 3)``: a process and how it stands."""
+    exit_code = "" if process.exit is None else f" {process.exit}"
+    return f"{process.name} ({process.state or 'unknown'}{exit_code})"
+
+
 def _render_stop(result: StopResult) -> None:
     ctx = get_ctx()
     if ctx.json:
         print_json(result.to_json())
         return
-    for node, state in result.nodes.items():
-        procs = state.get("processes") or {}
-        if not isinstance(procs, dict) or not procs:
-            ctx.console.print(f"{node}: {state.get('message') or state.get('state')}",
-                              markup=False, highlight=False)
+    for node, answer in result.nodes.items():
+        state = answer.state
+        if state is None or not state.processes:
+            said = answer.message if state is None else state.state.value
+            ctx.console.print(f"{node}: {said}", markup=False, highlight=False)
             continue
-        listed = ", ".join(f"{n} ({p.get('state')}{'' if p.get('exit') is None else ' ' + str(p.get('exit'))})"
-                           for n, p in procs.items())
-        ctx.console.print(f"{node}: {state.get('state')}: {listed}", markup=False,
-                          highlight=False)
+        listed = ", ".join(process_words(p) for p in state.processes)
+        ctx.console.print(f"{node}: {state.state}: {listed}", markup=False, highlight=False)
     ctx.err_console.print(f"[green]job {result.job_id} stopped on {len(result.nodes)} "
                           "node(s)[/green]", highlight=False)
 

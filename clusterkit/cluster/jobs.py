@@ -11,17 +11,23 @@ runs the job's own ``supervisor.py stop`` on every node at once.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shlex
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.cluster import hostkeys, nodecache
+from clusterkit.cluster.jobresults import (
+    JobOutcome,
+    JobSummary,
+    NodeStop,
+    StopResult,
+    report_failures,
+)
 from clusterkit.cluster.remote_ops import cluster_nodes, login_for, require_running
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
@@ -36,10 +42,12 @@ from clusterkit.remote.fanout import Connections
 from clusterkit.remote.results import GroupResult
 from clusterkit.spec.model import Spec
 from clusterkit.training import follower, jobfiles
+from clusterkit.training.jobfiles import JobState, parse_state
+from clusterkit.training.jobstate import JobStateName
 
 JOBS_DIR = follower.JOBS
-ACTIVE = follower.ACTIVE
-ENDED = follower.ENDED
+__all__ = ["JobOutcome", "StopResult", "JobSummary", "JobCluster", "do_stop", "do_logs",
+           "job_summary", "open_cluster"]
 TAIL_LINES = 20  # of the failed process's log shown with the failure
 DRAIN_S = 2.0  # the other nodes' streams get this long to finish after the master's ends
 # A kept node that does not answer this soon sends `train` to AWS (a reclaimed spot node).
@@ -59,7 +67,7 @@ def node_python() -> str:
 
 def follower_call(*args: str) -> Call:
     return Call(shlex.join([node_python(), "-", *args]),
-                Path(follower.__file__).read_bytes())
+                jobfiles.node_program(Path(follower.__file__).name))
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,11 @@ class JobCluster:
     def short(self, label: str) -> str:
         """``master`` / ``worker-2`` for a target's label."""
         node = next(t.node for t in self.targets if t.hop.label == label)
-        return host_names(self.name, node.index or 0)[1]
+        return self.node_name(node.index or 0)
+
+    def node_name(self, index: int) -> str:
+        """``master`` / ``worker-2`` for a node index."""
+        return host_names(self.name, index)[1]
 
     def pick(self, selectors: Sequence[str]) -> list[Target]:
         chosen = {n.instance_id for n in selection.select(self.nodes, selectors)}
@@ -155,53 +167,43 @@ def cached_nodes_hold(jc: JobCluster, master_hosts: str) -> bool:
 
 # -- which jobs, in which state ------------------------------------------------------
 
-def node_jobs(jc: JobCluster) -> dict[str, list[dict[str, Any]]]:
+def node_jobs(jc: JobCluster) -> dict[str, list[JobState]]:
     """label -> that node's jobs (state.json each, refreshed), oldest first."""
     group = jc.run(jc.targets, {t.hop.label: follower_call("jobs")
                                              for t in jc.targets}, timeout=60)
-    return {label: [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    return {label: [parse_state(line) for line in r.stdout.splitlines() if line.strip()]
             for label, r in group.items()}
 
 
-def active_jobs(by_node: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+def active_jobs(by_node: Mapping[str, Sequence[JobState]]) -> list[str]:
     """Job ids starting, running or stopping on any node, oldest first."""
-    return sorted({j["job_id"] for jobs in by_node.values() for j in jobs
-                   if j.get("state") in ACTIVE})
+    return sorted({j.job_id for jobs in by_node.values() for j in jobs if j.state.active})
 
 
-def latest_job(by_node: Mapping[str, Sequence[Mapping[str, Any]]]) -> str | None:
+def latest_job(by_node: Mapping[str, Sequence[JobState]]) -> str | None:
     """The newest job id on any node (job ids sort by their start time)."""
-    ids = [j["job_id"] for jobs in by_node.values() for j in jobs]
+    ids = [j.job_id for jobs in by_node.values() for j in jobs]
     return max(ids) if ids else None
 
 
-def choose_job(jc: JobCluster, job_id: str | None) -> tuple[str, dict[str, list[dict]]]:
+def job_on(jobs: Sequence[JobState], job_id: str) -> JobState | None:
+    return next((j for j in jobs if j.job_id == job_id), None)
+
+
+def choose_job(jc: JobCluster, job_id: str | None) -> tuple[str, dict[str, list[JobState]]]:
     by_node = node_jobs(jc)
     if job_id is None:
         job_id = latest_job(by_node)
         if job_id is None:
             raise ClusterkitError(f"no job on cluster {jc.name}",
                                   "`clusterkit train <spec>` starts one")
-    elif not any(j["job_id"] == job_id for jobs in by_node.values() for j in jobs):
+    elif not any(job_on(jobs, job_id) for jobs in by_node.values()):
         raise UsageError(f"no job {job_id} on cluster {jc.name}",
                          "`clusterkit status NAME` lists the cluster's jobs")
     return job_id, by_node
 
 
 # -- stop ----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class StopResult:
-    """What ``stop`` did on each node: its supervisor's report (what was killed)."""
-
-    cluster: str
-    job_id: str
-    nodes: dict[str, dict[str, Any]]  # short node name -> its final state.json
-    group: GroupResult = field(repr=False)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "job_id": self.job_id, "nodes": self.nodes}
-
 
 def stop_job(jc: JobCluster, job_id: str, grace: float | None = None) -> StopResult:
     """The job's supervisor ``stop`` on every node at once (SIGTERM, then the cgroup
@@ -214,18 +216,19 @@ def stop_job(jc: JobCluster, job_id: str, grace: float | None = None) -> StopRes
                "else echo 'no such job here'; fi")
     group = jc.run(jc.targets, {t.hop.label: Call(command) for t in jc.targets},
                       timeout=120)
-    return StopResult(jc.name, job_id, {jc.short(label): _last_json(r.stdout)
+    return StopResult(jc.name, job_id, {jc.short(label): _node_stop(r.stdout)
                                         for label, r in group.items()}, group)
 
 
-def _last_json(text: str) -> dict[str, Any]:
+def _node_stop(text: str) -> NodeStop:
     """The supervisor's printed state (its last line), else its words as a message."""
     lines = text.strip().splitlines()
+    if not lines:
+        return NodeStop(None, "no answer")
     try:
-        data = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        data = None
-    return data if isinstance(data, dict) else {"message": text.strip()}
+        return NodeStop(parse_state(lines[-1]))
+    except ClusterkitError:
+        return NodeStop(None, text.strip())
 
 
 def do_stop(target: str, *, job_id: str | None = None, grace: float | None = None,
@@ -253,7 +256,7 @@ class LogPrinter:
         self.jc, self.out, self.stop = jc, out, stop
         self.lock = threading.Lock()
         self.tails: dict[tuple[str, str], deque[str]] = {}
-        self.states: dict[str, dict[str, Any]] = {}
+        self.states: dict[str, JobState] = {}
 
     def __call__(self, label: str, line: str) -> None:
         node = self.jc.short(label)
@@ -269,9 +272,9 @@ class LogPrinter:
 
     def _ended(self, label: str, node: str, text: str) -> None:
         try:
-            self.states[node] = json.loads(text)
-        except ValueError:
-            self.states[node] = {"state": "unknown"}
+            self.states[node] = parse_state(text)
+        except ClusterkitError:
+            self.states[node] = unknown_state("")
         if label == self.jc.master.hop.label:
             drain = threading.Timer(DRAIN_S, self.stop.set)
             drain.daemon = True  # else the command waits it out before exiting
@@ -296,55 +299,9 @@ def follow_logs(jc: JobCluster, job_id: str, *, keep_following: bool,
     return printer
 
 
-@dataclass(frozen=True)
-class FailedProcess:
-    """The process whose exit failed the job (from the master's state)."""
-
-    node: str  # master / worker-2
-    process: str  # worker-0
-    role: str
-    exit: int | None
-    tail: tuple[str, ...] = ()  # its last log lines
-
-    def to_json(self) -> dict[str, Any]:
-        return {"node": self.node, "process": self.process, "role": self.role,
-                "exit": self.exit, "tail": list(self.tail)}
-
-
-@dataclass(frozen=True)
-class JobOutcome:
-    """Where a job stands after `train` / `logs`: its state on the master (the job's
-    state), why it failed, and whether the client left it running (``detached``)."""
-
-    cluster: str
-    job_id: str
-    state: str
-    reason: str | None = None
-    failed: FailedProcess | None = None
-    detached: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.state == "succeeded" or (self.detached and self.state in ACTIVE)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "job_id": self.job_id, "state": self.state,
-                "reason": self.reason, "ok": self.ok, "detached": self.detached,
-                "failed": self.failed.to_json() if self.failed else None}
-
-
-def failed_process(jc: JobCluster, state: Mapping[str, Any],
-                   tails: Mapping[tuple[str, str], Sequence[str]]) -> FailedProcess | None:
-    failed = state.get("failed")
-    if not isinstance(failed, Mapping):
-        return None
-    index = failed.get("node")
-    node = host_names(jc.name, index)[1] if isinstance(index, int) else str(index)
-    name = str(failed.get("process") or "supervisor")  # no process: the node went silent
-    exit_code = failed.get("exit")
-    return FailedProcess(node, name, name.split("-")[0],
-                         exit_code if isinstance(exit_code, int) else None,
-                         tuple(tails.get((node, name), ())))
+def unknown_state(job_id: str) -> JobState:
+    """A job no node could say anything of."""
+    return jobfiles.state_from({"job_id": job_id}, JobStateName.UNKNOWN)
 
 
 def outcome(jc: JobCluster, job_id: str, printer: LogPrinter) -> JobOutcome:
@@ -352,11 +309,10 @@ def outcome(jc: JobCluster, job_id: str, printer: LogPrinter) -> JobOutcome:
     stream ended without one)."""
     state = printer.states.get("master")
     if state is None:
-        master_jobs = node_jobs(jc).get(jc.master.hop.label, [])
-        state = next((j for j in master_jobs if j.get("job_id") == job_id),
-                     {"state": "unknown"})
-    return JobOutcome(jc.name, job_id, str(state.get("state")), state.get("reason"),
-                      failed_process(jc, state, printer.tails))
+        state = job_on(node_jobs(jc).get(jc.master.hop.label, []), job_id)
+    state = state or unknown_state(job_id)
+    cause, others = report_failures(state, jc.node_name, printer.tails)
+    return JobOutcome(jc.name, job_id, state.state, state.reason, cause, others)
 
 
 def do_logs(target: str, *, job_id: str | None = None, follow: bool = False,
@@ -371,13 +327,12 @@ def do_logs(target: str, *, job_id: str | None = None, follow: bool = False,
     printer = follow_logs(jc, job_id, keep_following=follow, chosen=jc.pick(nodes),
                           roles=roles, out=out)
     if not follow:
-        master_jobs = node_jobs(jc).get(jc.master.hop.label, [])
-        state = next((j for j in master_jobs if j.get("job_id") == job_id), {})
-        printer.states["master"] = state or {"state": "unknown"}
+        state = job_on(node_jobs(jc).get(jc.master.hop.label, []), job_id)
+        printer.states["master"] = state or unknown_state(job_id)
     return outcome(jc, job_id, printer)
 
 
-def job_summary(rt: Runtime, cluster: str, region: str | None = None) -> dict[str, Any] | None:
+def job_summary(rt: Runtime, cluster: str, region: str | None = None) -> JobSummary | None:
     """`status NAME`'s job section: the newest job, its state on the master, and every
     node's processes; None when there is none or the nodes cannot be read (status must
     answer without them)."""
@@ -389,11 +344,7 @@ def job_summary(rt: Runtime, cluster: str, region: str | None = None) -> dict[st
     job_id = latest_job(by_node)
     if job_id is None:
         return None
-    nodes = {jc.short(label): next((j for j in found if j.get("job_id") == job_id), {})
-             for label, found in by_node.items()}
-    master = nodes.get("master", {})
-    return {"job_id": job_id, "state": master.get("state", "unknown"),
-            "reason": master.get("reason"), "failed": master.get("failed"),
-            "nodes": {name: {"state": s.get("state", "unknown"),
-                             "processes": s.get("processes") or {}}
-                      for name, s in nodes.items()}}
+    nodes = {jc.short(label): job_on(found, job_id) for label, found in by_node.items()}
+    master = nodes.get("master") or unknown_state(job_id)
+    cause, others = report_failures(master, jc.node_name)
+    return JobSummary(job_id, master.state, master.reason, cause, others, nodes)

@@ -11,6 +11,7 @@ from typing import Any
 from clusterkit.aws import instances, volumes
 from clusterkit.cluster import kept_efs
 from clusterkit.cluster.dataset_checks import hydration
+from clusterkit.cluster.jobresults import JobSummary
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.target import per_region, resolve_target, search_regions
 from clusterkit.cluster.up import safe_address
@@ -56,13 +57,14 @@ class StatusResult:
     cost_so_far_usd: float | None
     kept_efs: list[dict[str, Any]] = field(default_factory=list)
     dataset: list[DatasetRow] = field(default_factory=list)
-    job: dict[str, Any] | None = None  # the newest training job (cluster/jobs.job_summary)
+    job: JobSummary | None = None  # the newest training job (cluster/jobs.job_summary)
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "regions": self.regions,
                 "nodes": [r.to_json() for r in self.nodes], "hourly_usd": self.hourly_usd,
                 "cost_so_far_usd": self.cost_so_far_usd, "kept_efs": self.kept_efs,
-                "dataset": [d.to_json() for d in self.dataset], "job": self.job}
+                "dataset": [d.to_json() for d in self.dataset],
+                "job": self.job.to_json() if self.job else None}
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ import tarfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TextIO
+from typing import TextIO
 
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.catalog.instances import lookup as instance_type
@@ -47,6 +47,8 @@ from clusterkit.remote.fanout import Connections
 from clusterkit.remote.results import GroupResult
 from clusterkit.spec.model import Spec
 from clusterkit.training import jobfiles, topology
+from clusterkit.training.jobfiles import JobState, state_of
+from clusterkit.training.jobstate import JobStateName
 
 WORKDIR_MEMBER = "workdir.tar.gz"  # the packed workdir in the start's tar (then deleted)
 PORTS = 3  # the scheduler's (MXNet) or MASTER_PORT, torchrun's rendezvous, the supervisors'
@@ -71,7 +73,7 @@ def training_command(spec: Spec, command: Sequence[str]) -> str:
 class Ready:
     """What the nodes said before the start (``follower.py prepare``, one call each)."""
 
-    jobs: dict[str, list[dict[str, Any]]]  # label -> that node's jobs
+    jobs: dict[str, list[JobState]]  # label -> that node's jobs
     ports: list[int]  # free on the master
     home: str  # the login's $HOME on the master
     hosts: str  # the master's /etc/hosts (asked of kept nodes only)
@@ -95,7 +97,8 @@ def read_ready(jc: JobCluster, group: GroupResult) -> Ready:
     ports = [int(p) for p in master.get("ports", [])]
     if len(ports) < PORTS:
         raise RemoteError(f"no {PORTS} free ports on the master", "is the master busy?")
-    return Ready({label: a["jobs"] for label, a in answers.items()}, ports, master["home"],
+    node_jobs = {label: [state_of(j) for j in a["jobs"]] for label, a in answers.items()}
+    return Ready(node_jobs, ports, master["home"],
                  master.get("hosts", ""), master.get("cwd"))
 
 
@@ -272,14 +275,14 @@ def _run_job(rt: Runtime, jc: JobCluster, spec: Spec, text: str,
     start(rt, jc, spec, text, job_id, cwd, ready.ports,
           sync if sync is not None and not sync.shared else None)
     if detach:
-        return JobOutcome(jc.name, job_id, "running", detached=True)
+        return JobOutcome(jc.name, job_id, JobStateName.RUNNING, detached=True)
     try:
         printer = jobs.follow_logs(jc, job_id, keep_following=True, out=out)
     except KeyboardInterrupt:
         if not confirm_stop(job_id):
-            return JobOutcome(jc.name, job_id, "running", "left running (Ctrl-C)",
+            return JobOutcome(jc.name, job_id, JobStateName.RUNNING, "left running (Ctrl-C)",
                               detached=True)
         # the interrupted run closed the shared connections: fresh ones of its own
         jobs.stop_job(dataclasses.replace(jc, pool=None), job_id)
-        return JobOutcome(jc.name, job_id, "stopped", "stopped on Ctrl-C")
+        return JobOutcome(jc.name, job_id, JobStateName.STOPPED, "stopped on Ctrl-C")
     return jobs.outcome(jc, job_id, printer)

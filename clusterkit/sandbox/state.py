@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from clusterkit.training.reaping import pid_alive
+
 DIR_ENV = "CLUSTERKIT_SANDBOX_DIR"
 ADDRESS_MAP_ENV = "CLUSTERKIT_ADDRESS_MAP"
 STATE_FILE = "state.json"
@@ -55,22 +57,6 @@ def read_json_dict(path: Path) -> dict[str, Any]:
     """Like read_json, but anything that is not a JSON object reads as {}."""
     data = read_json(path)
     return data if isinstance(data, dict) else {}
-
-
-def pid_alive(pid: int | None) -> bool:
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
 
 
 def is_daemon(pid: Any, directory: Path) -> bool:

@@ -7,12 +7,14 @@ node's supervisor dials it. Messages are newline-delimited JSON objects, ``t`` t
   hello {token, node, procs}    node -> master, first; a wrong token drops the link
   procs {procs}                 node -> master, whenever a process starts or ends
   hb                            both ways, every HEARTBEAT_S
-  stop {state, reason, failed}  master -> node: the job's outcome, stop everything
+  stop {state, reason, failed, others}
+                                master -> node: the job's outcome, stop everything
   stop                          node -> master: stopped on request on that node
   done                          node -> master: nothing of the job is left there
 
 The master alone decides success or failure (``decide_outcome``, missing heartbeats); a
-node decides only that it lost the master. The supervisor acts on what ``pump`` and
+node decides only that it lost the master. An outcome is (state, reason, failed, others):
+the cause of a failure and the failures after it, as ``jobstate.Failure`` dicts. The supervisor acts on what ``pump`` and
 ``verdict`` return and calls ``broadcast`` with its decision.
 """
 
@@ -26,7 +28,13 @@ import selectors
 import socket
 import time
 
-WAITED_ROLES = ("worker", "torchrun")  # the job succeeds when all of these exit 0
+try:  # imported as clusterkit.training.coord (the client, tests)
+    from . import jobstate
+except ImportError:  # run from a job dir on a node: its modules lie beside it
+    import jobstate
+
+WAITED_ROLES = jobstate.ROLES_WAITED
+S = jobstate.JobStateName
 HEARTBEAT_S = 1.0
 TICK_S = 0.1
 DIAL_S = 0.25  # a node without a link to the master dials it again this often
@@ -65,21 +73,25 @@ class Link:
 
 
 def decide_outcome(nodes: dict, num_nodes: int) -> tuple | None:
-    """(state, reason, failed) from every node's reported processes, or None (go on)."""
-    for i in sorted(nodes):
-        for name, p in sorted(nodes[i].items()):
-            if p.get("exit") not in (None, 0):
-                return ("failed", f"node {i} {name} exited with {p['exit']}",
-                        {"node": i, "process": name, "exit": p["exit"]})
+    """The outcome from every node's reported processes, or None (go on). A failure's
+    cause is the earliest by time, whichever node reported it first."""
+    cause, others = jobstate.earliest(jobstate.process_failures(nodes))
+    if cause is not None:
+        return failed_outcome(cause, others)
     waited = [p for i in nodes for p in nodes[i].values() if p.get("role") in WAITED_ROLES]
     if len(nodes) == num_nodes and waited and all(p.get("exit") == 0 for p in waited):
-        return ("succeeded", "every worker exited 0", None)
+        return (S.SUCCEEDED.value, "every worker exited 0", None, [])
     return None
 
 
+def failed_outcome(cause: jobstate.Failure, others: list) -> tuple:
+    return (S.FAILED.value, cause.describe(), cause.to_dict(), [f.to_dict() for f in others])
+
+
 def stop_message(outcome: tuple) -> dict:
-    state, reason, failed = outcome
-    return {"t": "stop", "state": state, "reason": reason, "failed": failed}
+    state, reason, failed, others = outcome
+    return {"t": "stop", "state": state, "reason": reason, "failed": failed,
+            "others": others}
 
 
 class Coordinator:
@@ -142,11 +154,15 @@ class Coordinator:
             if now - self.seen.get(MASTER, self.started) <= self.hb_timeout:
                 return None
             host, port = self.addr
-            return ("failed", f"lost the master ({host}:{port}) for {self.hb_timeout:g}s", None)
-        for i in range(self.num_nodes):
-            if i != self.me and now - self.seen.get(i, self.started) > self.hb_timeout:
-                return ("failed", f"node {i} stopped answering",
-                        {"node": i, "process": None, "exit": None})
+            return (S.FAILED.value, f"lost the master ({host}:{port}) for {self.hb_timeout:g}s",
+                    None, [])
+        silent = [jobstate.Failure(i, None, time=time.time() - (now - last))
+                  for i in range(self.num_nodes)
+                  for last in [self.seen.get(i, self.started)]
+                  if i != self.me and now - last > self.hb_timeout]
+        if silent:  # last heard at `time`: earlier than a process that died after it
+            cause, others = jobstate.earliest(jobstate.process_failures(self.nodes) + silent)
+            return failed_outcome(cause, others)
         return decide_outcome(self.nodes, self.num_nodes)
 
     def all_done(self) -> bool:
@@ -240,8 +256,9 @@ class Coordinator:
         if not self.master:
             self.seen[MASTER] = now
             if kind == "stop":
-                self.hear((str(msg.get("state", "failed")), str(msg.get("reason")),
-                           msg.get("failed")))
+                others = msg.get("others")
+                self.hear((str(msg.get("state", S.FAILED.value)), str(msg.get("reason")),
+                           msg.get("failed"), others if isinstance(others, list) else []))
             return True
         if link.node is None and not self.greet(link, msg):
             return False
@@ -249,7 +266,7 @@ class Coordinator:
         if kind in ("hello", "procs") and isinstance(msg.get("procs"), dict):
             self.nodes[link.node] = msg["procs"]
         elif kind == "stop":
-            self.hear(("stopped", f"stopped on request on node {link.node}", None))
+            self.hear((S.STOPPED.value, f"stopped on request on node {link.node}", None, []))
         elif kind == "done":
             self.done_nodes.add(link.node)
         return True

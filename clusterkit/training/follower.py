@@ -1,6 +1,7 @@
 """Node-side reader of training jobs: stdlib only, Python >= 3.8. The client sends this
-file over SSH stdin and runs it as ``python3 - VERB ARGS`` (nothing is installed on the
-node, and the node always runs the client's version).
+file over SSH stdin, after ``jobstate.py`` (``jobfiles.node_program``), and runs it as
+``python3 - VERB ARGS`` (nothing is installed on the node, and the node always runs the
+client's version).
 
 Verbs:
   jobs [ROOT]          one JSON line per job under ROOT/var/lib/clusterkit/jobs: its
@@ -28,9 +29,14 @@ import subprocess
 import sys
 import time
 
+try:  # imported as clusterkit.training.follower (the client, tests)
+    from . import jobstate
+except ImportError:  # sent over stdin: jobfiles.node_program puts jobstate in sys.modules
+    import jobstate
+
 JOBS = "/var/lib/clusterkit/jobs"
-ENDED = ("succeeded", "failed", "stopped")
-ACTIVE = ("starting", "running", "stopping")
+ENDED = jobstate.FINAL
+ACTIVE = jobstate.ACTIVE
 POLL = 0.05  # at most this often a pass over the logs and the state (a busy job's)
 STATE = "state.json"
 WATCH_WAIT = 1.0  # with inotify: a pass at least this often (the timeouts below)
@@ -69,7 +75,8 @@ def job_states(root):
         job_dir = os.path.join(base, name)
         if not name.startswith("j-") or not os.path.isdir(job_dir):
             continue
-        state = refreshed_state(job_dir) or {"job_id": name, "state": "unknown"}
+        state = refreshed_state(job_dir) or {"job_id": name,
+                                             "state": jobstate.JobStateName.UNKNOWN.value}
         state["job_id"] = name
         yield state
 
@@ -191,7 +198,8 @@ def follow(job_dir, keep_following, names, roles):
         last_pass = ended(state, failing_since)
         if not last_pass:
             changes.wait()
-    state = read_json(os.path.join(job_dir, STATE)) or {"state": "unknown"}
+    state = read_json(os.path.join(job_dir, STATE)) or {
+        "state": jobstate.JobStateName.UNKNOWN.value}
     sys.stdout.write("S" + json.dumps(state) + "\n")
     sys.stdout.flush()
 

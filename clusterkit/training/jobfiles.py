@@ -9,41 +9,26 @@ from its own directory).
 
 from __future__ import annotations
 
-import enum
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from clusterkit.errors import ClusterkitError, UsageError
+from clusterkit.training.jobstate import (
+    JOB_ID_RE,
+    Failure,
+    JobStateName,
+    ProcStateName,
+)
 
 ROOT_ENV = "CLUSTERKIT_ROOT"  # prefixes every node path (tests), like the playbooks
 JOB_ROOT = "/var/lib/clusterkit/jobs"
-JOB_ID_RE = re.compile(r"^j-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
 # The supervisor and its stdlib-only modules; it imports them from its own directory.
-NODE_FILES = ("supervisor.py", "coord.py", "reaping.py")
-
-
-class JobStateName(enum.Enum):
-    STARTING = "starting"
-    RUNNING = "running"
-    STOPPING = "stopping"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    STOPPED = "stopped"
-    UNKNOWN = "unknown"  # status found no state.json
-
-    @property
-    def final(self) -> bool:
-        return self in (JobStateName.SUCCEEDED, JobStateName.FAILED, JobStateName.STOPPED)
-
-
-@dataclass(frozen=True)
-class FailedProcess:
-    node: int
-    process: str | None  # None: the node stopped answering
-    exit: int | None
+NODE_FILES = ("supervisor.py", "coord.py", "reaping.py", "jobstate.py")
+__all__ = ["JOB_ID_RE", "Failure", "JobStateName", "ProcStateName", "JobState",
+           "ProcessState", "check_job_id", "job_dir", "node_files", "node_program",
+           "parse_state", "state_of", "state_from"]
 
 
 @dataclass(frozen=True)
@@ -51,7 +36,7 @@ class ProcessState:
     name: str
     role: str
     pid: int | None
-    state: str  # running | exited | gone (dead without an exit file)
+    state: ProcStateName | None  # None: a state this client does not know
     exit: int | None
 
 
@@ -61,7 +46,8 @@ class JobState:
     node: int | None
     state: JobStateName
     reason: str | None
-    failed: FailedProcess | None
+    failed: Failure | None  # the cause: the earliest failure by time
+    others: tuple[Failure, ...]  # the failures after it
     processes: tuple[ProcessState, ...]
     supervisor_running: bool | None  # None: not said (state.json read directly)
     updated: float | None
@@ -81,6 +67,18 @@ def job_dir(job_id: str, root: str | None = None) -> str:
     return prefix.rstrip("/") + f"{JOB_ROOT}/{check_job_id(job_id)}"
 
 
+def node_program(name: str) -> bytes:
+    """A node-side program sent over SSH stdin (``python3 - ARGS``) with ``jobstate``
+    put in sys.modules first, so it imports the same definitions the client uses."""
+    here = Path(__file__).parent
+    shared = (here / "jobstate.py").read_text()
+    prelude = ("import sys, types\n"
+               "_m = sys.modules['jobstate'] = types.ModuleType('jobstate')\n"
+               f"exec(compile({shared!r}, 'jobstate.py', 'exec'), _m.__dict__)\n"
+               "del _m\n")
+    return prelude.encode() + (here / name).read_bytes()
+
+
 def node_files() -> dict[str, str]:
     """What goes into every job dir beside job.json: file name -> text."""
     here = Path(__file__).parent
@@ -91,26 +89,47 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _proc_state(value: object) -> ProcStateName | None:
+    try:
+        return ProcStateName(value)
+    except ValueError:
+        return None
+
+
 def parse_state(text: str) -> JobState:
-    """The supervisor's state.json (or ``status`` output) as a JobState; ClusterkitError
-    when it is not that."""
+    """The supervisor's state.json (or ``status`` output, or one line of the follower's
+    ``jobs``) as a JobState; ClusterkitError when it is not that."""
     try:
         data = json.loads(text)
-        state = JobStateName(data.get("state", "unknown"))
+    except ValueError as e:
+        raise ClusterkitError(f"unreadable job state: {e}",
+                              hint="the node's job dir may be damaged") from e
+    return state_of(data)
+
+
+def state_of(data: object) -> JobState:
+    """One decoded state.json as a JobState; ClusterkitError when it is not that."""
+    try:
+        state = JobStateName(data.get("state", "unknown"))  # type: ignore[union-attr]
     except (ValueError, AttributeError) as e:
         raise ClusterkitError(f"unreadable job state: {e}",
                               hint="the node's job dir may be damaged") from e
-    failed = data.get("failed")
+    return state_from(data, state)  # type: ignore[arg-type]
+
+
+def state_from(data: dict, state: JobStateName) -> JobState:
     procs = tuple(
         ProcessState(name=str(name), role=str(p.get("role", "")), pid=_int(p.get("pid")),
-                     state=str(p.get("state", "")), exit=_int(p.get("exit")))
-        for name, p in sorted((data.get("processes") or {}).items()))
+                     state=_proc_state(p.get("state")), exit=_int(p.get("exit")))
+        for name, p in sorted((data.get("processes") or {}).items()) if isinstance(p, dict))
+    others = data.get("others")
     supervisor = data.get("supervisor")
     return JobState(
         job_id=str(data.get("job_id", "")), node=_int(data.get("node")), state=state,
-        reason=data.get("reason"), processes=procs,
-        failed=FailedProcess(node=int(failed.get("node", -1)), process=failed.get("process"),
-                             exit=_int(failed.get("exit")))
-        if isinstance(failed, dict) else None,
+        reason=data.get("reason") if isinstance(data.get("reason"), str) else None,
+        failed=Failure.from_dict(data.get("failed")),
+        others=tuple(f for f in map(Failure.from_dict, others if isinstance(others, list)
+                                    else []) if f is not None),
+        processes=procs,
         supervisor_running=None if supervisor is None else supervisor == "running",
-        updated=data.get("updated"))
+        updated=data.get("updated") if isinstance(data.get("updated"), (int, float)) else None)

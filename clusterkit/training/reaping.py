@@ -101,6 +101,24 @@ def make_cgroup(name: str) -> Cgroup | None:
         return None
 
 
+def pid_alive(pid: object) -> bool:
+    """Whether a process with this pid exists and is not a zombie (another user's
+    counts); anything but a positive int is no process."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def signal_pid(pid: int, sig: int, group: bool = False) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         (os.killpg if group else os.kill)(pid, sig)

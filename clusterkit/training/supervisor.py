@@ -21,16 +21,18 @@ import sys
 import time
 
 try:  # imported as clusterkit.training.supervisor (the client, tests)
-    from . import coord
-    from .reaping import Cgroup, Reaper, make_cgroup, recorded_cgroup, signal_pid
+    from . import coord, jobstate
+    from .reaping import Cgroup, Reaper, make_cgroup, pid_alive, recorded_cgroup, signal_pid
 except ImportError:  # run as a file on a node: its modules lie beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # even with -P
     sys.dont_write_bytecode = True  # the job dir holds only what the docs say
     import coord
-    from reaping import Cgroup, Reaper, make_cgroup, recorded_cgroup, signal_pid
+    import jobstate
+    from reaping import Cgroup, Reaper, make_cgroup, pid_alive, recorded_cgroup, signal_pid
 
-FINAL = ("succeeded", "failed", "stopped")
-JOB_ID_RE = re.compile(r"^j-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
+FINAL = jobstate.FINAL
+JOB_ID_RE = jobstate.JOB_ID_RE
+S, P = jobstate.JobStateName, jobstate.ProcStateName  # str enums: JSON writes their values
 PROC_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 CGROUP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,200}$")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -86,16 +88,6 @@ def process_env(base: dict, extra: dict, job_id: str, node: int) -> dict:
     return env
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 # ----- processes --------------------------------------------------------------------
 
 class Proc:
@@ -104,6 +96,7 @@ class Proc:
         self.spec, self.job_dir = spec, job_dir
         self.popen = None
         self.exit = None
+        self.ended = None  # epoch seconds: what orders failures across nodes
 
     def file(self, ext: str) -> str:
         return os.path.join(self.job_dir, self.name + "." + ext)
@@ -132,12 +125,13 @@ class Proc:
         return True
 
     def finish(self, code: int) -> None:
-        self.exit = code
+        self.exit, self.ended = code, time.time()
         _write(self.file("exit"), f"{code}\n")
 
     def view(self) -> dict:
         return {"pid": self.popen.pid if self.popen else None, "role": self.role,
-                "state": "running" if self.exit is None else "exited", "exit": self.exit}
+                "state": (P.RUNNING if self.exit is None else P.EXITED).value, "exit": self.exit,
+                "ended": self.ended}
 
 
 def _write(path: str, text: str) -> None:
@@ -161,15 +155,15 @@ class Supervisor:
         self.grace = float(job.get("grace_seconds", 10))
         self.procs = [Proc(p, job_dir) for p in job.get("processes", [])]
         self.coord = coord.Coordinator(job)
-        self.state, self.outcome, self.cgroup, self.reaper = "starting", None, None, None
+        self.state, self.outcome, self.cgroup, self.reaper = S.STARTING, None, None, None
         self.stop_at = self.last_kill = 0.0
         self.stop_flag = self.local_done = False
 
     def save(self) -> None:
-        state, reason, failed = self.outcome or (self.state, None, None)
+        _, reason, failed, others = self.outcome or (self.state, None, None, [])
         write_json(os.path.join(self.job_dir, "state.json"), {
             "job_id": self.job_id, "node": self.me, "state": self.state, "reason": reason,
-            "failed": failed, "processes": {p.name: p.view() for p in self.procs},
+            "failed": failed, "others": others, "processes": {p.name: p.view() for p in self.procs},
             "cgroup": self.cgroup.path if self.cgroup else None,
             "cgroup_unit": self.cgroup.unit if self.cgroup else None,
             "supervisor_pid": os.getpid(), "updated": time.time()})
@@ -182,12 +176,12 @@ class Supervisor:
         log(f"job {self.job_id} node {self.me} cgroup {self.cgroup and self.cgroup.path}")
         failure = self.coord.listen()
         if failure is not None:
-            self.decide("failed", failure, None)
+            self.decide(S.FAILED, failure, None, [])
         if self.outcome is None:
             for p in self.procs:
                 p.start(self.cgroup, process_env(os.environ, p.spec.get("env") or {},
                                                  self.job_id, self.me))
-            self.state = "running"
+            self.state = S.RUNNING
         self.save()
         self.report()
         while not self.finished():
@@ -214,11 +208,11 @@ class Supervisor:
         self.coord.report({p.name: p.view() for p in self.procs})
 
     # -- decisions and the local stop
-    def decide(self, state: str, reason: str, failed: dict | None) -> None:
+    def decide(self, state: str, reason: str, failed: dict | None, others: list) -> None:
         if self.outcome is not None:
             return
         log(f"decided {state}: {reason}")
-        self.outcome, self.state = (state, reason, failed), "stopping"
+        self.outcome, self.state = (state, reason, failed, others), S.STOPPING
         self.coord.broadcast(self.outcome)
         pgids = {p.popen.pid for p in self.procs if p.popen is not None}
         self.reaper = Reaper(self.job_id, self.cgroup, pgids, self.me)
@@ -254,7 +248,7 @@ class Supervisor:
             grace = (read_json(os.path.join(self.job_dir, "stop.json")) or {}).get("grace")
             self.grace = self.grace if grace is None else float(grace)
             self.coord.request_stop()
-            self.decide("stopped", f"stopped on request on node {self.me}", None)
+            self.decide(S.STOPPED, f"stopped on request on node {self.me}", None, [])
         self.coord.heartbeat(now)
         if self.outcome is None:
             verdict = self.coord.verdict(now)
@@ -267,7 +261,8 @@ class Supervisor:
         """Last resort: nothing of the job may outlive its supervisor silently."""
         pgids = {p.popen.pid for p in self.procs if p.popen is not None}
         Reaper(self.job_id, self.cgroup, pgids, self.me).kill()
-        self.outcome, self.state = ("failed", f"supervisor crashed: {error!r}", None), "failed"
+        self.outcome = (S.FAILED, f"supervisor crashed: {error!r}", None, [])
+        self.state = S.FAILED
         self.save()
 
 
@@ -323,7 +318,7 @@ def verb_start(job_dir: str, job: dict) -> int:
         print(f"job {job['job_id']} was already started on this node", file=sys.stderr)
         return 1
     write_json(os.path.join(job_dir, "state.json"), {
-        "job_id": job["job_id"], "node": job.get("node_index"), "state": "starting",
+        "job_id": job["job_id"], "node": job.get("node_index"), "state": S.STARTING.value,
         "reason": None, "failed": None, "processes": {}, "updated": time.time()})
     pid = daemonize(job_dir)
     if pid:
@@ -372,7 +367,7 @@ def verb_stop(job_dir: str, job: dict, grace: float | None) -> int:
     if group is not None and gone:
         group.remove()
     if state.get("state") not in FINAL:
-        state.update(state="stopped", updated=time.time(),
+        state.update(state=S.STOPPED.value, updated=time.time(),
                      reason=state.get("reason") or "stopped on request")
         write_json(path, state)
     print(json.dumps(state, sort_keys=True))
@@ -393,13 +388,13 @@ def _pgids(job_dir: str, job: dict) -> set:
 def refreshed_state(job_dir: str, job: dict) -> dict:
     """state.json with each process's state checked against the node right now."""
     state = read_json(os.path.join(job_dir, "state.json")) or {
-        "job_id": job["job_id"], "state": "unknown", "processes": {}}
+        "job_id": job["job_id"], "state": S.UNKNOWN.value, "processes": {}}
     for name, proc in (state.get("processes") or {}).items():
         code = read_json(os.path.join(job_dir, name + ".exit"))
         if isinstance(code, int):
-            proc.update(state="exited", exit=code)
+            proc.update(state=P.EXITED.value, exit=code)
         elif proc.get("pid") and not pid_alive(int(proc["pid"])):
-            proc["state"] = "gone"
+            proc["state"] = P.GONE.value
     state["supervisor"] = "running" if daemon_pid(job_dir, job["job_id"]) else "gone"
     return state
 
@@ -410,7 +405,7 @@ def verb_wait(job_dir: str, job: dict, timeout: float | None) -> int:
         state = refreshed_state(job_dir, job)
         if state.get("state") in FINAL and state["supervisor"] == "gone":
             print(json.dumps(state, sort_keys=True))
-            return 0 if state["state"] == "succeeded" else 1
+            return 0 if state["state"] == S.SUCCEEDED else 1
         if deadline is not None and time.monotonic() > deadline:
             print(json.dumps(state, sort_keys=True))
             return 124

@@ -33,8 +33,8 @@ from typing import Any
 
 from clusterkit.bootstrap.facts import ENVS_DIR
 from clusterkit.spec.model import Spec, Train
+from clusterkit.training.jobstate import JOB_ID_RE
 
-JOB_ID_RE = re.compile(r"^j-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
 ENV_DIR = f"{ENVS_DIR}/current"  # the venv env.sh points `current` at
 # Ubuntu's /etc/environment PATH: the base the environment's bin dir is put in front of.
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

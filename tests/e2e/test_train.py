@@ -160,7 +160,7 @@ def test_detached_failure_is_seen_by_logs_follow(cluster: Cluster):
     logs = cluster.cli("logs", cluster.name, "-f", timeout=60)
     assert logs.returncode == 1, logs.stdout + logs.stderr
     assert "[worker-1/worker-0] about to fail" in logs.stdout
-    assert "worker-0 on worker-1 exited 3" in logs.stderr
+    assert "worker worker-0 on worker-1 exited with 3" in logs.stderr
     assert job_processes(job_id) == []
     status = cluster.cli("status", cluster.name)
     assert status.returncode == 0, status.stderr

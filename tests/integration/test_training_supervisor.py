@@ -186,6 +186,7 @@ def test_workers_exit_0_then_servers_stop_and_every_node_succeeds(make_job) -> N
 
 def test_a_worker_exiting_3_stops_every_process_on_every_node_within_10s(make_job) -> None:
     job = make_job([ps_node(SLEEP), ps_node("sleep 2; exit 3"), ps_node(SLEEP)], grace=2)
+    started = time.time()
     job.start()
     assert job.nodes[2].cli("wait", "--timeout", "0.5").returncode == 124
     exit_file = job.nodes[1].dir / "worker-0.exit"
@@ -196,7 +197,11 @@ def test_a_worker_exiting_3_stops_every_process_on_every_node_within_10s(make_jo
     assert took < 10, f"{took:.1f} s from the failure to the job stopped everywhere"
     master = states[0]
     assert master["state"] == "failed"
-    assert master["failed"] == {"node": 1, "process": "worker-0", "exit": 3}
+    assert master["failed"] == {"node": 1, "process": "worker-0", "exit": 3, "signal": None,
+                                "time": master["failed"]["time"]}
+    assert started < master["failed"]["time"] <= failed_at  # when it ended, before its file
+    assert {(f["node"], f["process"]) for f in master["others"]} <= {
+        (0, "scheduler"), (0, "worker-0"), (1, "server-0"), (2, "server-0"), (2, "worker-0")}
     assert "node 1 worker-0 exited with 3" in master["reason"]
     assert [s["state"] for s in states] == ["failed"] * 3
     assert job.leftovers() == []
@@ -211,7 +216,8 @@ def test_a_process_that_cannot_start_fails_the_job(make_job, tmp_path: Path) -> 
     (job.master.dir / "job.json").write_text(json.dumps(spec))
     job.start()
     [state] = job.wait_final(15)
-    assert state["failed"] == {"node": 0, "process": "worker-0", "exit": 127}
+    assert {k: state["failed"][k] for k in ("node", "process", "exit", "signal")} == {
+        "node": 0, "process": "worker-0", "exit": 127, "signal": None}
     assert "cannot start worker-0" in (job.master.dir / "worker-0.log").read_text()
     assert job.leftovers() == []
 
@@ -319,7 +325,8 @@ def test_a_master_that_stops_hearing_a_node_fails_the_job(make_job) -> None:
     states = job.wait_final(15, count=2)
     assert states[0]["state"] == "failed"
     assert states[0]["reason"] == "node 2 stopped answering"
-    assert states[0]["failed"] == {"node": 2, "process": None, "exit": None}
+    assert {k: states[0]["failed"][k] for k in ("node", "process", "exit", "signal")} == {
+        "node": 2, "process": None, "exit": None, "signal": None}
     assert states[1]["state"] == "failed"
     assert not any(map(_alive, _node_pids(job.nodes[0]) + _node_pids(job.nodes[1])))
     assert job.nodes[2].cli("stop", "--grace", "1").returncode == 0

@@ -12,8 +12,11 @@ from types import SimpleNamespace
 import pytest
 
 from clusterkit.cluster import jobs, train
+from clusterkit.cluster.jobresults import NodeStop
 from clusterkit.errors import RemoteError, UsageError
 from clusterkit.spec.model import Spec, Train
+from clusterkit.training import jobfiles
+from clusterkit.training.jobstate import JobStateName
 
 
 def _spec(command: str | None) -> Spec:
@@ -70,25 +73,33 @@ def test_ready_reads_each_nodes_answer_and_refuses_a_master_short_of_ports():
     group = {"m": SimpleNamespace(stdout="noise\n" + json.dumps(answer) + "\n"),
              "w": SimpleNamespace(stdout=json.dumps({"jobs": [], "home": "/home/u"}))}
     ready = train.read_ready(jc, group)  # type: ignore[arg-type]
-    assert ready == train.Ready({"m": answer["jobs"], "w": []}, [20001, 20002, 20003],
-                                "/home/u", "", "/efs/p")
+    assert ready == train.Ready({"m": [jobfiles.state_of({"job_id": "j", "state": "running"})],
+                                 "w": []}, [20001, 20002, 20003], "/home/u", "", "/efs/p")
+    assert ready.jobs["m"][0].state is JobStateName.RUNNING
     group["m"] = SimpleNamespace(stdout=json.dumps({**answer, "ports": [20001, 20002]}))
     with pytest.raises(RemoteError, match="no 3 free ports on the master"):
         train.read_ready(jc, group)  # type: ignore[arg-type]
 
 
 def test_active_and_latest_jobs_across_nodes():
-    by_node = {"m": [{"job_id": "j-20250101-120000-aaaa", "state": "failed"},
-                     {"job_id": "j-20250102-120000-bbbb", "state": "stopped"}],
-               "w": [{"job_id": "j-20250101-130000-cccc", "state": "running"}]}
+    def job(job_id: str, state: str) -> jobfiles.JobState:
+        return jobfiles.state_of({"job_id": job_id, "state": state})
+
+    by_node = {"m": [job("j-20250101-120000-aaaa", "failed"),
+                     job("j-20250102-120000-bbbb", "stopped")],
+               "w": [job("j-20250101-130000-cccc", "running")]}
     assert jobs.active_jobs(by_node) == ["j-20250101-130000-cccc"]
     assert jobs.latest_job(by_node) == "j-20250102-120000-bbbb"
     assert jobs.latest_job({"m": []}) is None
 
 
 def test_stop_report_is_the_supervisors_last_json_line():
-    assert jobs._last_json('noise\n{"state": "stopped"}\n') == {"state": "stopped"}
-    assert jobs._last_json("no such job here\n") == {"message": "no such job here"}
+    stopped = jobs._node_stop('noise\n{"job_id": "j", "state": "stopped"}\n')
+    assert stopped.state is not None and stopped.state.state is JobStateName.STOPPED
+    assert stopped.to_json() == {"state": "stopped", "reason": None, "processes": {}}
+    assert jobs._node_stop("no such job here\n") == NodeStop(None, "no such job here")
+    assert jobs._node_stop("") == NodeStop(None, "no answer")
+    assert jobs._node_stop('{"state": "exploded"}').message == '{"state": "exploded"}'
 
 
 def test_the_drain_after_the_masters_stream_never_holds_the_command_open():
@@ -100,5 +111,5 @@ def test_the_drain_after_the_masters_stream_never_holds_the_command_open():
     printer("m", 'S{"state": "succeeded"}')
     (drain,) = set(threading.enumerate()) - before
     assert drain.daemon  # a non-daemon timer kept `train` alive DRAIN_S after the job
-    assert printer.states == {"master": {"state": "succeeded"}}
+    assert printer.states["master"].state is JobStateName.SUCCEEDED
     drain.cancel()  # type: ignore[attr-defined]

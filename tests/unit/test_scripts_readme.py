@@ -18,6 +18,7 @@ from clusterkit.cli.render import render_error
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.spec.doc import SHOWN_DEFAULTS, key_table
 from clusterkit.spec.keys import walk_keys
+from clusterkit.training.jobfiles import state_of
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -112,8 +113,8 @@ def _troubles(monkeypatch: pytest.MonkeyPatch) -> list[ClusterkitError]:
     pin = Pinned(PinKind.SNAPSHOT, snap, "storage.dataset.snapshot")
     errors = [capacity, quota, UsageError(verdict.error, verdict.hint),
               PinReport(("us-east-1",), {pin: {"us-east-1": MISSING}}).failure()]
-    ready = train.Ready({"master": [{"job_id": "JOB", "state": "running"}]}, [1, 2, 3],
-                        "/root", "", None)
+    ready = train.Ready({"master": [state_of({"job_id": "JOB", "state": "running"})]},
+                        [1, 2, 3], "/root", "", None)
     with pytest.raises(ClusterkitError) as stale:
         train.refuse_running(None, SimpleNamespace(name="NAME"), ready, replace=False)
     errors.append(stale.value)

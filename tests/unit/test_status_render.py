@@ -119,3 +119,28 @@ def test_dataset_clones_are_listed_with_hydration_and_in_json(paris):
     assert result.to_json()["dataset"][1] == {
         "index": 1, "instance_id": "i-1", "volume_id": "vol-1b",
         "snapshot_id": "snap-0123456789abcdef0", "size_gib": 150, "hydration": "unknown"}
+
+
+def test_the_newest_job_shows_its_cause_the_later_failures_and_every_node(paris):
+    from clusterkit.cluster.jobresults import JobSummary, report_failures
+    from clusterkit.training import jobfiles
+
+    master = jobfiles.state_of({
+        "job_id": "j-20261123-170500-ab12", "state": "failed",
+        "reason": "node 2 worker-0 exited with 1",
+        "failed": {"node": 2, "process": "worker-0", "exit": 1, "time": 10.0},
+        "others": [{"node": 1, "process": "server-0", "signal": 15, "time": 11.0}],
+        "processes": {"scheduler": {"role": "scheduler", "state": "exited", "exit": -15}}})
+    cause, others = report_failures(master, lambda i: "master" if i == 0 else f"worker-{i}")
+    job = JobSummary(master.job_id, master.state, master.reason, cause, others,
+                     {"master": master, "worker-1": None})
+    text = _render(dataclasses.replace(_result([_node(0)]), job=job), 100)
+    assert ("job j-20261123-170500-ab12: failed: worker worker-0 on worker-2 exited "
+            "with 1") in text
+    assert "also: server server-0 on worker-1 killed by SIGTERM" in text
+    assert "master: failed: scheduler exited -15" in text
+    assert "worker-1: no such job here" in text
+    as_json = dataclasses.replace(_result([_node(0)]), job=job).to_json()["job"]
+    assert as_json["state"] == "failed" and as_json["failed"]["node"] == "worker-2"
+    assert as_json["others"][0]["signal"] == 15
+    assert as_json["nodes"]["worker-1"] == {"message": "no such job here"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,24 +21,21 @@ def _procs(*items: tuple[str, str, int | None]) -> dict:
             for name, role, code in items}
 
 
-def test_decide_outcome_fails_on_the_first_non_zero_exit() -> None:
-    nodes = {0: _procs(("scheduler", "scheduler", None), ("worker-0", "worker", None)),
-             1: _procs(("server-0", "server", None), ("worker-0", "worker", 3))}
-    assert coord.decide_outcome(nodes, 2) == (
-        "failed", "node 1 worker-0 exited with 3",
-        {"node": 1, "process": "worker-0", "exit": 3})
-    nodes[0]["scheduler"]["exit"] = -9  # a killed scheduler fails the job too
-    assert coord.decide_outcome(nodes, 2)[2] == {"node": 0, "process": "scheduler", "exit": -9}
+OUTCOMES = sorted((Path(__file__).parent / "training_outcome").glob("*.json"))
 
 
-def test_decide_outcome_succeeds_only_when_every_node_reported_and_workers_exited_0() -> None:
-    done = {0: _procs(("server-0", "server", None), ("worker-0", "worker", 0))}
-    assert coord.decide_outcome(done, 2) is None  # node 1 not heard from yet
-    done[1] = _procs(("torchrun", "torchrun", None))
-    assert coord.decide_outcome(done, 2) is None
-    done[1]["torchrun"]["exit"] = 0
-    assert coord.decide_outcome(done, 2)[0] == "succeeded"
-    assert coord.decide_outcome({0: _procs(("scheduler", "scheduler", None))}, 1) is None
+@pytest.mark.parametrize("case", OUTCOMES, ids=lambda p: p.stem)
+def test_the_master_decides_the_outcome_from_every_nodes_processes(case: Path) -> None:
+    """Outcome cases as data: the processes each node reported -> the job's outcome
+    (None: go on), the cause of a failure being the earliest by time."""
+    data = json.loads(case.read_text())
+    nodes = {int(index): procs for index, procs in data["nodes"].items()}
+    decided = coord.decide_outcome(nodes, data["num_nodes"])
+    want = data["outcome"]
+    if want is None:
+        assert decided is None
+        return
+    assert decided == (want["state"], want["reason"], want["failed"], want["others"])
 
 
 def test_link_reads_whole_lines_and_drops_garbage() -> None:
@@ -105,7 +103,7 @@ def test_a_node_reports_to_the_master_which_decides_success(pair) -> None:
     master.report(_procs(("scheduler", "scheduler", None), ("worker-0", "worker", 0)))
     _pump_until(lambda: master.nodes[1]["worker-0"]["exit"] == 0, master, node)
     outcome = master.verdict(time.monotonic())
-    assert outcome == ("succeeded", "every worker exited 0", None)
+    assert outcome == ("succeeded", "every worker exited 0", None, [])
     master.broadcast(outcome)
     heard = _pump_until(lambda: node.heard is not None, master, node)
     assert heard == [(1, outcome)]
@@ -119,7 +117,7 @@ def test_a_stop_asked_on_a_node_reaches_the_master(pair) -> None:
     _pump_until(lambda: 1 in master.links, master, node)
     node.request_stop()
     heard = _pump_until(lambda: master.heard is not None, master, node)
-    assert heard == [(0, ("stopped", "stopped on request on node 1", None))]
+    assert heard == [(0, ("stopped", "stopped on request on node 1", None, []))]
 
 
 def test_a_stop_asked_before_the_link_is_up_still_reaches_the_master(pair) -> None:
@@ -130,7 +128,7 @@ def test_a_stop_asked_before_the_link_is_up_still_reaches_the_master(pair) -> No
     node.request_stop()  # no link yet
     node.report(_procs(("worker-0", "worker", -15)))
     heard = _pump_until(lambda: master.heard is not None, master, node)
-    assert heard[0] == (0, ("stopped", "stopped on request on node 1", None))
+    assert heard[0] == (0, ("stopped", "stopped on request on node 1", None, []))
     assert node.pending == []
 
 
@@ -166,12 +164,15 @@ def test_the_master_drops_strangers_and_their_messages(pair) -> None:
 
 
 def test_heartbeat_silence_fails_the_job_on_either_side() -> None:
-    port = _free_port()
+    port, before = _free_port(), time.time()
     master = coord.Coordinator(_job(0, port, hb=0.2))
     node = coord.Coordinator(_job(1, port, hb=0.2))
     time.sleep(0.3)
-    now = time.monotonic()
-    assert master.verdict(now) == ("failed", "node 1 stopped answering",
-                                   {"node": 1, "process": None, "exit": None})
+    now, wall = time.monotonic(), time.time()
+    state, reason, failed, others = master.verdict(now)
+    assert (state, reason, others) == ("failed", "node 1 stopped answering", [])
+    assert {k: failed[k] for k in ("node", "process", "exit", "signal")} == {
+        "node": 1, "process": None, "exit": None, "signal": None}
+    assert before <= failed["time"] <= wall - 0.2  # when it was last heard: the start
     assert node.verdict(now) == ("failed", f"lost the master (127.0.0.1:{port}) for 0.2s",
-                                 None)
+                                 None, [])

@@ -12,9 +12,9 @@ import threading
 import time
 from pathlib import Path
 
-from clusterkit.training import follower
+from clusterkit.training import follower, jobfiles
 
-SOURCE = Path(follower.__file__).read_bytes()
+SOURCE = jobfiles.node_program("follower.py")  # as jobs.follower_call sends it
 
 
 def _run(*args: str, timeout: float = 20) -> subprocess.CompletedProcess:

@@ -22,7 +22,7 @@ JOB_ID = "j-20250101-120000-ab12"
 
 def test_the_node_files_parse_as_python_3_8_and_import_only_the_stdlib() -> None:
     files = jobfiles.node_files()
-    assert set(files) == {"supervisor.py", "coord.py", "reaping.py"}
+    assert set(files) == {"supervisor.py", "coord.py", "reaping.py", "jobstate.py"}
     siblings = {name.removesuffix(".py") for name in files}
     for name, source in files.items():
         tree = ast.parse(source, feature_version=(3, 8))
@@ -104,18 +104,24 @@ def test_job_dir_validates_the_id_and_honours_the_root(monkeypatch) -> None:
 def test_parse_state_gives_a_typed_view() -> None:
     text = json.dumps({
         "job_id": JOB_ID, "node": 0, "state": "failed", "reason": "node 1 worker-0 exited with 3",
-        "failed": {"node": 1, "process": "worker-0", "exit": 3}, "supervisor": "gone",
+        "failed": {"node": 1, "process": "worker-0", "exit": 3, "signal": None, "time": 7.5},
+        "others": [{"node": 2, "process": "server-0", "exit": None, "signal": 9, "time": 8},
+                   "not a failure"],
+        "supervisor": "gone",
         "processes": {"worker-0": {"pid": 12, "role": "worker", "state": "exited", "exit": -15},
                       "server-0": {"pid": 11, "role": "server", "state": "running",
                                    "exit": None}}, "updated": 1.5})
     state = jobfiles.parse_state(text)
     assert state.state is jobfiles.JobStateName.FAILED and state.state.final
-    assert state.failed == jobfiles.FailedProcess(node=1, process="worker-0", exit=3)
+    assert state.failed == jobfiles.Failure(node=1, process="worker-0", exit=3, time=7.5)
+    assert state.others == (jobfiles.Failure(2, "server-0", signal=9, time=8.0),)
+    assert state.others[0].describe() == "node 2 server-0 killed by SIGKILL"
     assert [p.name for p in state.processes] == ["server-0", "worker-0"]
-    assert state.processes[1] == jobfiles.ProcessState("worker-0", "worker", 12, "exited", -15)
+    assert state.processes[1] == jobfiles.ProcessState(
+        "worker-0", "worker", 12, jobfiles.ProcStateName.EXITED, -15)
     assert state.supervisor_running is False
     quiet = jobfiles.parse_state(json.dumps({"job_id": JOB_ID, "state": "running"}))
-    assert quiet.failed is None and quiet.supervisor_running is None
+    assert quiet.failed is None and quiet.supervisor_running is None and quiet.others == ()
     assert not quiet.state.final
     for bad in ("{", '{"state": "exploded"}', "[]"):
         with pytest.raises(ClusterkitError):

@@ -1,0 +1,145 @@
+"""A training job's states, its id, and its failure record: stdlib only, Python >= 3.8.
+
+The one definition both sides use: shipped beside ``supervisor.py`` into every job dir
+(``jobfiles.NODE_FILES``) and sent ahead of ``follower.py`` over SSH stdin, and imported
+by the client as ``clusterkit.training.jobstate``. The supervisor writes these names into
+state.json; the client parses them back with ``JobStateName(...)`` and ``Failure.from_dict``.
+
+The cause of a failed job is its earliest failure by time (torch elastic's rule): the
+process that died first, not the lowest node index; failures after it are listed too.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import signal
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+JOB_ID_RE = re.compile(r"^j-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
+ROLES_WAITED = ("worker", "torchrun")  # the job succeeds when all of these exit 0
+
+
+class _Name(str, enum.Enum):
+    """A str enum that prints and formats as its value on every Python (3.12 changed
+    format() of mixed-in enums)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    __format__ = str.__format__
+
+
+class JobStateName(_Name):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    UNKNOWN = "unknown"  # no state.json (the supervisor never wrote one)
+
+    @property
+    def final(self) -> bool:
+        return self.value in FINAL
+
+    @property
+    def active(self) -> bool:
+        return self.value in ACTIVE
+
+
+FINAL = ("succeeded", "failed", "stopped")
+ACTIVE = ("starting", "running", "stopping")
+
+
+class ProcStateName(_Name):
+    RUNNING = "running"
+    EXITED = "exited"
+    GONE = "gone"  # dead without an exit file (the supervisor was killed with it)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failure: a process that exited non-zero or was killed, or (``process`` None)
+    a node that stopped answering. ``time``: seconds since the epoch, on that node."""
+
+    node: int
+    process: str | None
+    exit: int | None = None
+    signal: int | None = None
+    time: float | None = None
+
+    @classmethod
+    def from_returncode(cls, node: int, process: str, code: int,
+                        when: float | None) -> Failure:
+        """Popen's returncode: negative is the signal that killed the process."""
+        if code < 0:
+            return cls(node, process, None, -code, when)
+        return cls(node, process, code, None, when)
+
+    @classmethod
+    def from_dict(cls, data: object) -> Failure | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(node=_int(data.get("node"), -1), process=_str(data.get("process")),
+                   exit=_int(data.get("exit")), signal=_int(data.get("signal")),
+                   time=_float(data.get("time")))
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "process": self.process, "exit": self.exit,
+                "signal": self.signal, "time": self.time}
+
+    @property
+    def how(self) -> str:
+        """What happened, in words: "exited with 3", "killed by SIGKILL", ..."""
+        if self.process is None:
+            return "stopped answering"
+        if self.signal is not None:
+            return f"killed by {signal_name(self.signal)}"
+        return f"exited with {self.exit}"
+
+    def describe(self) -> str:
+        who = f"node {self.node}" + (f" {self.process}" if self.process else "")
+        return f"{who} {self.how}"
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def earliest(failures: Iterable[Failure]) -> tuple[Failure | None, list[Failure]]:
+    """(the cause, the others in time order): the earliest failure by time; one with no
+    time counts as later than any timed one; node and name break ties."""
+    ordered = sorted(failures, key=lambda f: (f.time is None, f.time or 0.0, f.node,
+                                              f.process or ""))
+    return (ordered[0], ordered[1:]) if ordered else (None, [])
+
+
+def process_failures(nodes: dict) -> list[Failure]:
+    """Every failure in the processes the nodes reported: {node: {name: view}} where a
+    view has "exit" (Popen's returncode) and "ended" (epoch seconds)."""
+    found = []
+    for node, procs in nodes.items():
+        for name, view in procs.items():
+            code = _int(view.get("exit"))
+            if code not in (None, 0):
+                found.append(Failure.from_returncode(int(node), name, code,
+                                                     _float(view.get("ended"))))
+    return found
+
+
+def _int(value: object, default: int | None = None) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _float(value: object) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok else None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
