@@ -13,6 +13,7 @@ from functools import lru_cache
 from botocore.loaders import create_loader
 from botocore.regions import EndpointResolver
 
+from clusterkit.catalog import regions as regions_catalog
 from clusterkit.errors import UsageError
 
 
@@ -27,11 +28,11 @@ def known_regions() -> tuple[str, ...]:
 
 
 def check_regions(regions: Iterable[str], where: str = "") -> None:
-    """UsageError (exit 2) naming the first unknown region and the known ones."""
+    """UsageError (exit 2) naming the first unknown region, with a did-you-mean: the
+    same words as the spec's and --region's check (catalog.regions)."""
     known = known_regions()
     for region in regions:
         if region not in known:
-            source = f" ({where})" if where else ""
-            raise UsageError(f"unknown region {region}{source}; known: {', '.join(known)}",
-                             "fix the region name (botocore's endpoint data lists the "
-                             "regions above; a newer boto3 knows newer regions)")
+            source = f"{where}: " if where else ""
+            raise UsageError(f"{source}{region!r} is not an AWS region",
+                             regions_catalog.suggestion(region))

@@ -4,10 +4,12 @@ the same retry policy (adaptive backoff for throttling) and the sandbox net guar
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import EndpointConnectionError
 
 from clusterkit import __version__
 from clusterkit.aws.errors import aws_call
@@ -22,7 +24,15 @@ RETRY_CONFIG = Config(
 )
 
 
+# An endpoint that refuses the connection or has no address answers at once: two tries
+# (a restarting endpoint), not the throttling policy's ten with backoff (~25 s).
+UNREACHABLE_ATTEMPTS = 2
+
+
 def make_session(region: str | None = None, profile: str | None = None) -> boto3.Session:
+    """A session in ``region``, else AWS_REGION, else what boto3 finds (AWS_DEFAULT_REGION,
+    the profile's region): the AWS CLI's order, where boto3 alone ignores AWS_REGION."""
+    region = region or os.environ.get("AWS_REGION") or None
     with aws_call("open the session", profile):  # ProfileNotFound -> CredentialsError
         return boto3.Session(region_name=region, profile_name=profile)
 
@@ -35,6 +45,14 @@ def _fresh(config: Config) -> Config:
 
 def _guard_request(request: Any, **_: Any) -> None:
     check_url(request.url, purpose="AWS API")
+
+
+def _unreachable_fails_fast(caught_exception: BaseException | None = None,
+                            attempts: int = 0, **_: Any) -> None:
+    """Runs before botocore's retry handler: raising ends the retries with the error."""
+    if isinstance(caught_exception, EndpointConnectionError) \
+            and attempts >= UNREACHABLE_ATTEMPTS:
+        raise caught_exception
 
 
 def client(session: boto3.Session, service: str, region: str | None = None, *,
@@ -53,4 +71,5 @@ def client(session: boto3.Session, service: str, region: str | None = None, *,
         raise UsageError(f"cannot make an AWS {service} client: {exc}",
                          "check AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_<SERVICE>") from exc
     made.meta.events.register("before-send", _guard_request)
+    made.meta.events.register_first("needs-retry", _unreachable_fails_fast)
     return made

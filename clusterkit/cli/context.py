@@ -106,6 +106,10 @@ WRAPPED = "__clusterkit_global_options__"  # marks a callback global_options wra
 
 def _setter(attr: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
     def _set(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        if value and attr == "region":
+            from clusterkit.catalog.regions import check_region
+
+            check_region(value, "--region")  # before any call: a typo dials a made-up host
         if value:  # unset after the command keeps what was given before it
             setattr(get_ctx(), attr, value)
         return value
@@ -156,6 +160,8 @@ def _entering_sandbox(callback: Callable[..., Any], offline: bool) -> Callable[.
     @functools.wraps(callback)
     def run(*args: Any, **kwargs: Any) -> Any:
         obj = get_ctx()
+        if not offline and not kwargs.get("offline"):
+            check_region_variables()
         if obj.sandbox and not offline and not kwargs.get("offline"):
             from clusterkit.sandbox.client import enter_sandbox_mode
 
@@ -169,6 +175,18 @@ def _entering_sandbox(callback: Callable[..., Any], offline: bool) -> Callable[.
 
     setattr(run, WRAPPED, True)
     return run
+
+
+REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")  # the AWS CLI's order
+
+
+def check_region_variables() -> None:
+    """AWS_REGION / AWS_DEFAULT_REGION name an AWS region (exit 2 before any call)."""
+    from clusterkit.catalog.regions import check_region
+
+    for name in REGION_VARIABLES:
+        if os.environ.get(name):
+            check_region(os.environ[name], name)
 
 
 def check_target_argument(_ctx: click.Context, _param: click.Parameter,

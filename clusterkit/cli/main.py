@@ -117,7 +117,8 @@ def _fail(ctx: click.Context, err: ClusterkitError) -> None:
 @click.group(cls=ClusterkitGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="clusterkit")
 @click.option("--region", help="AWS region: narrows where a cluster is looked for and where "
-              "`up` may launch (AWS_REGION in the environment never narrows).")
+              "`up` may launch (AWS_REGION / AWS_DEFAULT_REGION pick the default region "
+              "where there is no spec, and never narrow).")
 @click.option("--profile", envvar="AWS_PROFILE", help="AWS named profile, as in the AWS CLI.")
 @click.option("--debug", is_flag=True, help="Show tracebacks and AWS/SSH debug output.")
 @click.option("--json", "json_output", is_flag=True, help="Machine-readable JSON on stdout.")
@@ -142,6 +143,10 @@ def cli(ctx: click.Context, region: str | None, profile: str | None, debug: bool
     """
     ctx.obj = CliContext(region=region, profile=profile, debug=debug, json=json_output,
                          sandbox=sandbox_requested(sandbox), yes=yes)
+    if region:
+        from clusterkit.catalog.regions import check_region
+
+        check_region(region, "--region")  # before any call: a typo dials a made-up host
 
 
 for module in (validate, iam, spot, provision, remote, pack, publish, dataset, train, sandbox):

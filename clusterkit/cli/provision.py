@@ -56,6 +56,11 @@ def plan(spec_file: str, offline: bool) -> None:
             ctx.console.print(line, highlight=False, markup=False)
 
 
+def _terminal() -> bool:
+    """Whether there is someone to ask: stdin is a terminal."""
+    return sys.stdin.isatty()
+
+
 def _ask(question: str) -> bool:
     """A yes/no question on the terminal; Ctrl-C or end of input at it means no."""
     try:
@@ -100,7 +105,7 @@ def up(spec_file: str, timeout: float, no_wait_ssh: bool, yes: bool,
     from clusterkit.cluster.up import do_up
 
     ctx = get_ctx()
-    ask = _ask if sys.stdin.isatty() else None
+    ask = _ask if _terminal() else None
     result = do_up(spec_file, rt=runtime(), timeout=timeout, wait_ssh=not no_wait_ssh,
                    yes=yes or ctx.yes, confirm=ask, region=ctx.region,
                    accept_host_keys=accept_host_keys, bootstrap=not no_bootstrap,
@@ -213,7 +218,8 @@ def down(target: str, yes: bool, timeout: float, delete_efs: bool) -> None:
 
     ctx = get_ctx()
     result = do_down(target, yes=yes or ctx.yes, region=ctx.region, rt=runtime(),
-                     confirm=_ask, timeout=timeout, delete_efs=delete_efs)
+                     confirm=_ask if _terminal() else None, timeout=timeout,
+                     delete_efs=delete_efs)
     if ctx.json:
         print_json(result.to_json())
 

@@ -12,7 +12,7 @@ from clusterkit.aws import instances, keypairs, teardown, volumes
 from clusterkit.cluster import kept_efs, record, stackops
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.target import per_region, resolve_target, search_regions
-from clusterkit.errors import AwsError, ClusterkitError, CredentialsError
+from clusterkit.errors import AwsError, ClusterkitError, CredentialsError, UsageError
 from clusterkit.events import Kind, Stage
 from clusterkit.kinds import InstanceState
 from clusterkit.plan.stack import stack_name
@@ -177,6 +177,12 @@ def _stack_regions(rt: Runtime, cluster: str, regions: Sequence[str]) -> set[str
     return {r for r, st in found.items() if st}
 
 
+def _has_iam(rt: Runtime, cluster: str) -> bool:
+    """The cluster still has an IAM role or instance profile (a stack's leftover)."""
+    return bool(teardown.iam_roles(rt.session, cluster)
+                or teardown.instance_profiles(rt.session, cluster))
+
+
 def _iam(rt: Runtime, cluster: str) -> list[str]:
     """Delete the cluster's IAM role / instance profile (global) only where no stack
     still uses them: a role tagged with its stack's region goes once that region's stack
@@ -248,9 +254,15 @@ def _show(rt: Runtime, found: dict[str, dict[str, list[str]]]) -> None:
 
 def _confirm(cluster: str, delete_efs: bool, *, yes: bool,
              confirm: Callable[[str], bool] | None) -> None:
-    """Declining (or no answer: Ctrl-C, no terminal) is exit 1 with nothing deleted."""
+    """Declining (or no answer: Ctrl-C) is exit 1 with nothing deleted; no terminal to
+    ask on (``confirm`` None) without ``yes`` is exit 2, as for `up`."""
     extra = ", the kept EFS file systems (their data is lost) too" if delete_efs else ""
-    if yes or (confirm and confirm(f"delete cluster {cluster} and all of the above{extra}?")):
+    if yes:
+        return
+    if confirm is None:
+        raise UsageError(f"`down` would delete cluster {cluster} and there is no terminal to "
+                         "ask on: nothing deleted", "pass --yes to delete without asking")
+    if confirm(f"delete cluster {cluster} and all of the above{extra}?"):
         return
     raise ClusterkitError(f"not confirmed: nothing deleted of cluster {cluster}",
                           "answer yes, or pass --yes to skip the question")
@@ -290,8 +302,13 @@ def down(rt: Runtime, cluster: str, regions: Sequence[str], *, yes: bool,
     kept = kept_efs.kept(rt, cluster, [r for r, inv in scan.items() if KEPT in inv])
     result = DownResult(cluster, searched, found, [] if delete_efs else kept)
     if not found:
-        iam_kept = _iam(rt, cluster)
+        known = record.read(cluster) is not None or bool(kept) or _has_iam(rt, cluster)
         where = ", ".join(searched) if len(searched) <= 3 else f"{len(searched)} regions"
+        if not known:  # a typo must not look like success
+            raise ClusterkitError(f"no cluster named {cluster} in {where}",
+                                  "check the name: `clusterkit status` lists your clusters "
+                                  "(and `--region` narrows the search)")
+        iam_kept = _iam(rt, cluster)
         rt.done(Stage.DOWN, f"cluster {cluster}: nothing to delete in {where}")
         _report_kept(rt, cluster, result.kept_efs)
         _forget(rt, cluster, searched, bool(iam_kept))

@@ -64,7 +64,7 @@ def allowed_regions(spec: Spec, region: str | None) -> list[str]:
         raise UsageError(f"--region {region} is not among the regions of {spec.file}: "
                          f"{', '.join(regions)}",
                          f"add {region} to `regions:` in the spec, or drop --region "
-                         "(AWS_REGION counts as --region)")
+                         "(AWS_REGION and AWS_DEFAULT_REGION never narrow a spec's regions)")
     return [region]
 
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from pathlib import PurePosixPath
 
-from clusterkit.catalog import families, instances, prices
+from clusterkit.catalog import families, instances, prices, regions
 from clusterkit.errors import SpecIssue
 from clusterkit.kinds import MarketPolicy
 from clusterkit.spec import model
@@ -45,9 +45,19 @@ def check_spec(spec: Spec) -> list[SpecIssue]:
         loc = spec.where(path)
         issues.append(SpecIssue(loc.file, loc.line, loc.col, path, message, hint, level))
 
-    for check in (_nodes, _ssh, _mounts, _dataset, _efs, _train, _instance_facts, _max_price):
+    for check in (_regions, _nodes, _ssh, _mounts, _dataset, _efs, _train, _instance_facts,
+                  _max_price):
         check(spec, add)
     return issues
+
+
+def _regions(spec: Spec, add: Add) -> None:
+    """A region AWS does not have (us-east-9) is an error: every call would go to a host
+    that does not exist."""
+    named = [("region", spec.region)] + [("regions", r) for r in spec.regions[1:]]
+    for path, region in named:
+        if not regions.is_known(region):
+            add(path, f"{region!r} is not an AWS region", regions.suggestion(region))
 
 
 def _nodes(spec: Spec, add: Add) -> None:

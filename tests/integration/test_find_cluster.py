@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from clusterkit import statedir
+from clusterkit.cli import provision
 from clusterkit.cli.main import cli
 from clusterkit.cluster import record
 from clusterkit.cluster.down import do_down
@@ -99,6 +100,11 @@ def test_declining_down_exits_1_and_deletes_nothing(moto_env, tmp_path, monkeypa
         do_down("fx-no", yes=False, rt=runtime(), confirm=lambda q: False)
     assert err.value.exit_code == 1 and "nothing deleted" in err.value.message
     monkeypatch.delenv("CLUSTERKIT_SANDBOX")  # the CLI straight at the emulator
+    no_terminal = CliRunner().invoke(cli, ["down", "fx-no"], input="y\n")
+    assert no_terminal.exit_code == 2, no_terminal.output  # refused like `up`: no one asked
+    assert "no terminal to ask on: nothing deleted" in no_terminal.output
+    assert "--yes" in no_terminal.output
+    monkeypatch.setattr(provision, "_terminal", lambda: True)  # a user at the terminal
     for answer in ("n\n", ""):  # "no", then end of input (what Ctrl-C at the prompt gives)
         run = CliRunner().invoke(cli, ["down", "fx-no"], input=answer)
         assert run.exit_code == 1, run.output

@@ -268,8 +268,9 @@ def test_down_is_safe_twice_and_sweeps_tagged_leftovers(calls: Calls, tmp_path, 
     assert leftovers("orph") == {}
     assert capsys.readouterr().err.count("deleted") >= 3
     calls.reset()
-    do_down("orph", yes=True, region=REGION, rt=runtime(calls))
-    assert calls.mutating() == {}
+    with pytest.raises(ClusterkitError, match="no cluster named orph in us-east-1") as again:
+        do_down("orph", yes=True, region=REGION, rt=runtime(calls))  # nothing left anywhere
+    assert again.value.exit_code == 1 and calls.mutating() == {}
 
 
 def test_down_without_confirmation_deletes_nothing(calls: Calls, tmp_path):

@@ -9,12 +9,13 @@ botocore's real logic under clusterkit's ``RETRY_CONFIG``.
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError
 from botocore.retries import bucket, standard
 
 from clusterkit.aws import session as aws_session
@@ -70,3 +71,23 @@ def test_max_attempts_10_means_one_call_and_ten_retries(throttling_endpoint) -> 
     assert caught.value.response["Error"]["Code"] == "RequestLimitExceeded"
     assert caught.value.response["ResponseMetadata"]["RetryAttempts"] == 10
     assert throttling_endpoint.calls == 11
+
+
+def test_an_endpoint_refusing_the_connection_is_tried_twice_not_eleven_times(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused connection (nothing listens on the port) fails after two tries, while
+    throttling keeps its ten retries above: the user hears of a wrong AWS_ENDPOINT_URL in
+    a moment, not after ~25 s of backoff."""
+    with socket.socket() as probe:  # a port nothing listens on: bound, never listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        monkeypatch.setattr(standard.ExponentialBackoff, "delay_amount", lambda self, ctx: 0)
+        ec2 = aws_session.client(aws_session.make_session("us-east-1"), "ec2")
+        sent: list[str] = []
+        ec2.meta.events.register("before-send", lambda request, **_: sent.append(request.url))
+        with pytest.raises(EndpointConnectionError):
+            ec2.describe_regions()
+    assert len(sent) == aws_session.UNREACHABLE_ATTEMPTS == 2

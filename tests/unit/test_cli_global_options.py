@@ -139,3 +139,40 @@ def test_a_live_bar_is_closed_when_the_command_fails_or_is_interrupted():
         CliRunner().invoke(waits, [how])
         assert made[-1]._bar is None, how
     assert len(made) == 3
+
+
+COMMANDS_ON_AWS = [["status", "gl-four"], ["down", "gl-four", "--yes"],
+                   ["exec", "gl-four", "--", "true"], ["logs", "gl-four"], ["stop", "gl-four"],
+                   ["spot", "--instance-types", "c5.large"]]
+
+
+@pytest.mark.parametrize("variable", ["AWS_REGION", "AWS_DEFAULT_REGION"])
+@pytest.mark.parametrize("argv", COMMANDS_ON_AWS, ids=lambda a: a[0])
+def test_either_region_variable_picks_the_region_of_the_first_call(argv, variable, aws_calls,
+                                                                   monkeypatch):
+    """AWS_REGION is honoured wherever AWS_DEFAULT_REGION is (boto3 alone reads only the
+    latter), for every command that calls AWS."""
+    monkeypatch.delenv("AWS_REGION")
+    monkeypatch.setenv(variable, "eu-west-3")
+    result = CliRunner().invoke(cli, argv)
+    assert aws_calls, result.output
+    assert aws_calls[0][1] == "eu-west-3", (aws_calls, result.output)
+
+
+@pytest.mark.parametrize("where", ["flag-before", "flag-after", "AWS_REGION",
+                                   "AWS_DEFAULT_REGION"])
+@pytest.mark.parametrize("argv", COMMANDS_ON_AWS, ids=lambda a: a[0])
+def test_a_region_aws_does_not_have_is_refused_before_any_call(argv, where, aws_calls,
+                                                               monkeypatch):
+    monkeypatch.delenv("AWS_REGION")
+    if where == "flag-before":
+        argv = ["--region", "us-east-9", *argv]
+    elif where == "flag-after":
+        argv = [argv[0], "--region", "us-east-9", *argv[1:]]
+    else:
+        monkeypatch.setenv(where, "us-east-9")
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 2, result.output
+    assert aws_calls == []
+    assert "'us-east-9' is not an AWS region" in result.output
+    assert "did you mean us-east-2 or us-east-1?" in result.output
