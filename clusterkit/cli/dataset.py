@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,7 @@ from rich.console import Console
 
 from clusterkit.cli.context import check_spec_argument, get_ctx, json_option
 from clusterkit.cli.render import print_json
+from clusterkit.errors import UsageError
 
 if TYPE_CHECKING:
     from clusterkit.cluster.dataset import DeployResult
@@ -17,9 +19,22 @@ if TYPE_CHECKING:
 TIMEOUT_HELP = "Give up waiting after this many seconds (default 1800)."
 
 
+def check_snapshot_id(value: str | None) -> str | None:
+    """A snapshot id has the form the spec's storage.dataset.snapshot has (exit 2 before
+    any call): snap- and 8 or 17 hex digits."""
+    from clusterkit.spec.keys import DATASET
+
+    key = DATASET.keys["snapshot"]  # type: ignore[index]
+    if value is not None and not re.match(key.pattern or "", value):
+        raise UsageError(f"--snapshot {value!r} is not {key.what}",
+                         f"give the id of an EBS snapshot, e.g. {key.example}")
+    return value
+
+
 @click.command("deploy-dataset")
 @click.argument("spec_file", type=click.Path(dir_okay=False), callback=check_spec_argument)
-@click.option("--snapshot", help="EBS snapshot id (snap-...) holding the dataset "
+@click.option("--snapshot", callback=lambda _c, _p, v: check_snapshot_id(v),
+              help="EBS snapshot id (snap-...) holding the dataset "
               "(default: the spec's storage.dataset.snapshot).")
 @click.option("--verify", type=click.Choice(["size", "full"]), default="size",
               show_default=True, help="Check every file's size against the manifest, or "

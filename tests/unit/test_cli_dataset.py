@@ -4,13 +4,18 @@ did and the node's own verdict; the removed volumes; the JSON."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
 from rich.console import Console
 
 from clusterkit.cli.dataset import render_deploy
+from clusterkit.cli.main import cli
 from clusterkit.cluster.dataset import DeployResult, NodeDeploy
 
 SID = "snap-0123456789abcdef0"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sandbox-cpu.yaml"
 LINE = "dataset: verified 3 files, 0.3 MB (size) manifest sha256:1aabe668ad2a"
 
 
@@ -39,3 +44,18 @@ def test_a_second_deploy_says_nothing_changed():
     result = DeployResult("c", "us-east-1", SID, 1, nodes)
     assert "already deployed (nothing changed)" in _text(result)
     assert result.to_json()["changed"] is False
+
+
+@pytest.mark.parametrize("given", ["snap-xyz", "snap-0123", "vol-0123456789abcdef0",
+                                   "snap-0123456789ABCDEF0"])
+def test_a_malformed_snapshot_id_exits_2_before_any_call(given, monkeypatch):
+    import botocore.client
+
+    called: list[str] = []
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call",
+                        lambda self, op, params: called.append(op))
+    result = CliRunner().invoke(cli, ["deploy-dataset", str(EXAMPLE), "--snapshot", given,
+                                      "--yes"])
+    assert result.exit_code == 2, result.output
+    assert f"--snapshot {given!r} is not a snapshot id" in result.output
+    assert "snap-0123456789abcdef0" in result.output and called == []
