@@ -10,12 +10,9 @@ record means "search every enabled region".
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -81,18 +78,9 @@ def read(name: str) -> Record | None:
 
 
 def write_atomic(target: Path, text: str) -> None:
+    """``statedir.write_private`` into a directory made 0700 from the state root down."""
     statedir.private_dir(target.parent)  # 0700 from the state root down, however made
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    statedir.write_private(target, text)
 
 
 def save(spec: Spec, region: str, now: datetime | None = None) -> Record:
