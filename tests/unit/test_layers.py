@@ -62,15 +62,28 @@ def _pure_sources() -> list[Path]:
     return [p for p in _sources() if _is_pure(p)]
 
 
-def _imports(tree: ast.AST) -> list[str]:
-    """Dotted names imported; ``from a.b import c`` gives ``a.b.c`` (c may be a module)."""
+def _imports(tree: ast.AST, path: Path | None = None) -> list[str]:
+    """Dotted names imported; ``from a.b import c`` gives ``a.b.c`` (c may be a module).
+    A relative import (``from . import coord``, ``from .reaping import x``) is resolved
+    against ``path``'s package, so it cannot slip past the layer rules."""
+    package = _package(path) if path is not None else ["clusterkit"]
     names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names += [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package[:len(package) - (node.level - 1)]
+                base = ".".join([*parent, *([base] if base else [])])
+            names += [f"{base}.{alias.name}" for alias in node.names]
     return names
+
+
+def _package(path: Path) -> list[str]:
+    """The dotted package a source file is in: clusterkit/training/coord.py ->
+    [clusterkit, training]."""
+    return ["clusterkit", *path.relative_to(PACKAGE).parts[:-1]]
 
 
 def _impure_import(name: str) -> bool:
@@ -136,7 +149,7 @@ def test_sources_found():
 def test_sdk_imports_stay_in_their_layer():
     wrong = []
     for path in _sources():
-        for name in _imports(ast.parse(path.read_text(), str(path))):
+        for name in _imports(ast.parse(path.read_text(), str(path)), path):
             allowed = ONLY_IN.get(name.split(".")[0])
             if allowed is not None and _layer(path) not in allowed:
                 wrong.append(f"{path.relative_to(PACKAGE)} imports {name}")
@@ -145,7 +158,7 @@ def test_sdk_imports_stay_in_their_layer():
 
 def test_only_cli_imports_rich():
     wrong = [f"{path.relative_to(PACKAGE)} imports {name}" for path in _sources()
-             for name in _imports(ast.parse(path.read_text(), str(path)))
+             for name in _imports(ast.parse(path.read_text(), str(path)), path)
              if name.split(".")[0] == "rich" and _layer(path) != "cli"]
     assert not wrong, wrong
 
@@ -153,7 +166,7 @@ def test_only_cli_imports_rich():
 def test_pure_layers_import_no_io():
     wrong = []
     for path in _pure_sources():
-        for name in _imports(ast.parse(path.read_text(), str(path))):
+        for name in _imports(ast.parse(path.read_text(), str(path)), path):
             if _impure_import(name):
                 wrong.append(f"{path.relative_to(PACKAGE)} imports {name}")
     assert not wrong, wrong
@@ -191,6 +204,15 @@ def test_checker_catches(source):
 def test_checker_lets_pass(source):
     tree = ast.parse(source)
     assert not _side_effects(tree) and not any(_impure_import(n) for n in _imports(tree))
+
+
+def test_relative_imports_are_resolved_against_the_package():
+    tree = ast.parse("from . import coord\nfrom .reaping import Cgroup\nfrom .. import statedir")
+    assert _imports(tree, PACKAGE / "training" / "supervisor.py") == [
+        "clusterkit.training.coord", "clusterkit.training.reaping.Cgroup",
+        "clusterkit.statedir"]
+    assert _impure_import(_imports(ast.parse("from .supervisor import x"),
+                                   PACKAGE / "training" / "topology.py")[0])
 
 
 def test_pure_halves_may_import_each_other_not_their_impure_siblings():
