@@ -21,4 +21,5 @@ def cluster_filter(cluster: str) -> list[dict[str, Any]]:
 
 
 def tag_specs(resource_types: Iterable[str], tags: Mapping[str, str]) -> list[dict[str, Any]]:
-    return [{"ResourceType": r, "Tags": to_list(tags)} for r in resource_types]
+    """TagSpecifications for ``tags`` (none when there are none: EC2 refuses an empty one)."""
+    return [{"ResourceType": r, "Tags": to_list(tags)} for r in resource_types] if tags else []

@@ -28,3 +28,8 @@ def test_cluster_filter_and_tag_specs():
     assert tag_specs(["instance", "volume"], {"a": "b"}) == [
         {"ResourceType": "instance", "Tags": [{"Key": "a", "Value": "b"}]},
         {"ResourceType": "volume", "Tags": [{"Key": "a", "Value": "b"}]}]
+
+
+def test_no_tags_give_no_tag_specification():
+    """EC2 refuses a TagSpecification without tags (InvalidParameterValue)."""
+    assert tag_specs(["snapshot"], {}) == []
