@@ -129,12 +129,15 @@ def ended(state, since):
 class Changes:
     """Waits for a change in the job dir: inotify where the kernel has it (a quiet job
     costs nothing; a new state.json is seen at once, log lines at most every POLL),
-    else a POLL sleep."""
+    else a POLL sleep. ``clock`` and ``select_fn`` are time.monotonic and select.select,
+    given others by the tests (what is waited for, not how long it took, is the point)."""
 
     IN_MODIFY, IN_CLOSE_WRITE, IN_MOVED_TO, IN_CREATE = 0x2, 0x8, 0x80, 0x100
 
-    def __init__(self, job_dir):
+    def __init__(self, job_dir, clock=None, select_fn=None):
         self.fd, self.last = None, 0.0
+        self.clock = clock or time.monotonic
+        self.select = select_fn or select.select
         try:
             import ctypes
 
@@ -165,18 +168,25 @@ class Changes:
                 offset += 16 + size
 
     def wait(self):
+        """Until the next pass is due; why: "state" (a new state.json: at once), "logs"
+        (other changes: at most one pass per POLL), "quiet" (nothing for WATCH_WAIT),
+        "poll" (no inotify: a POLL sleep)."""
         if self.fd is None:
             time.sleep(POLL)
-            return
-        due = None  # when the pass for new log lines is due
+            return "poll"
+        due, why = None, "quiet"  # due: when the pass for new log lines is
         while True:
-            now = time.monotonic()
+            now = self.clock()
             timeout = WATCH_WAIT if due is None else max(0.0, due - now)
-            if not select.select([self.fd], [], [], timeout)[0] or STATE in self.names():
+            if not self.select([self.fd], [], [], timeout)[0]:
+                break
+            if STATE in self.names():
+                why = "state"
                 break
             if due is None:
-                due = max(now, self.last + POLL)
-        self.last = time.monotonic()
+                due, why = max(now, self.last + POLL), "logs"
+        self.last = self.clock()
+        return why
 
 
 def follow(job_dir, keep_following, names, roles):

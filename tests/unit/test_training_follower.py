@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
+
+import pytest
 
 from clusterkit.training import follower, jobfiles
 
@@ -79,18 +81,52 @@ def test_prepare_refuses_a_workdir_that_is_not_there(tmp_path: Path):
     assert proc.stdout == b""
 
 
+class Clock:
+    """A monotonic clock the test moves; select waits record their timeouts and move it
+    by them when nothing is ready (no real time passes)."""
+
+    def __init__(self) -> None:
+        self.now, self.timeouts = 1000.0, []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def select(self, fds, _w, _x, timeout):
+        self.timeouts.append(timeout)
+        ready = select.select(fds, [], [], 0)[0]  # what inotify has queued right now
+        if not ready:
+            self.now += timeout
+        return ready, [], []
+
+
 def test_follow_wakes_on_a_change_in_the_job_dir_not_on_a_clock(tmp_path: Path):
-    changes = follower.Changes(str(tmp_path))
+    clock = Clock()
+    changes = follower.Changes(str(tmp_path), clock, clock.select)
     assert changes.fd is not None  # this kernel has inotify, as the nodes' do
-    time.sleep(follower.POLL)  # past the busy floor
-    started = time.monotonic()
-    changes.wait()  # nothing changes: one pass per WATCH_WAIT
-    assert time.monotonic() - started >= follower.WATCH_WAIT * 0.9
-    time.sleep(follower.POLL)
-    threading.Timer(0.2, lambda: (tmp_path / "state.json").write_text("{}")).start()
-    started = time.monotonic()
-    changes.wait()
-    assert 0.15 < time.monotonic() - started < follower.WATCH_WAIT * 0.9
+    assert changes.wait() == "quiet"  # nothing changes: one pass per WATCH_WAIT
+    assert clock.timeouts == [follower.WATCH_WAIT]
+    clock.timeouts.clear()
+    (tmp_path / "state.json").write_text("{}")
+    assert changes.wait() == "state" and clock.timeouts == [follower.WATCH_WAIT]
+
+
+def test_a_new_state_is_seen_at_once_and_log_lines_at_most_every_poll(tmp_path: Path):
+    clock = Clock()
+    changes = follower.Changes(str(tmp_path), clock, clock.select)
+    changes.last = clock.now  # a pass just now
+    (tmp_path / "worker-0.log").write_text("line\n")  # a busy job: one pass per POLL
+    assert changes.wait() == "logs"
+    assert clock.timeouts == pytest.approx([follower.WATCH_WAIT, follower.POLL])  # the floor
+    assert changes.last == pytest.approx(1000.0 + follower.POLL)
+    clock.timeouts.clear()
+    clock.now += 5 * follower.POLL  # a quiet while later: the floor is behind
+    (tmp_path / "worker-0.log").write_text("more\n")
+    assert changes.wait() == "logs"
+    assert clock.timeouts == pytest.approx([follower.WATCH_WAIT, 0.0])
+    clock.timeouts.clear()
+    (tmp_path / "worker-0.log").write_text("again\n")
+    (tmp_path / "state.json").write_text("{}")  # the end of the job: no floor
+    assert changes.wait() == "state" and clock.timeouts == [follower.WATCH_WAIT]
 
 
 def test_follow_streams_a_line_and_ends_when_the_state_does(tmp_path: Path):
@@ -109,13 +145,3 @@ def test_follow_streams_a_line_and_ends_when_the_state_does(tmp_path: Path):
     assert json.loads(out[-1][1:])["state"] == "succeeded"
 
 
-def test_a_new_state_is_seen_at_once_and_log_lines_at_most_every_poll(tmp_path: Path):
-    changes = follower.Changes(str(tmp_path))
-    changes.last = started = time.monotonic()  # a pass just now
-    (tmp_path / "worker-0.log").write_text("line\n")  # a busy job: one pass per POLL
-    changes.wait()
-    assert time.monotonic() - started >= follower.POLL * 0.8
-    started = time.monotonic()
-    (tmp_path / "state.json").write_text("{}")  # the end of the job: no floor
-    changes.wait()
-    assert time.monotonic() - started < follower.POLL * 0.8
