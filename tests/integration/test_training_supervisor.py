@@ -7,101 +7,27 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import socket
-import subprocess
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from clusterkit.training import jobfiles
+from tests.integration.supervisor_jobs import (
+    MARKER,
+    SLEEP,
+    Job,
+    Node,
+    build_job,
+    cgroup_dirs,
+    free_port,
+    kill_supervisor,
+    ps_node,
+)
 from tests.support import wait_for
 
 pytestmark = pytest.mark.root
-
-SLEEP = "exec sleep 1000"
-MARKER = "s3cr3t-marker-9f2c1e"  # an env value that must show on no command line
-# The nodes' python3 (Ubuntu 20.04 has 3.8): CLUSTERKIT_TEST_NODE_PYTHON=python3.8 checks it.
-NODE_PYTHON = os.environ.get("CLUSTERKIT_TEST_NODE_PYTHON") or sys.executable
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def new_job_id() -> str:
-    return time.strftime("j-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-
-
-@dataclass
-class Node:
-    index: int
-    dir: Path
-
-    def cli(self, verb: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CLUSTERKIT_JOB")}
-        return subprocess.run([NODE_PYTHON, str(self.dir / "supervisor.py"), verb,
-                               str(self.dir), *args], capture_output=True, text=True,
-                              env=env, timeout=timeout)
-
-    def state(self) -> dict:
-        try:
-            return json.loads((self.dir / "state.json").read_text())
-        except (OSError, ValueError):
-            return {}
-
-
-@dataclass
-class Job:
-    id: str
-    nodes: list[Node]
-
-    @property
-    def master(self) -> Node:
-        return self.nodes[0]
-
-    def start(self) -> None:
-        for node in self.nodes:
-            t0 = time.monotonic()
-            out = node.cli("start")
-            assert out.returncode == 0, out.stderr
-            assert out.stdout.startswith("started ") and out.stdout.split()[1].isdigit()
-            assert time.monotonic() - t0 < 1.0  # daemonizes at once
-
-    def wait_final(self, timeout: float = 30, count: int | None = None) -> list[dict]:
-        """The state of the first ``count`` nodes (all), once final and their supervisor
-        has exited."""
-        nodes = self.nodes[:count]
-        wait_for(lambda: all(n.state().get("state") in ("succeeded", "failed", "stopped")
-                             and n.cli("status").stdout.find('"supervisor": "gone"') > 0
-                             for n in nodes), f"job {self.id} final", timeout)
-        return [n.state() for n in nodes]
-
-    def leftovers(self) -> list[int]:
-        return pids_with_env(f"CLUSTERKIT_JOB_ID={self.id}")
-
-    def stop_all(self) -> None:
-        for node in self.nodes:
-            node.cli("stop", "--grace", "1")
-
-
-def pids_with_env(entry: str) -> list[int]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if stat[0] != b"Z" and entry.encode() in env:
-            found.append(int(pid))
-    return found
 
 
 @pytest.fixture
@@ -111,27 +37,7 @@ def make_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
     def make(node_procs: list[list[dict]], grace: float = 1, hb: float = 3,
              port: int | None = None) -> Job:
-        job_id, port, token = new_job_id(), port or free_port(), secrets.token_hex(16)
-        nodes = []
-        for i, procs in enumerate(node_procs):
-            monkeypatch.setenv("CLUSTERKIT_ROOT", str(tmp_path / f"node{i}"))
-            d = Path(jobfiles.job_dir(job_id))
-            d.mkdir(parents=True, mode=0o700)
-            for name, text in jobfiles.node_files().items():
-                (d / name).write_text(text)
-            spec = {"version": 1, "job_id": job_id, "node_index": i, "node_name": f"n{i}",
-                    "cgroup_name": f"cktest-{i}-{job_id}", "is_master": i == 0,
-                    "num_nodes": len(node_procs), "grace_seconds": grace,
-                    "heartbeat_timeout": hb,
-                    "coordinator": {"host": "127.0.0.1", "port": port, "token": token},
-                    "processes": [{"name": p["name"], "role": p["role"],
-                                   "argv": ["bash", "-c", p["cmd"]], "cwd": str(tmp_path),
-                                   "env": {"SECRET_THING": MARKER, "CK_TEST_NODE": str(i)}}
-                                  for p in procs]}
-            (d / "job.json").write_text(json.dumps(spec))
-            (d / "job.json").chmod(0o600)
-            nodes.append(Node(i, d))
-        job = Job(job_id, nodes)
+        job = build_job(tmp_path, node_procs, grace, hb, port)
         jobs.append(job)
         return job
 
@@ -140,17 +46,6 @@ def make_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         job.stop_all()
         for pid in job.leftovers():
             os.kill(pid, signal.SIGKILL)
-
-
-def ps_node(worker_cmd: str, extra: list[dict] | None = None) -> list[dict]:
-    """One node of a parameter-server job: a server that never exits and a worker."""
-    return [{"name": "server-0", "role": "server", "cmd": SLEEP},
-            {"name": "worker-0", "role": "worker", "cmd": worker_cmd}, *(extra or [])]
-
-
-def cgroup_dirs(job: Job) -> list[Path]:
-    base = Path("/sys/fs/cgroup/unified/clusterkit")
-    return [p for p in base.glob(f"*{job.id}")] if base.exists() else []
 
 
 def test_workers_exit_0_then_servers_stop_and_every_node_succeeds(make_job) -> None:
@@ -184,7 +79,8 @@ def test_workers_exit_0_then_servers_stop_and_every_node_succeeds(make_job) -> N
     assert job.leftovers() == []
 
 
-def test_a_worker_exiting_3_stops_every_process_on_every_node_within_10s(make_job) -> None:
+def test_a_worker_exiting_3_stops_every_process_on_every_node(make_job) -> None:
+    """How soon: bench/bench_supervisor.py (failure -> every node final)."""
     job = make_job([ps_node(SLEEP), ps_node("sleep 2; exit 3"), ps_node(SLEEP)], grace=2)
     started = time.time()
     job.start()
@@ -193,8 +89,6 @@ def test_a_worker_exiting_3_stops_every_process_on_every_node_within_10s(make_jo
     wait_for(exit_file.exists, "worker-0 on node 1 ends", 10)
     failed_at = exit_file.stat().st_mtime
     states = job.wait_final(20)
-    took = time.time() - failed_at
-    assert took < 10, f"{took:.1f} s from the failure to the job stopped everywhere"
     master = states[0]
     assert master["state"] == "failed"
     assert master["failed"] == {"node": 1, "process": "worker-0", "exit": 3, "signal": None,
@@ -253,7 +147,6 @@ def test_stop_ends_escaped_processes_and_is_idempotent(make_job, monkeypatch,
         except OSError:
             continue
     assert len([p for p in pids if _on_node(1, p)]) == 3
-    t0 = time.monotonic()
     out = job.nodes[1].cli("stop", "--grace", "1")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["state"] == "stopped"
@@ -261,7 +154,6 @@ def test_stop_ends_escaped_processes_and_is_idempotent(make_job, monkeypatch,
     for node in job.nodes:
         again = node.cli("stop")
         assert again.returncode == 0 and json.loads(again.stdout)["state"] == "stopped"
-    assert time.monotonic() - t0 < 10
     assert job.leftovers() == []
     assert cgroup_dirs(job) == []
     assert job.master.state()["reason"] == "stopped on request on node 1"
@@ -283,10 +175,6 @@ def _on_node(index: int, pid: int) -> bool:
         return False
 
 
-def _kill_supervisor(node: Node) -> None:
-    os.kill(int((node.dir / "supervisor.pid").read_text()), signal.SIGKILL)
-
-
 def _node_pids(node: Node) -> list[int]:
     return [int((node.dir / f"{n}.pid").read_text().split()[0])
             for n in ("server-0", "worker-0")]
@@ -304,10 +192,8 @@ def test_a_worker_node_that_loses_the_master_stops_its_processes(make_job) -> No
     job.start()
     wait_for(lambda: job.nodes[1].state().get("state") == "running", "node 1 running")
     time.sleep(1.5)  # connected and heartbeating
-    _kill_supervisor(job.master)
-    killed = time.monotonic()
+    kill_supervisor(job.master)  # how soon node 1 gives up: bench/bench_supervisor.py
     wait_for(lambda: job.nodes[1].state().get("state") == "failed", "node 1 gives up", 10)
-    assert time.monotonic() - killed < 2 + 3
     assert "lost the master" in job.nodes[1].state()["reason"]
     wait_for(lambda: not any(map(_alive, _node_pids(job.nodes[1]))), "node 1 empty", 5)
     assert all(map(_alive, _node_pids(job.master)))  # its own supervisor is gone
@@ -321,7 +207,7 @@ def test_a_master_that_stops_hearing_a_node_fails_the_job(make_job) -> None:
     job.start()
     wait_for(lambda: job.nodes[2].state().get("state") == "running", "node 2 running")
     time.sleep(1.5)
-    _kill_supervisor(job.nodes[2])
+    kill_supervisor(job.nodes[2])
     states = job.wait_final(15, count=2)
     assert states[0]["state"] == "failed"
     assert states[0]["reason"] == "node 2 stopped answering"
@@ -340,7 +226,7 @@ def test_a_job_right_after_a_killed_one_on_the_same_port_completes(make_job) -> 
     wait_for(lambda: first.nodes[1].state().get("state") == "running", "first running")
     time.sleep(1.2)
     for node in first.nodes:
-        _kill_supervisor(node)
+        kill_supervisor(node)
         assert node.cli("stop", "--grace", "0").returncode == 0
     assert first.leftovers() == []
     second = make_job([ps_node("true"), ps_node("sleep 0.5")], port=port)
