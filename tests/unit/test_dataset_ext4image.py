@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -11,10 +10,19 @@ from pathlib import Path
 import pytest
 
 from clusterkit.dataset import ext4image as ei
+from tests import support
 
 GIB = 1 << 30
-needs_e2fs = pytest.mark.skipif(not (shutil.which("mke2fs") and shutil.which("debugfs")),
-                                reason="e2fsprogs not installed")
+
+
+@pytest.fixture
+def e2fs() -> None:
+    """e2fsprogs' tools (scripts/install.sh installs them; missing under CI=true fails)."""
+    for tool in ("mke2fs", "debugfs", "e2fsck", "dumpe2fs"):
+        support.require_tool(tool)
+
+
+needs_e2fs = pytest.mark.usefixtures("e2fs")
 
 
 def test_size_is_whole_gib_at_least_one() -> None:
@@ -69,8 +77,7 @@ def test_image_reads_back_byte_identical_root_owned_world_readable(tmp_path: Pat
 
 @needs_e2fs
 def test_uid_of_builder_is_replaced(tmp_path: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root to give a source file another owner")
+    support.require_root("giving a source file another owner")
     src = tmp_path / "src"
     src.mkdir()
     (src / "f").write_bytes(b"hello")

@@ -21,7 +21,7 @@ from clusterkit.bootstrap import facts as nf
 from clusterkit.bootstrap import steps
 from clusterkit.spec import loads
 from tests import support
-from tests.support import require_root
+from tests.support import require_root, require_tool
 
 PLAYBOOKS = sorted(steps.PLAYBOOKS_DIR.glob("*.sh"))
 NAMES = {p.name for p in PLAYBOOKS}
@@ -377,8 +377,9 @@ def test_scratch_one_disk_for_real_then_kept_then_foreign_refused(tmp_path: Path
     """As root with loop devices: one blank disk gets ck-scratch, mounted noatime; a second
     run and a remount after unmounting keep it (no mkfs); a disk holding someone else's
     filesystem is refused and left untouched."""
-    if os.geteuid() != 0 or not shutil.which("losetup") or not shutil.which("mkfs.ext4"):
-        pytest.skip("needs root, losetup and mkfs.ext4")
+    require_root("loop devices")
+    for tool in ("losetup", "mkfs.ext4"):
+        require_tool(tool)
     blank, foreign = tmp_path / "blank.img", tmp_path / "foreign.img"
     for image in (blank, foreign):
         with open(image, "wb") as handle:
