@@ -167,6 +167,23 @@ def launch_candidates(offers: Sequence[Offer], *, count: int, market_policy: str
     return out
 
 
+def cheapest_excluded(offers: Sequence[Offer], *, market_policy: str,
+                      max_price: float | None, instance_types: Sequence[str],
+                      regions: Sequence[str]) -> str | None:
+    """When ``launch_candidates`` left nothing: the cheapest offer of the spec's types,
+    regions and markets that had a price, and why it was left out, in words; None when
+    no offer had a price (there is nothing to name)."""
+    markets = MarketPolicy(market_policy).markets
+    priced = [o for o in offers if o.instance_type in instance_types and o.region in regions
+              and o.az is not None and o.market in markets and o.price is not None]
+    if not priced:
+        return None
+    cheapest = min(priced, key=lambda o: (o.price, describe_offer(o)))
+    why = ineligible_reason(cheapest, max_price=max_price,
+                            want_gpus=any(o.gpus > 0 for o in offers))
+    return f"{describe_offer(cheapest)} at ${cheapest.price:.4f}/h ({why or 'demoted'})"
+
+
 @dataclass(frozen=True)
 class Attempt:
     offer: Offer

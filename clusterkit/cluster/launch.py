@@ -12,6 +12,7 @@ from clusterkit.aws.offers import search_offers
 from clusterkit.catalog.prices import on_demand_price
 from clusterkit.catalog.ranking import (
     Offer,
+    cheapest_excluded,
     describe_offer,
     launch_candidates,
     walk_candidates,
@@ -20,7 +21,7 @@ from clusterkit.cluster.dataset_checks import launch_mapping
 from clusterkit.cluster.lookups import base_tags
 from clusterkit.cluster.pins import launch_regions
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.errors import AwsError, CapacityError
+from clusterkit.errors import AwsError, CapacityError, ClusterkitError
 from clusterkit.events import Stage
 from clusterkit.kinds import DEAD_STATES, InstanceState, Market, MarketPolicy
 from clusterkit.plan.dataset import CLONE_OF_TAG
@@ -50,6 +51,29 @@ def first_candidate(rt: Runtime | None, spec: Spec) -> Offer:
     return Offer(itype, spec.region, az, None, market, price, od, 0)
 
 
+def ranked_or_refused(spec: Spec, offers: Sequence[Offer],
+                      regions: Sequence[str]) -> list[Offer]:
+    """``launch_candidates`` of ``offers``; when they leave none although some offer had
+    a price, ClusterkitError (exit 1) naming the cheapest offer left out and why: `up`
+    never falls back to an offer the spec excludes."""
+    kept = launch_candidates(offers, count=spec.nodes.count, market_policy=spec.nodes.market,
+                             max_price=spec.nodes.max_price,
+                             instance_types=spec.nodes.instance_types, regions=regions)
+    if kept:
+        return kept
+    cheapest = cheapest_excluded(offers, market_policy=spec.nodes.market,
+                                 max_price=spec.nodes.max_price,
+                                 instance_types=spec.nodes.instance_types, regions=regions)
+    if cheapest is None:
+        return []
+    limit = spec.nodes.max_price
+    what = (f"nodes.max_price ${limit:g}/h excludes every offer" if limit is not None
+            else "every offer is excluded")
+    raise ClusterkitError(f"nothing to launch: {what}; the cheapest left out is {cheapest}",
+                          "raise nodes.max_price, or add instance types, regions or the "
+                          "on-demand market (`clusterkit spot SPEC` lists every offer)")
+
+
 def candidates(rt: Runtime, spec: Spec, region: str | None = None,
                report: PinReport | None = None) -> list[Offer]:
     """Ranked offers from the spot search, only in the regions (``region``: --region,
@@ -71,9 +95,7 @@ def candidates(rt: Runtime, spec: Spec, region: str | None = None,
         rt.warn(f"no offers from {where}: {why}")
     if not result.offers:
         return [first_candidate(rt, fallback)]
-    return launch_candidates(result.offers, count=spec.nodes.count,
-                             market_policy=spec.nodes.market, max_price=spec.nodes.max_price,
-                             instance_types=spec.nodes.instance_types, regions=regions)
+    return ranked_or_refused(spec, result.offers, regions)
 
 
 def scale_candidates(rt: Runtime, spec: Spec, nodes: Sequence[Node]) -> list[Offer]:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from clusterkit.aws import stack as cfn
 from clusterkit.catalog import instances as catalog
 from clusterkit.catalog.prices import on_demand_price, spot_snapshot
-from clusterkit.catalog.ranking import Offer, launch_candidates
+from clusterkit.catalog.ranking import Offer
 from clusterkit.catalog.zones import ZoneType, label, zone_block, zone_type
 from clusterkit.cluster import launch
 from clusterkit.cluster.caller import ssh_source_cidr
@@ -23,7 +23,7 @@ from clusterkit.plan.dataset import dataset_cost
 from clusterkit.plan.nodes import node_actions
 from clusterkit.plan.pinning import offline_lines, pinned_resources
 from clusterkit.plan.spend import EBS_GB_MONTH, HOURS_PER_MONTH
-from clusterkit.plan.stack import stack_name, stack_parameters
+from clusterkit.plan.stack import stack_contents, stack_name, stack_parameters
 from clusterkit.plan.up import Choice, UpPlan, gpu_warnings, plan_up
 from clusterkit.spec.model import Spec
 
@@ -67,9 +67,7 @@ def plan_offline(spec: Spec, region: str | None = None) -> UpPlan:
     """No AWS call: the shipped snapshot, Local Zones marked, pinned resources unchecked."""
     regions = checked_regions(spec, region)
     offers = snapshot_offers(spec, regions)
-    cands = launch_candidates(offers, count=spec.nodes.count,
-                              market_policy=spec.nodes.market, max_price=spec.nodes.max_price,
-                              instance_types=spec.nodes.instance_types, regions=regions)
+    cands = launch.ranked_or_refused(spec, offers, regions)
     offer = cands[0] if cands else launch.first_candidate(None, replace(spec, region=regions[0]))
     notes = ["offline: prices from the shipped snapshot; assumes no cluster exists yet",
              *offline_lines(pinned_resources(spec)), *zone_lines(offers)]
@@ -77,7 +75,7 @@ def plan_offline(spec: Spec, region: str | None = None) -> UpPlan:
         notes.append(f"--region {region}: only {region} of the spec's regions")
     plan = UpPlan(spec.name, offer.region, "create", (), "none" if spec.ssh.key_name
                   else "import", node_actions(spec.name, spec.nodes.count, []),
-                  _choice(offer), (), tuple(notes))
+                  _choice(offer), (), tuple(notes), stack_parts=stack_contents(spec))
     return replace(plan, warnings=gpu_warnings(spec, plan))
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from clusterkit.kinds import Market, MarketPolicy
 from clusterkit.plan.dataset import dataset_cost
 from clusterkit.plan.nodes import node_name
+from clusterkit.plan.stack import stack_contents
 from clusterkit.plan.up import UpPlan
 from clusterkit.spec.model import Spec
 
@@ -105,8 +106,7 @@ def spend(plan: UpPlan, spec: Spec, dataset_gib: int | None = None) -> Spend:
     storage_lines, volumes = _storage_lines(plan, spec, dataset_gib)
     lines = [f"cluster {plan.cluster} in {plan.region}: up will"]
     if plan.stack in ("create", "recreate"):
-        lines.append("create the stack (security group, placement group, launch template, "
-                     "instance role" + (", EFS" if spec.storage.efs else "") + ")")
+        lines.append(f"create the stack ({', '.join(stack_contents(spec))})")
     elif plan.stack == "update":
         lines.append("update the stack: " + "; ".join(plan.stack_changes))
     if plan.key_pair == "import":

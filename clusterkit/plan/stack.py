@@ -37,6 +37,14 @@ class Facts:
     efs_id: str = ""  # a kept file system to mount instead of creating one
 
 
+def stack_contents(spec: Spec) -> tuple[str, ...]:
+    """What the cluster's stack holds for ``spec``, as `plan` and `up` name it."""
+    efs = spec.storage.efs
+    return ("security group", *(("placement group",) if spec.nodes.placement_group else ()),
+            "launch template", "instance role and profile",
+            *(("EFS file system",) if efs is not None and efs.file_system_id is None else ()))
+
+
 def stack_parameters(spec: Spec, facts: Facts) -> dict[str, str]:
     efs = spec.storage.efs
     create_efs = efs is not None and efs.create

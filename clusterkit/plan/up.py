@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from clusterkit.plan.cost import hourly
 from clusterkit.plan.drift import Difference, refused, spec_drift
 from clusterkit.plan.nodes import Node, NodeActions, node_actions
-from clusterkit.plan.stack import changed_parameters, stack_action
+from clusterkit.plan.stack import changed_parameters, stack_action, stack_contents
 from clusterkit.spec.checks import cuda_warnings
 from clusterkit.spec.model import Spec
 
@@ -42,6 +42,7 @@ class UpPlan:
     notes: tuple[str, ...] = field(default=())
     drift: tuple[Difference, ...] = ()  # the spec against the running cluster
     warnings: tuple[str, ...] = ()  # train.packages against the GPU of the chosen type
+    stack_parts: tuple[str, ...] = ()  # what a created stack holds (plan.stack.stack_contents)
 
     @property
     def mutates(self) -> bool:
@@ -100,7 +101,8 @@ def plan_up(spec: Spec, *, region: str, stack_status: str | None,
         else ()
     return UpPlan(spec.name, region, action, changes, "import" if key_pair_missing else "none",
                   node_actions(spec.name, spec.nodes.count, nodes), choice, tuple(nodes),
-                  tuple(notes), tuple(spec_drift(spec, nodes)))
+                  tuple(notes), tuple(spec_drift(spec, nodes)),
+                  stack_parts=stack_contents(spec))
 
 
 def gpu_warnings(spec: Spec, plan: UpPlan) -> tuple[str, ...]:
@@ -119,8 +121,7 @@ def plan_lines(plan: UpPlan) -> list[str]:
     lines.extend(f"differs: {d.describe()}" for d in plan.drift)
     if plan.refused:
         lines.append(f"`up` refuses this: `clusterkit down {plan.cluster}` first, then `up`")
-    stack = {"create": "create stack (security group, placement group, launch template, "
-                       "instance role/profile, EFS if asked)",
+    stack = {"create": f"create stack ({', '.join(plan.stack_parts)})",
              "recreate": "delete the failed stack and create it again",
              "update": "update stack: " + "; ".join(plan.stack_changes),
              "none": "stack: up to date"}[plan.stack]

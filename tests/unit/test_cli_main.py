@@ -117,3 +117,17 @@ def test_the_cli_loads_aws_and_ssh_libraries_only_for_commands_that_use_them():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_plan_offline_exits_1_naming_the_cheapest_offer_max_price_left_out(tmp_path):
+    """The shipped snapshot prices p4d spot from $2.47/h: a $1/h limit leaves nothing,
+    and `plan` says so instead of planning a launch at an unknown price."""
+    spec = tmp_path / "p4d.yaml"
+    spec.write_text("name: p4d\nregion: us-east-1\nnodes:\n  count: 2\n"
+                    "  instance_types: [p4d.24xlarge]\n  market: spot-then-on-demand\n"
+                    "  max_price: 1.0\n")
+    result = CliRunner().invoke(cli, ["plan", "--offline", str(spec)])
+    assert result.exit_code == 1, result.output
+    assert "nothing to launch: nodes.max_price $1/h excludes every offer" in result.output
+    assert "the cheapest left out is p4d.24xlarge spot in" in result.output
+    assert "(over max price $1/h)" in result.output and "raise nodes.max_price" in result.output

@@ -44,3 +44,20 @@ def test_cost_so_far_and_hourly():
     assert node_cost(_node(0, None), NOW) is None
     assert cluster_hourly([_node(0, 1.25), _node(1, 2.0)]) == 3.25
     assert cluster_hourly([_node(0, 1.0), _node(1, None)]) is None
+
+
+def test_the_stack_line_names_what_the_spec_puts_in_the_stack():
+    """No placement group line for `placement_group: false`, EFS only when created."""
+    def create_line(extra: str) -> str:
+        plan = plan_up(loads(SPEC.replace("[p4d.24xlarge]", "[p4d.24xlarge]" + extra)),
+                       region="us-east-1", stack_status=None, stack_params=None,
+                       wanted_params={}, key_pair_missing=False, nodes=[], choice=None)
+        return next(line for line in plan_lines(plan) if line.startswith("create stack"))
+
+    assert create_line("") == ("create stack (security group, placement group, launch "
+                               "template, instance role and profile)")
+    assert "placement group" not in create_line(", placement_group: false")
+    efs = "}\nstorage: {efs: {mount: /efs}"
+    assert create_line(efs).endswith("instance role and profile, EFS file system)")
+    kept = "}\nstorage: {efs: {file_system_id: fs-0123456789abcdef0}"
+    assert "EFS" not in create_line(kept)

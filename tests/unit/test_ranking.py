@@ -203,3 +203,22 @@ def test_walk_exhausted_lists_every_attempt() -> None:
     assert info.value.hint
     with pytest.raises(CapacityError, match="no launch candidates"):
         walk_candidates([], try_launch)
+
+
+def test_when_nothing_is_left_the_cheapest_offer_left_out_is_named() -> None:
+    from clusterkit.catalog.ranking import cheapest_excluded
+
+    offers = [spot("p4d.24xlarge", "us-east-1", "a", 9.0), spot("p4d.24xlarge", "us-east-1",
+                                                                "b", 2.5),
+              ondemand("p4d.24xlarge", "us-east-1", "a", 32.0),
+              spot("p5.48xlarge", "us-east-1", "a", 1.0)]  # not a type of the spec
+    kwargs = dict(instance_types=["p4d.24xlarge"], regions=["us-east-1"])
+    assert launch_candidates(offers, count=2, market_policy="spot-then-on-demand",
+                             max_price=1.0, **kwargs) == []
+    assert cheapest_excluded(offers, market_policy="spot-then-on-demand", max_price=1.0,
+                             **kwargs) == ("p4d.24xlarge spot in us-east-1b (us-az-b) at "
+                                           "$2.5000/h (over max price $1/h)")
+    assert cheapest_excluded(offers, market_policy="on-demand", max_price=1.0,
+                             **kwargs).startswith("p4d.24xlarge on-demand in us-east-1a")
+    assert cheapest_excluded([spot("p4d.24xlarge", "us-east-1", "a", None)],
+                             market_policy="spot", max_price=1.0, **kwargs) is None
