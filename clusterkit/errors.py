@@ -66,6 +66,12 @@ class SpecError(ClusterkitError):
         self.issues = issues
 
 
+class ClusterBusyError(ClusterkitError):
+    """Another `up` or `down` of the cluster is running (this machine's lock, or its
+    stack in progress in AWS): this command changed nothing, so a failed `up` reports no
+    "still running ... clusterkit down" (what runs is the other command's)."""
+
+
 class AwsError(ClusterkitError):
     """An AWS call failed. ``resource`` names the AWS resource or operation."""
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from clusterkit.aws import instances, keypairs, teardown, volumes
 from clusterkit.cluster import kept_efs, record, stackops
+from clusterkit.cluster.locks import cluster_lock
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.target import per_region, resolve_target, search_regions
 from clusterkit.errors import AwsError, ClusterkitError, CredentialsError, UsageError
@@ -290,9 +291,15 @@ def _left(rt: Runtime, cluster: str, regions: Sequence[str],
     return {r: inv for r, inv in after.items() if inv}
 
 
-def down(rt: Runtime, cluster: str, regions: Sequence[str], *, yes: bool,
-         confirm: Callable[[str], bool] | None = None, timeout: float = 1800.0,
-         delete_efs: bool = False) -> DownResult:
+def down(rt: Runtime, cluster: str, regions: Sequence[str], **options: Any) -> DownResult:
+    """`down` of ``cluster``, one `up` or `down` at a time per cluster on this machine."""
+    with cluster_lock(cluster, "down"):
+        return _down(rt, cluster, regions, **options)
+
+
+def _down(rt: Runtime, cluster: str, regions: Sequence[str], *, yes: bool,
+          confirm: Callable[[str], bool] | None = None, timeout: float = 1800.0,
+          delete_efs: bool = False) -> DownResult:
     """Delete the cluster in every region of ``regions`` (every enabled region when
     empty, searched in parallel) where it has anything."""
     searched = search_regions(rt, regions)

@@ -8,7 +8,7 @@ from typing import Any
 from clusterkit.aws import stack as cfn
 from clusterkit.cluster.cfnrole import ENV, StackRole, stack_role
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.errors import AwsError, CredentialsError
+from clusterkit.errors import AwsError, ClusterBusyError, CredentialsError
 from clusterkit.events import Kind, Stage
 
 OK = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "DELETE_COMPLETE"})
@@ -58,6 +58,21 @@ def _as_role(role: StackRole, call: Callable[[], Any]) -> Any:
             code=err.code, resource=err.resource) from err
 
 
+def _created(rt: Runtime, region: str, name: str, create: Callable[[], str]) -> str:
+    """CreateStack; a stack of that name made meanwhile (AlreadyExistsException) is
+    another `up` of the cluster, here or elsewhere: said so, never `down`'s business."""
+    try:
+        return create()
+    except AwsError as err:
+        if err.code != "AlreadyExistsException":
+            raise
+        raise ClusterBusyError(
+            f"stack {name} in {region} was created by someone else while this `up` ran: "
+            "another `up` of the cluster is running (on another machine?)",
+            "wait for it to end, then run `clusterkit up` again; this `up` changed nothing "
+            "of that stack") from err
+
+
 def _seen_before(rt: Runtime, region: str, stack_id: str) -> set[str]:
     return {e["id"] for e in cfn.stack_events(rt.session, region, stack_id)}
 
@@ -79,8 +94,8 @@ def deploy(rt: Runtime, region: str, name: str, action: str, params: Mapping[str
     params = {**params, **role.params()}
     if action == "create":
         rt.started(Stage.STACK, f"creating stack {name} in {region}")
-        stack_id = _as_role(role, lambda: cfn.create_stack(rt.session, region, name, params,
-                                                           tags, role.arn))
+        stack_id = _created(rt, region, name, lambda: _as_role(role, lambda: cfn.create_stack(
+            rt.session, region, name, params, tags, role.arn)))
         status = wait_stack(rt, region, stack_id, timeout=timeout)
     elif action == "update":
         assert current is not None

@@ -16,11 +16,18 @@ from clusterkit.cluster import hostkeys, launch, nodecache, pins, record, stoppe
 from clusterkit.cluster.bootstrap import bootstrap_nodes, check_steps
 from clusterkit.cluster.caller import ssh_source_cidr
 from clusterkit.cluster.dataset_checks import check_dataset, view_for_up
+from clusterkit.cluster.locks import cluster_lock
 from clusterkit.cluster.regionprep import Reads, prepare_region, read_region
 from clusterkit.cluster.running import Trail, report_failure
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.target import find_nodes
-from clusterkit.errors import AwsError, CapacityError, ClusterkitError, UsageError
+from clusterkit.errors import (
+    AwsError,
+    CapacityError,
+    ClusterBusyError,
+    ClusterkitError,
+    UsageError,
+)
 from clusterkit.events import Kind, Stage
 from clusterkit.kinds import InstanceState
 from clusterkit.plan.cost import cluster_hourly
@@ -114,6 +121,12 @@ def read_plan(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node]
     where = region or (offers[0].region if offers else spec.region)
     read = read_region(rt, spec, where, reads)
     current = read.current
+    if current and current["status"].endswith("_IN_PROGRESS"):
+        raise ClusterBusyError(
+            f"the stack of cluster {spec.name} in {where} is {current['status']}: another "
+            "`up` or `down` of it is running (on another machine, or one interrupted here)",
+            f"wait until it ends (`clusterkit status {spec.name}` shows the nodes), then run "
+            "`clusterkit up` again; nothing was changed")
     return plan_up(spec, region=where, stack_status=current["status"] if current else None,
                    stack_params=current["parameters"] if current else None,
                    wanted_params=read.params, key_pair_missing=read.key_pair_missing,
@@ -219,10 +232,16 @@ def _wait_new(rt: Runtime, region: str, new: Sequence[Node], deadline: float) ->
         raise
 
 
-def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = True,
-       yes: bool = False, confirm: Confirm | None = None,
-       only_region: str | None = None, accept_host_keys: Sequence[str] = (),
-       bootstrap: bool = True, force_steps: Sequence[str] = ()) -> UpResult:
+def up(rt: Runtime, spec: Spec, **options: Any) -> UpResult:
+    """`up` of ``spec``, one at a time per cluster on this machine (``locks``)."""
+    with cluster_lock(spec.name, "up"):
+        return _up(rt, spec, **options)
+
+
+def _up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = True,
+        yes: bool = False, confirm: Confirm | None = None,
+        only_region: str | None = None, accept_host_keys: Sequence[str] = (),
+        bootstrap: bool = True, force_steps: Sequence[str] = ()) -> UpResult:
     deadline = rt.clock() + timeout
     check_steps(force_steps)
     pins.checked_regions(spec, only_region)  # unknown or foreign regions: before any call
@@ -249,6 +268,8 @@ def up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tru
                       timeout=timeout, reads=reads, trail=trail,
                       accept_host_keys=accept_host_keys,
                       force_steps=force_steps if bootstrap and wait_ssh else None)
+    except ClusterBusyError:
+        raise  # another `up` of the cluster: what runs is its, not for this one's `down`
     except (Exception, KeyboardInterrupt) as exc:
         report_failure(rt, trail, exc)
         raise

@@ -17,7 +17,7 @@ from clusterkit.aws.servicerole import BOUNDARY_NAME, ROLE_NAME, SERVICE_PATH, S
 from clusterkit.cluster import stackops
 from clusterkit.cluster.cfnrole import ENV
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.errors import UsageError
+from clusterkit.errors import ClusterBusyError, UsageError
 from clusterkit.events import Event, Kind
 from tests import support
 from tests.integration.conftest import AMI, REGION
@@ -146,3 +146,23 @@ def test_a_malformed_override_is_a_usage_error(moto_env, monkeypatch):
     with pytest.raises(UsageError, match=ENV) as caught:
         stackops.deploy(rt, REGION, "clusterkit-never", "create", {}, {}, timeout=5)
     assert caught.value.exit_code == 2 and "arn:aws:iam::" in (caught.value.hint or "")
+
+
+def test_a_stack_created_meanwhile_is_another_up_not_a_failure_to_clean_up(
+        service_role, tmp_path, monkeypatch):
+    """Two `up`s of one cluster from two machines: the second's CreateStack meets the
+    first's stack (AlreadyExistsException) and says another `up` is running."""
+    monkeypatch.delenv(ENV, raising=False)
+    rt, _ = _runtime()
+    cluster = support.unique_name("twice")
+    name, params = f"clusterkit-{cluster}", _params(cluster, tmp_path)
+    stackops.deploy(rt, REGION, name, "create", params, {"clusterkit:cluster": cluster},
+                    timeout=60)
+    with pytest.raises(ClusterBusyError) as caught:  # read before the first created it
+        stackops.deploy(rt, REGION, name, "create", params, {"clusterkit:cluster": cluster},
+                        timeout=60, current=None)
+    assert caught.value.exit_code == 1
+    assert "another `up` of the cluster is running" in caught.value.message
+    assert "down" not in caught.value.hint
+    assert _raw(name)["StackStatus"] == "CREATE_COMPLETE"  # the first's stack is untouched
+    stackops.delete(rt, REGION, name, timeout=60)
