@@ -69,6 +69,8 @@ def run_instances(session: boto3.Session, region: str, *, launch_template_id: st
             options["MaxPrice"] = f"{max_price:.4f}"
         kwargs["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": options}
         kwargs["TagSpecifications"] += tag_specs(["spot-instances-request"], volume_tags)
+    if not kwargs["TagSpecifications"]:  # no tags at all: no empty list either
+        del kwargs["TagSpecifications"]
     with aws_call("RunInstances", f"{count} x {instance_type} {market} in {az}"):
         raw = _ec2(session, region).run_instances(**kwargs)["Instances"]
     return [to_node(r, region) for r in raw]

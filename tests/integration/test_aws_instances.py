@@ -110,16 +110,18 @@ def test_spot_requests_and_fleets(template):
 def test_launch_error_names_the_offer(template):
     cluster, _, subnet = template
     with pytest.raises(AwsError) as caught:
-        instances.run_instances(
-            make_session(REGION), REGION, launch_template_id="lt-0123456789abcdef0",
-            instance_type="c5.large", az=f"{REGION}a", subnet_id=subnet,
-            market=Market.ON_DEMAND, max_price=None, count=2, tags={}, volume_tags={},
+        instances.run_instances(  # a subnet that does not exist: refused
+            make_session(REGION), REGION, launch_template_id=template[1],
+            instance_type="c5.large", az=f"{REGION}a", subnet_id="subnet-0123456789abcdef0",
+            market=Market.ON_DEMAND, max_price=None, count=2,
+            tags={"clusterkit:cluster": cluster}, volume_tags={"clusterkit:cluster": cluster},
             client_token=support.unique_name("tok"))
     err = caught.value
     assert err.resource == f"2 x c5.large on-demand in {REGION}a"
     assert err.message.startswith(f"RunInstances on 2 x c5.large on-demand in {REGION}a "
                                   "failed: ")
-    assert err.code
+    assert err.code == "InvalidSubnetID.NotFound"
+    assert instances.cluster_instances(make_session(REGION), REGION, cluster) == []
 
 
 def test_console_output_is_decoded_text(template):
