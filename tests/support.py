@@ -49,7 +49,17 @@ def require_module(name: str) -> None:
         _unmet(f"needs the {name} module (pip install -e '.[{name}]')")
 
 
-TOOLS_LIST = Path(__file__).resolve().parents[1] / "scripts" / "tools.txt"
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+TOOLS_LIST = SCRIPTS / "tools.txt"
+
+
+def load_script(name: str) -> Any:
+    """scripts/NAME.py as a module (the scripts are no package)."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def listed_tools() -> dict[str, tuple[str, str]]:

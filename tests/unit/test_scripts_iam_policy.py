@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 from clusterkit.aws.servicerole import ROLE_NAME, SERVICE_PATH
 from clusterkit.cluster.iampolicy import PolicyRole, policy, service_role_stack
 from clusterkit.plan.stack import STACK_PREFIX
+from tests import support
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = sorted((Path(__file__).parent / "iam_policy_cases").glob("*.json"))
@@ -31,10 +31,7 @@ MANAGED_MAX, INLINE_MAX = 6144, 10240
 
 @pytest.fixture(scope="module")
 def iam_policy():
-    spec = importlib.util.spec_from_file_location("iam_policy", ROOT / "scripts/iam_policy.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return support.load_script("iam_policy")
 
 
 def _statements(doc: dict) -> list[dict]:

@@ -209,9 +209,4 @@ def test_readme_says_what_install_sh_installs(readme_module):
 
 @pytest.fixture(scope="module")
 def readme_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("readme", ROOT / "scripts/readme.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return support.load_script("readme")

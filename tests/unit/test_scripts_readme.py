@@ -4,7 +4,6 @@ error README's troubleshooting quotes is the one the code prints."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,6 +18,7 @@ from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.spec.doc import SHOWN_DEFAULTS, key_table
 from clusterkit.spec.keys import walk_keys
 from clusterkit.training.jobfiles import state_of
+from tests import support
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -27,10 +27,7 @@ EXAMPLES = ROOT / "examples"
 
 @pytest.fixture(scope="module")
 def readme():
-    spec = importlib.util.spec_from_file_location("readme", ROOT / "scripts/readme.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return support.load_script("readme")
 
 
 def _section(name: str) -> str:
