@@ -188,7 +188,8 @@ class Pipeline:
         return f"{len(ids)} nodes bootstrapped"
 
     def names(self) -> str:
-        answers = [prefixed(self.ck("exec", self.name, "--node", "master", "--", "ssh",
+        # -A: exec forwards the agent only when asked (the master SSHes onward by name)
+        answers = [prefixed(self.ck("exec", self.name, "-A", "--node", "master", "--", "ssh",
                                     f"deeplearning-worker{i}", "hostname"))
                    for i in range(1, WORKERS)]
         if len(set(answers)) != WORKERS - 1:
