@@ -209,17 +209,16 @@ def _wait(rt: Runtime, region: str, ids: Sequence[str], ready: Callable[[pd.Clon
     """Until every volume of ``ids`` is ``ready``: one DescribeVolumes for all of them a
     round, the rounds FIRST_POLL apart at first, doubling up to ``rt.poll`` (a volume is
     often ready at once: a fixed poll would make every deploy wait a whole interval)."""
-    interval = min(FIRST_POLL, rt.poll)
-    while True:
+    def probe() -> tuple[bool, list[pd.Clone]]:
         found = volumes.describe_clones(rt.session, region, ids) if ids else []
-        if len(found) == len(ids) and all(ready(c) for c in found):
-            return found
-        if rt.clock() >= deadline:
-            left = [c.volume_id for c in found if not ready(c)]
-            raise AwsError(f"volume(s) not {what} in time: {', '.join(left or ids)}",
-                           "run `clusterkit deploy-dataset` again to resume")
-        rt.sleep(interval)
-        interval = min(interval * 2, rt.poll)
+        return len(found) == len(ids) and all(ready(c) for c in found), found
+
+    def late(found: list[pd.Clone]) -> AwsError:
+        left = [c.volume_id for c in found if not ready(c)]
+        return AwsError(f"volume(s) not {what} in time: {', '.join(left or ids)}",
+                        "run `clusterkit deploy-dataset` again to resume")
+
+    return rt.wait_until(probe, deadline=deadline, late=late, first=FIRST_POLL)
 
 
 def client_token(cluster: str, snapshot_id: str, slot: pd.NodeSlot) -> str:

@@ -89,15 +89,15 @@ def _instances(rt: Runtime, cluster: str, region: str, deadline: float) -> None:
         instances.terminate_instances(s, region, todo)
     for iid in ids:
         rt.emit(Kind.PROGRESS, f"terminating instance {iid}", stage=Stage.DOWN, level=1)
-    while ids:
-        left = [n for n in instances.describe_nodes(s, region, ids) if n.state != InstanceState.TERMINATED]
-        if not left:
-            break
-        if rt.clock() >= deadline:
-            raise AwsError(f"instances not terminated in time: "
-                           f"{', '.join(n.instance_id for n in left)}",
-                           "run `clusterkit down` again")
-        rt.sleep(rt.poll)
+    def left() -> tuple[bool, list[str]]:
+        alive = [n.instance_id for n in instances.describe_nodes(s, region, ids)
+                 if n.state != InstanceState.TERMINATED]
+        return not alive, alive
+
+    if ids:
+        rt.wait_until(left, deadline=deadline, late=lambda alive: AwsError(
+            f"instances not terminated in time: {', '.join(alive)}",
+            "run `clusterkit down` again"))
     for iid in ids:
         _deleted(rt, "instance", iid)
 
@@ -112,14 +112,17 @@ def _volumes(rt: Runtime, cluster: str, region: str, deadline: float) -> None:
 
 
 def _retry(rt: Runtime, deadline: float, call: Callable[[], Any], busy: Sequence[str]) -> Any:
-    """Call until it stops failing with a 'still in use' code, or the deadline."""
-    while True:
+    """Call until it stops failing with a 'still in use' code, or the deadline (then the
+    last such error)."""
+    def probe() -> tuple[bool, Any]:
         try:
-            return call()
+            return True, call()
         except AwsError as exc:
-            if exc.code not in busy or rt.clock() >= deadline:
+            if exc.code not in busy:
                 raise
-        rt.sleep(rt.poll)
+            return False, exc
+
+    return rt.wait_until(probe, deadline=deadline, late=lambda exc: exc)
 
 
 def _mount_targets(rt: Runtime, cluster: str, region: str, deadline: float) -> None:
@@ -131,11 +134,12 @@ def _mount_targets(rt: Runtime, cluster: str, region: str, deadline: float) -> N
         for mt in targets:
             teardown.delete_mount_target(s, region, mt)
             _deleted(rt, "EFS mount target", mt)
-        while targets and teardown.mount_targets(s, region, fs["id"]):
-            if rt.clock() >= deadline:
-                raise AwsError(f"EFS mount targets of {fs['id']} not deleted in time",
-                               "run `clusterkit down` again")
-            rt.sleep(rt.poll)
+        if targets:
+            rt.wait_until(lambda fs_id=fs["id"]: (not teardown.mount_targets(s, region, fs_id),
+                                                  fs_id),
+                          deadline=deadline, late=lambda fs_id: AwsError(
+                              f"EFS mount targets of {fs_id} not deleted in time",
+                              "run `clusterkit down` again"))
 
 
 def _efs(rt: Runtime, cluster: str, region: str, deadline: float, delete_efs: bool) -> None:

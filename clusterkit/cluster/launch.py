@@ -205,12 +205,12 @@ def check_alive(rt: Runtime, region: str, ids: Sequence[str]) -> None:
 def wait_running(rt: Runtime, region: str, ids: Sequence[str], *, deadline: float) -> list[Node]:
     """Poll until every instance is running. A node that dies meanwhile aborts the
     launch: the caller terminates the whole batch (never half a cluster)."""
-    while True:
+    def probe() -> tuple[bool, list[Node]]:
         nodes = instances.describe_nodes(rt.session, region, ids)
         _dead(nodes, "before running")
-        if len(nodes) == len(ids) and all(n.state == InstanceState.RUNNING for n in nodes):
-            return nodes
-        if rt.clock() >= deadline:
-            raise AwsError(f"nodes not running before the deadline: {', '.join(ids)}",
-                           "run `clusterkit up` again to resume, or `clusterkit down`")
-        rt.sleep(rt.poll)
+        return (len(nodes) == len(ids)
+                and all(n.state == InstanceState.RUNNING for n in nodes)), nodes
+
+    return rt.wait_until(probe, deadline=deadline, late=lambda _nodes: AwsError(
+        f"nodes not running before the deadline: {', '.join(ids)}",
+        "run `clusterkit up` again to resume, or `clusterkit down`"))

@@ -126,17 +126,19 @@ def remove_abandoned(rt: Runtime, region: str, label: str) -> tuple[str, ...]:
 
 def wait_completed(rt: Runtime, region: str, snapshot_id: str,
                    timeout: float = COMPLETE_TIMEOUT) -> None:
-    deadline = rt.clock() + timeout
-    while True:
+    def unusable(state: str) -> ClusterkitError:
+        return ClusterkitError(f"snapshot {snapshot_id} is {state}, not completed",
+                               "it is not usable; run the same snapshot-dataset command "
+                               "again (it deletes this one and starts clean)")
+
+    def probe() -> tuple[bool, str]:
         snap = describe_snapshot(rt.session, region, snapshot_id)
         state = snap.state if snap else "gone"
-        if state == "completed":
-            return
-        if state in ("error", "gone") or rt.clock() > deadline:
-            raise ClusterkitError(f"snapshot {snapshot_id} is {state}, not completed",
-                                  "it is not usable; run the same snapshot-dataset command "
-                                  "again (it deletes this one and starts clean)")
-        rt.sleep(rt.poll)
+        if state in ("error", "gone"):
+            raise unusable(state)
+        return state == "completed", state
+
+    rt.wait_until(probe, deadline=rt.clock() + timeout, late=unusable)
 
 
 def mark_published(rt: Runtime, region: str, snapshot_id: str, label: str,

@@ -6,9 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from clusterkit.events import Event, Kind, Reporter, Stage, null_reporter
+
+T = TypeVar("T")
 
 
 class LazySession:
@@ -66,3 +68,19 @@ class Runtime:
 
     def done(self, stage: Stage, text: str, *, level: int = 0) -> None:
         self.emit(Kind.STAGE_DONE, text, stage=stage, level=level)
+
+    def wait_until(self, probe: Callable[[], tuple[bool, T]], *, deadline: float,
+                   late: Callable[[T], Exception], first: float | None = None) -> T:
+        """The one poll loop: ``probe()`` -> (done, what it saw) until done, sleeping
+        ``poll`` between rounds (``first``: start there and double up to ``poll``, for
+        waits that often end at once). Past ``deadline``, ``late(last seen)`` is raised.
+        A probe raises itself for a state that can never get there."""
+        interval = min(first, self.poll) if first is not None else self.poll
+        while True:
+            finished, seen = probe()
+            if finished:
+                return seen
+            if self.clock() >= deadline:
+                raise late(seen)
+            self.sleep(interval)
+            interval = min(interval * 2, self.poll)

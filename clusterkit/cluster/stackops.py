@@ -24,8 +24,7 @@ def wait_stack(rt: Runtime, region: str, stack_id: str, *, timeout: float,
                seen: set[str] | None = None) -> str:
     """Poll until the stack leaves *_IN_PROGRESS; report each new stack event once."""
     seen = set() if seen is None else seen
-    deadline = rt.clock() + timeout
-    while True:
+    def probe() -> tuple[bool, str]:
         for ev in cfn.stack_events(rt.session, region, stack_id):
             if ev["id"] in seen:
                 continue
@@ -33,14 +32,13 @@ def wait_stack(rt: Runtime, region: str, stack_id: str, *, timeout: float,
             reason = f"  {ev['reason']}" if ev["reason"] else ""
             rt.emit(_kind(ev["status"]), f"stack {ev['resource']:<26} {ev['status']}{reason}",
                     stage=Stage.STACK, level=1)
-        status, reason = cfn.stack_status(rt.session, region, stack_id)
-        if not status.endswith("_IN_PROGRESS"):
-            return status
-        if rt.clock() >= deadline:
-            raise AwsError(f"stack {stack_id} still {status} after {timeout:.0f}s",
-                           "watch it in the CloudFormation console; `clusterkit up` again "
-                           "resumes, `clusterkit down` deletes")
-        rt.sleep(rt.poll)
+        status, _reason = cfn.stack_status(rt.session, region, stack_id)
+        return not status.endswith("_IN_PROGRESS"), status
+
+    return rt.wait_until(probe, deadline=rt.clock() + timeout, late=lambda status: AwsError(
+        f"stack {stack_id} still {status} after {timeout:.0f}s",
+        "watch it in the CloudFormation console; `clusterkit up` again resumes, "
+        "`clusterkit down` deletes"))
 
 
 def _as_role(role: StackRole, call: Callable[[], Any]) -> Any:

@@ -13,6 +13,7 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError
 from clusterkit.events import Stage
 from clusterkit.kinds import InstanceState
+from clusterkit.plan.nodes import Node
 
 
 def start_stopped(rt: Runtime, region: str, ids: Sequence[str], *, deadline: float) -> None:
@@ -22,14 +23,13 @@ def start_stopped(rt: Runtime, region: str, ids: Sequence[str], *, deadline: flo
         return
     rt.started(Stage.START, f"starting {len(ids)} stopped node(s): {', '.join(ids)} (their "
                "instance store was wiped; the bootstrap rebuilds it)")
-    while True:
+    def probe() -> tuple[bool, list[Node]]:
         nodes = instances.describe_nodes(rt.session, region, ids)
-        busy = [n.instance_id for n in nodes if n.state == InstanceState.STOPPING]
-        if not busy:
-            break
-        if rt.clock() >= deadline:
-            raise AwsError(f"node(s) still stopping: {', '.join(busy)}",
-                           "run `clusterkit up` again once they have stopped")
-        rt.sleep(rt.poll)
+        return not any(n.state == InstanceState.STOPPING for n in nodes), nodes
+
+    nodes = rt.wait_until(probe, deadline=deadline, late=lambda seen: AwsError(
+        "node(s) still stopping: " + ", ".join(n.instance_id for n in seen
+                                               if n.state == InstanceState.STOPPING),
+        "run `clusterkit up` again once they have stopped"))
     instances.start_instances(rt.session, region,
                               [n.instance_id for n in nodes if n.state == InstanceState.STOPPED])

@@ -181,11 +181,10 @@ def _mount_target(rt: Runtime, spec: Spec, region: str, stack: dict[str, Any],
     if efs.ensure_mount_target(rt.session, region, fs_id, subnet,
                                outputs["SecurityGroupId"]):
         rt.done(Stage.MOUNT_TARGET, f"created EFS mount target for {fs_id} in {nodes[0].az}")
-    while not efs.mount_target_ready(rt.session, region, fs_id, subnet):
-        if rt.clock() >= deadline:
-            raise AwsError(f"EFS mount target of {fs_id} not available in time",
-                           "run `clusterkit up` again to resume")
-        rt.sleep(rt.poll)
+    rt.wait_until(lambda: (efs.mount_target_ready(rt.session, region, fs_id, subnet), None),
+                  deadline=deadline, late=lambda _: AwsError(
+                      f"EFS mount target of {fs_id} not available in time",
+                      "run `clusterkit up` again to resume"))
 
 
 def _retag(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node]) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 
 def test_runtime_and_the_train_path_load_no_boto3_until_a_call():
     probe = ("import sys, clusterkit.cluster.train as t; "
@@ -27,3 +29,27 @@ def test_a_bad_profile_fails_at_the_first_use_as_a_credentials_error():
                          check=True, env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
                                           "AWS_CONFIG_FILE": "/nonexistent"}).stdout
     assert out.split()[0] == "CredentialsError"
+
+
+def test_wait_until_polls_until_done_and_raises_what_late_makes_past_the_deadline():
+    from clusterkit.cluster.runtime import Runtime
+
+    now, slept = [0.0], []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    rt = Runtime(session=None, poll=2.0, sleep=sleep, clock=lambda: now[0])
+    answers = iter([(False, "pending"), (False, "pending"), (True, "ready")])
+    assert rt.wait_until(lambda: next(answers), deadline=100, late=RuntimeError) == "ready"
+    assert slept == [2.0, 2.0]
+    slept.clear()
+    with pytest.raises(RuntimeError, match="still creating"):
+        rt.wait_until(lambda: (False, "still creating"), deadline=now[0] + 5,
+                      late=RuntimeError)
+    assert slept == [2.0, 2.0, 2.0]  # 6 s past a 5 s deadline: raised, not slept again
+    slept.clear()
+    steps = iter([(False, 1), (False, 2), (False, 3), (True, 4)])
+    rt.wait_until(lambda: next(steps), deadline=now[0] + 100, late=RuntimeError, first=0.5)
+    assert slept == [0.5, 1.0, 2.0]  # from `first`, doubling up to the poll
