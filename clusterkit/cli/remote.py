@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +14,7 @@ import click
 from clusterkit.cli.context import check_target_argument, get_ctx, json_option
 from clusterkit.cli.render import print_json
 from clusterkit.cluster.runtime import Runtime
+from clusterkit.errors import RemoteError
 
 ACCEPT_HELP = ("Accept the changed host key of this node (index, name such as worker-2, "
                "or full name such as c-worker-2): only when you know why it changed. Repeatable.")
@@ -21,6 +24,15 @@ def accept_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--accept-new-host-key NODE`` (repeatable), for up, exec and ssh."""
     return click.option("--accept-new-host-key", "accept_host_keys", multiple=True,
                         metavar="NODE", help=ACCEPT_HELP)(func)
+
+
+def exec_ssh(argv: list[str]) -> None:
+    """Replace this process with ``ssh`` (the terminal is the user's, signals too)."""
+    if not shutil.which(argv[0]):
+        raise RemoteError("no `ssh` command on this machine",
+                          "install the OpenSSH client (package openssh-client)")
+    sys.stdout.flush()
+    os.execvp(argv[0], argv)
 
 
 def _runtime() -> Runtime:
@@ -131,7 +143,9 @@ def ssh(name: str, node: str | None, print_only: bool, accept_host_keys: tuple[s
     command = click.get_current_context().meta.get("remote_command", ())
     argv = do_ssh(name, node, command, accept_host_keys=accept_host_keys, region=ctx.region,
                   profile=ctx.profile, user=user, port=port, identity_file=identity_file,
-                  print_only=print_only, rt=_runtime())
+                  rt=_runtime())
+    if not print_only:
+        exec_ssh(argv)
     if ctx.json:  # only reached with --print: without it this process became ssh
         print_json({"argv": argv, "command": shlex.join(argv)})
     else:

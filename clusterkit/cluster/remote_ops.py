@@ -4,7 +4,6 @@ master as the gateway to the workers, then Fabric fan-out or the system ``ssh``.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -112,10 +111,10 @@ def do_exec(target: str, command: Sequence[str], *, nodes: Sequence[str] = (),
 def do_ssh(target: str, node: str | None = None, command: Sequence[str] = (), *,
            accept_host_keys: Sequence[str] = (), region: str | None = None,
            profile: str | None = None, user: str | None = None, port: int | None = None, identity_file: str | None = None,
-           print_only: bool = False, rt: Runtime | None = None) -> list[str]:
-    """The ``ssh`` argv for one node (default: the master); unless ``print_only``, exec it
-    (this process becomes ``ssh``). The system ssh forwards the agent (``-A``): from an
-    interactive shell on the master the user reaches the workers by name."""
+           rt: Runtime | None = None) -> list[str]:
+    """The checked ``ssh`` argv for one node (default: the master); the CLI prints it or
+    becomes it. The system ssh forwards the agent (``-A``): from an interactive shell on
+    the master the user reaches the workers by name."""
     rt = rt or Runtime.make(region=region, profile=profile)
     login, regions = login_for(target, region, user=user, port=port,
                                identity_file=identity_file)
@@ -127,8 +126,4 @@ def do_ssh(target: str, node: str | None = None, command: Sequence[str] = (), *,
     route = [chosen, *([master] if dial.via is not None and master else [])]
     hostkeys.prepare(rt, login.cluster, _running(found), route, port=login.port,
                      accept=accept_host_keys)
-    argv = sshcmd.prepare(login, dial.hop, dial.via, command)
-    if not print_only:
-        sys.stdout.flush()
-        sshcmd.exec_ssh(argv)
-    return argv
+    return sshcmd.prepare(login, dial.hop, dial.via, command)

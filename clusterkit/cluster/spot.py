@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clusterkit.aws.offers import Progress, every_region_failed, search_offers
-from clusterkit.aws.session import make_session
 from clusterkit.catalog.query import merge_query
 from clusterkit.catalog.report import SpotReport, build_report
+from clusterkit.cluster.runtime import Runtime
 from clusterkit.spec import load
 
 
 def do_spot(spec_file: str | None, *, instance_types: Sequence[str] = (),
             regions: Sequence[str] = (), count: int | None = None, region: str | None = None,
-            profile: str | None = None, progress: Progress | None = None) -> SpotReport:
+            profile: str | None = None, progress: Progress | None = None,
+            rt: Runtime | None = None) -> SpotReport:
     """Search, then rank; a spec file (if given) supplies what the options leave out."""
-    session = make_session(region, profile)
+    session = (rt or Runtime.make(region=region, profile=profile)).session
     query = merge_query(load(spec_file) if spec_file else None,
                         instance_types=instance_types, regions=regions, count=count,
                         default_region=region or session.region_name)

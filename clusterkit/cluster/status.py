@@ -14,11 +14,11 @@ from clusterkit.cluster.dataset_checks import hydration
 from clusterkit.cluster.jobresults import JobSummary
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.target import per_region, resolve_target, search_regions
-from clusterkit.cluster.up import safe_address
 from clusterkit.kinds import InstanceState, Market, Role
 from clusterkit.plan.cost import cluster_hourly, node_cost
 from clusterkit.plan.dataset import clone_index
 from clusterkit.plan.nodes import CLUSTER_TAG, Node, node_order
+from clusterkit.remote.address import address_or_none
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def node_row(node: Node, now: datetime) -> StatusRow:
         instance_id=node.instance_id, type=node.instance_type, region=node.region,
         az=node.az, market=node.market, state=node.state,
         public_ip=node.public_ip, private_ip=node.private_ip,
-        ssh_address=safe_address(node) if node.state == InstanceState.RUNNING else None,
+        ssh_address=address_or_none(node) if node.state == InstanceState.RUNNING else None,
         launch_time=node.launch_time, price_per_hour=node.price,
         cost_so_far=node_cost(node, now))
 

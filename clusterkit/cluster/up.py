@@ -36,7 +36,7 @@ from clusterkit.plan.nodes import Node, node_actions, node_order
 from clusterkit.plan.spend import spend
 from clusterkit.plan.up import Choice, UpPlan, gpu_warnings, plan_up
 from clusterkit.remote import known_hosts
-from clusterkit.remote.address import ssh_address
+from clusterkit.remote.address import address_or_none
 from clusterkit.remote.probe import wait_reachable
 from clusterkit.spec.model import Spec
 
@@ -374,22 +374,13 @@ def _wait_ssh(rt: Runtime, spec: Spec, region: str, running: Sequence[Node],
         raise
 
 
-def safe_address(node: Node, *, via_gateway: bool = False) -> str | None:
-    """The SSH address (or the one the master dials, ``via_gateway``), or None where the
-    address hook refuses it (sandbox mode without a sandbox address for this instance)."""
-    try:
-        return ssh_address(node, via_gateway=via_gateway)
-    except ClusterkitError:
-        return None
-
-
 def record_host_keys(spec: Spec, nodes: Sequence[Node],
                      host_keys: dict[str, str]) -> Path | None:
     """Write the probed host keys to the cluster's known_hosts, under the address you dial
     and the one the master dials (`clusterkit ssh`/`exec` reach workers through it); the
     file, or None when no key was probed."""
     keys = {addr: host_keys[n.instance_id] for n in nodes for via in (False, True)
-            if (addr := safe_address(n, via_gateway=via)) and host_keys.get(n.instance_id)}
+            if (addr := address_or_none(n, via_gateway=via)) and host_keys.get(n.instance_id)}
     return known_hosts.record(spec.name, keys, spec.ssh.port) if keys else None
 
 
@@ -399,7 +390,7 @@ def up_result(spec: Spec, region: str, nodes: Sequence[Node], host_keys: dict[st
     known_hosts file ``record_host_keys`` wrote)."""
     ordered = sorted(nodes, key=node_order)
     rows = tuple(UpNode(n.index, n.role, n.instance_id, n.instance_type, n.az, n.market,
-                        safe_address(n), n.private_ip, host_keys.get(n.instance_id))
+                        address_or_none(n), n.private_ip, host_keys.get(n.instance_id))
                  for n in ordered)
     return UpResult(spec.name, region, cluster_hourly(ordered), rows, ssh_user=spec.ssh.user,
                     ssh_port=spec.ssh.port, known_hosts=known, bootstrap=booted)

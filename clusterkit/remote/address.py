@@ -70,6 +70,15 @@ def ssh_address(node: Node, *, via_gateway: bool = False) -> str:
     return address
 
 
+def address_or_none(node: Node, *, via_gateway: bool = False) -> str | None:
+    """``ssh_address``, or None where the address hook refuses it (sandbox mode without a
+    sandbox address for this instance): for lists that show what they can."""
+    try:
+        return ssh_address(node, via_gateway=via_gateway)
+    except ClusterkitError:
+        return None
+
+
 def targets(nodes: Sequence[Node], chosen: Sequence[Node]) -> list[Target]:
     """Where to dial each of ``chosen`` (some of the cluster's ``nodes``): the running
     master directly, every other node through it."""

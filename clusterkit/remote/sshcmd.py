@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 from clusterkit import statedir
-from clusterkit.errors import RemoteError, UsageError
+from clusterkit.errors import UsageError
 from clusterkit.netguard import check_address
 from clusterkit.remote import known_hosts
 from clusterkit.remote.connect import Hop, Login, require_recorded
@@ -114,11 +113,3 @@ def prepare(login: Login, hop: Hop, via: Hop | None = None,
         require_recorded(login, each)
     config = write_config(login) if via is not None else None
     return ssh_argv(login, hop, via=via, command=command, config=config)
-
-
-def exec_ssh(argv: Sequence[str]) -> None:
-    """Replace this process with ``ssh`` (the terminal is the user's, signals too)."""
-    if not shutil.which(argv[0]):
-        raise RemoteError("no `ssh` command on this machine",
-                          "install the OpenSSH client (package openssh-client)")
-    os.execvp(argv[0], list(argv))

@@ -243,7 +243,7 @@ def test_host_key_mismatch_or_missing_is_refused(cluster: Cluster):
         assert "no host key recorded" in caught.value.message
         assert "clusterkit up" in caught.value.hint
         with pytest.raises(RemoteError, match="no host key recorded"):
-            do_ssh(cluster.name, "1", print_only=True, rt=runtime())
+            do_ssh(cluster.name, "1", rt=runtime())
     finally:
         cluster.known.write_text(saved)
         cluster.host_keys.write_text(saved_keys)
@@ -268,7 +268,7 @@ def test_changed_host_key_refused_by_up_exec_ssh_until_accepted(cluster: Cluster
         assert json.loads(cluster.host_keys.read_text())[worker1] == fake  # not re-recorded
         for selector in ("1", "worker-1"):
             with pytest.raises(RemoteError) as caught:
-                do_ssh(cluster.name, selector, print_only=True, rt=runtime())
+                do_ssh(cluster.name, selector, rt=runtime())
             assert all(f in caught.value.message for f in both)
         proc = _cli("ssh", cluster.name, "worker-1", "--", "hostname")
         assert proc.returncode == 1 and both[0] in proc.stderr and both[1] in proc.stderr
@@ -283,7 +283,7 @@ def test_changed_host_key_refused_by_up_exec_ssh_until_accepted(cluster: Cluster
               accept_host_keys=["1"])
         assert json.loads(cluster.host_keys.read_text())[worker1] == real
         _replace_instance_key(cluster, worker1, fake)
-        argv = do_ssh(cluster.name, "1", print_only=True, accept_host_keys=["1"], rt=runtime())
+        argv = do_ssh(cluster.name, "1", accept_host_keys=["1"], rt=runtime())
         assert argv[-1] == f"ubuntu@{cluster.nodes[1]['ssh_address']}"
         assert json.loads(cluster.host_keys.read_text())[worker1] == real
     finally:

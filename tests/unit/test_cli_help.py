@@ -124,7 +124,7 @@ def test_ssh_print_json(monkeypatch):
     from clusterkit.cluster import remote_ops
 
     argv = ["ssh", "-A", "-o", "UserKnownHostsFile=/k h", "ubuntu@127.0.0.2"]
-    monkeypatch.setattr(remote_ops, "do_ssh", lambda *a, **k: argv if k["print_only"] else [])
+    monkeypatch.setattr(remote_ops, "do_ssh", lambda *a, **k: argv)
     result = CliRunner().invoke(cli, ["ssh", "demo", "--print", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {"argv": argv, "command": shlex.join(argv)}

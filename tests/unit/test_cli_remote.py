@@ -66,3 +66,15 @@ def test_exec_help_says_the_agent_is_forwarded_only_with_a():
     assert "not forwarded unless you pass -A" in text
     ssh_text = CliRunner().invoke(cli, ["ssh", "--help"], terminal_width=200).output
     assert "agent forwarded (-A)" in ssh_text and "ssh-add -c" in ssh_text
+
+
+def test_ssh_without_an_ssh_command_says_which_package_has_it(monkeypatch):
+    """`clusterkit ssh` becomes the system ssh (cli/remote.exec_ssh); none on PATH is a
+    clear error, not a traceback from execvp."""
+    from clusterkit.cli.remote import exec_ssh
+    from clusterkit.errors import RemoteError
+
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(RemoteError, match="no `ssh` command on this machine") as caught:
+        exec_ssh(["ssh", "-A", "ubuntu@127.0.0.2"])
+    assert "openssh-client" in caught.value.hint

@@ -9,7 +9,7 @@ import pytest
 
 from clusterkit.errors import ClusterkitError, NetworkSafetyError, NotEmulated
 from clusterkit.plan.nodes import Node
-from clusterkit.remote.address import ssh_address, targets
+from clusterkit.remote.address import address_or_none, ssh_address, targets
 from clusterkit.remote.probe import wait_reachable
 
 
@@ -54,6 +54,13 @@ def test_public_then_private():
 def test_no_address_is_a_clear_error():
     with pytest.raises(ClusterkitError, match="i-9"):
         ssh_address(node("i-9"))
+
+
+def test_address_or_none_shows_what_it_can():
+    """For lists (status, up's result): an address where there is one, else None."""
+    assert address_or_none(INSTANCE) == "54.1.2.3"
+    assert address_or_none(INSTANCE, via_gateway=True) == "10.0.0.12"
+    assert address_or_none(node("i-9")) is None
 
 
 def test_map_wins(tmp_path, monkeypatch):
