@@ -8,7 +8,8 @@ import boto3
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
-from clusterkit.errors import AwsError, UsageError
+from clusterkit.errors import AwsError
+from clusterkit.plan.images import ImageCandidate
 from clusterkit.spec.model import Image
 
 
@@ -48,8 +49,9 @@ def availability_zones(session: boto3.Session, region: str) -> list[dict[str, st
                   key=lambda z: z["name"])
 
 
-def resolve_image(session: boto3.Session, region: str, image: Image) -> tuple[str, str]:
-    """(AMI id, root device name): by id, or the newest AMI named like ``image.name``."""
+def images(session: boto3.Session, region: str, image: Image) -> list[ImageCandidate]:
+    """The AMIs ``image`` names in ``region``: by id, or every available one whose name
+    matches ``image.name`` (owned by ``image.owner``). The choice is plan.images'."""
     ec2 = _ec2(session, region)
     with aws_call("DescribeImages", image.id or image.name):
         if image.id:
@@ -59,9 +61,5 @@ def resolve_image(session: boto3.Session, region: str, image: Image) -> tuple[st
                 Owners=[image.owner],
                 Filters=[{"Name": "name", "Values": [image.name or "*"]},
                          {"Name": "state", "Values": ["available"]}])["Images"]
-    if not found:
-        raise UsageError(f"no AMI {image.id or repr(image.name)} in {region}",
-                         "set nodes.image.id to an AMI of this region, or fix "
-                         "nodes.image.name / nodes.image.owner")
-    best = max(found, key=lambda i: (i.get("CreationDate", ""), i["ImageId"]))
-    return best["ImageId"], best.get("RootDeviceName") or "/dev/sda1"
+    return [ImageCandidate(i["ImageId"], i.get("Name", ""), i.get("CreationDate", ""),
+                           i.get("RootDeviceName")) for i in found]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from clusterkit.aws import keypairs, lookup
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
+from clusterkit.plan.images import DEFAULT_ROOT_DEVICE, choose_image
 from clusterkit.plan.nodes import CLUSTER_TAG
 from clusterkit.plan.stack import Facts, key_pair_name
 from clusterkit.spec.model import Spec
@@ -25,9 +26,11 @@ def facts(rt: Runtime, spec: Spec, region: str, *, current: dict[str, str] | Non
 
     vpc = lookup.default_vpc(rt.session, region)
     if current and current.get("ImageId") and not spec.nodes.image.id:
-        image, root = current["ImageId"], current.get("RootDeviceName", "/dev/sda1")
+        image, root = current["ImageId"], current.get("RootDeviceName", DEFAULT_ROOT_DEVICE)
     else:
-        image, root = lookup.resolve_image(rt.session, region, spec.nodes.image)
+        chosen = choose_image(lookup.images(rt.session, region, spec.nodes.image),
+                              spec.nodes.image, region)
+        image, root = chosen.image_id, chosen.root_device or DEFAULT_ROOT_DEVICE
     return Facts(vpc_id=vpc, image_id=image, root_device=root, key_name=key_name(spec),
                  ssh_cidr=ssh_cidr, efs_id=reuse_id(rt, spec, region, current))
 

@@ -7,7 +7,8 @@ import pytest
 
 from clusterkit.aws import lookup
 from clusterkit.aws.session import make_session
-from clusterkit.errors import AwsError, UsageError
+from clusterkit.errors import AwsError
+from clusterkit.plan.images import choose_image
 from clusterkit.spec.model import Image
 from tests.integration.conftest import AMI, REGION
 
@@ -40,19 +41,21 @@ def test_availability_zones(moto_env):
 
 def test_image_by_id_and_by_name(moto_env):
     s = make_session(REGION)
-    assert lookup.resolve_image(s, REGION, Image(id=AMI)) == (AMI, "/dev/sda1")
+    (by_id,) = lookup.images(s, REGION, Image(id=AMI))
+    assert (by_id.image_id, by_id.root_device) == (AMI, "/dev/sda1")
     ec2 = boto3.client("ec2", REGION)
     image = ec2.describe_images(ImageIds=[AMI])["Images"][0]
     by_name = Image(name=image["Name"][:20] + "*", owner=image["OwnerId"])
-    assert lookup.resolve_image(s, REGION, by_name)[0].startswith("ami-")
+    found = lookup.images(s, REGION, by_name)
+    assert found and all(c.name.startswith(image["Name"][:20]) for c in found)
+    assert choose_image(found, by_name, REGION).image_id.startswith("ami-")
 
 
 def test_missing_images(moto_env):
     s = make_session(REGION)
-    with pytest.raises(UsageError) as caught:  # a name nothing matches: exit 2
-        lookup.resolve_image(s, REGION, Image(name="no-such-image-*", owner="self"))
-    assert caught.value.message == f"no AMI 'no-such-image-*' in {REGION}"
+    nothing = Image(name="no-such-image-*", owner="self")
+    assert lookup.images(s, REGION, nothing) == []
     with pytest.raises(AwsError) as missing:  # an id AWS does not know: its own error
-        lookup.resolve_image(s, REGION, Image(id="ami-12345678"))
+        lookup.images(s, REGION, Image(id="ami-12345678"))
     assert missing.value.code == "InvalidAMIID.NotFound"
     assert missing.value.message.startswith("DescribeImages on ami-12345678 failed: ")
