@@ -181,3 +181,28 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def observed(spec: Any, *, region: str = REGION, nodes: Any = (), stack: str | None = None,
+             params: Any = "wanted", key_pair_missing: bool = False, candidates: Any = ()) -> Any:
+    """A plan.observed.Observed for planning tests: ``stack`` its status (None: no
+    stack), its parameters those the spec wants (``params="wanted"``) or the mapping given."""
+    from clusterkit.plan.observed import Observed, StackSeen
+    from clusterkit.plan.stack import Facts, stack_parameters
+
+    facts = Facts(vpc_id="vpc-0123456789abcdef0", image_id="ami-0123456789abcdef0",
+                  root_device="/dev/sda1", key_name=f"clusterkit-{spec.name}",
+                  ssh_cidr="203.0.113.7/32")
+    seen = None
+    if stack is not None:
+        seen = StackSeen(stack, stack_parameters(spec, facts) if params == "wanted" else params)
+    return Observed(region, tuple(nodes), seen, facts, key_pair_missing, tuple(candidates))
+
+
+def offer(instance_type: str, market: str, price: float | None, *, az: str = "us-east-1a",
+          region: str = REGION, on_demand: float | None = None, gpus: int = 0) -> Any:
+    """A catalog.ranking.Offer for planning tests."""
+    from clusterkit.catalog.ranking import Offer
+
+    return Offer(instance_type, region, az, None, market, price,
+                 on_demand if on_demand is not None else price, gpus)

@@ -21,18 +21,12 @@ from clusterkit.cluster.target import find_nodes
 from clusterkit.kinds import Market
 from clusterkit.plan.dataset import dataset_cost
 from clusterkit.plan.nodes import node_actions
+from clusterkit.plan.observed import Observed, StackSeen
 from clusterkit.plan.pinning import offline_lines, pinned_resources
 from clusterkit.plan.spend import EBS_GB_MONTH, HOURS_PER_MONTH
-from clusterkit.plan.stack import stack_contents, stack_name, stack_parameters
-from clusterkit.plan.up import Choice, UpPlan, gpu_warnings, plan_up
+from clusterkit.plan.stack import stack_contents, stack_name
+from clusterkit.plan.up import UpPlan, choice_of, gpu_warnings, plan_up
 from clusterkit.spec.model import Spec
-
-
-def _choice(offer: Offer | None) -> Choice | None:
-    if offer is None:
-        return None
-    return Choice(offer.instance_type, offer.region, offer.az or offer.az_id, offer.market,
-                  offer.price)
 
 
 def snapshot_offers(spec: Spec, regions: Sequence[str] = ()) -> list[Offer]:
@@ -75,7 +69,8 @@ def plan_offline(spec: Spec, region: str | None = None) -> UpPlan:
         notes.append(f"--region {region}: only {region} of the spec's regions")
     plan = UpPlan(spec.name, offer.region, "create", (), "none" if spec.ssh.key_name
                   else "import", node_actions(spec.name, spec.nodes.count, []),
-                  _choice(offer), (), tuple(notes), stack_parts=stack_contents(spec))
+                  choice_of(cands or [offer]), (), tuple(notes),
+                  stack_parts=stack_contents(spec), candidates=tuple(cands or [offer]))
     return replace(plan, warnings=gpu_warnings(spec, plan))
 
 
@@ -89,22 +84,21 @@ def plan_online(rt: Runtime, spec: Spec, only_region: str | None = None) -> UpPl
     notes = [f"pinned: {line}" for line in report.lines()]
     if only_region:
         notes.append(f"--region {only_region}: only {only_region} of the spec's regions")
-    offer = None
+    cands: list[Offer] = []
     if node_actions(spec.name, spec.nodes.count, nodes).launch:
-        offer = launch.offer_of(nodes) if region else \
-            next(iter(launch.candidates(rt, spec, only_region, report)), None)
-    region = region or (offer.region if offer else allowed[0])
+        cands = [launch.offer_of(nodes)] if region else \
+            launch.candidates(rt, spec, only_region, report)
+    region = region or (cands[0].region if cands else allowed[0])
     current = cfn.describe_stack(rt.session, region, stack_name(spec.name))
     cidr = ssh_source_cidr(spec)  # the caller's address: the one lookup outside AWS
     found = facts(rt, spec, region, current=current["parameters"] if current else None,
                   ssh_cidr=cidr)
     notes += dataset_notes(rt, spec, region, len(node_actions(spec.name, spec.nodes.count,
                                                                nodes).launch))
-    plan = plan_up(spec, region=region, stack_status=current["status"] if current else None,
-                   stack_params=current["parameters"] if current else None,
-                   wanted_params=stack_parameters(spec, found),
-                   key_pair_missing=key_pair_missing(rt, spec, region), nodes=nodes,
-                   choice=_choice(offer), notes=notes)
+    stack = StackSeen(current["status"], current["parameters"]) if current else None
+    observed = Observed(region, tuple(nodes), stack, found, key_pair_missing(rt, spec, region),
+                        tuple(cands))
+    plan = plan_up(spec, observed, notes)
     return replace(plan, warnings=gpu_warnings(spec, plan))
 
 

@@ -20,7 +20,13 @@ from clusterkit.cluster import stackops
 from clusterkit.cluster.lookups import base_tags, facts, key_pair_missing
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.events import Stage
-from clusterkit.plan.stack import key_pair_name, stack_action, stack_name, stack_parameters
+from clusterkit.plan.stack import (
+    Facts,
+    key_pair_name,
+    stack_action,
+    stack_name,
+    stack_parameters,
+)
 from clusterkit.remote.probe import local_public_key
 from clusterkit.spec.model import Spec
 
@@ -33,6 +39,7 @@ class RegionRead:
     params: dict[str, str]  # the parameters it should have
     vpc_id: str
     key_pair_missing: bool  # clusterkit must import the user's public key there
+    facts: Facts  # what ``params`` were made from besides the spec
 
 
 @dataclass
@@ -48,7 +55,7 @@ def _read(rt: Runtime, spec: Spec, region: str, cidr: str) -> RegionRead:
     found = facts(rt, spec, region, current=current["parameters"] if current else None,
                   ssh_cidr=cidr)
     return RegionRead(current, stack_parameters(spec, found), found.vpc_id,
-                      key_pair_missing(rt, spec, region))
+                      key_pair_missing(rt, spec, region), found)
 
 
 def read_region(rt: Runtime, spec: Spec, region: str, reads: Reads) -> RegionRead:

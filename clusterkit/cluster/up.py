@@ -33,8 +33,9 @@ from clusterkit.kinds import InstanceState
 from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.drift import refused, spec_drift
 from clusterkit.plan.nodes import Node, node_actions, node_order
+from clusterkit.plan.observed import Observed, StackSeen
 from clusterkit.plan.spend import spend
-from clusterkit.plan.up import Choice, UpPlan, gpu_warnings, plan_up
+from clusterkit.plan.up import UpPlan, gpu_warnings, plan_up
 from clusterkit.remote import known_hosts
 from clusterkit.remote.address import address_or_none
 from clusterkit.remote.probe import wait_reachable
@@ -105,15 +106,6 @@ def do_up(spec_file: str, *, rt: Runtime | None = None, profile: str | None = No
               force_steps=force_steps)
 
 
-def _choice(offers: Sequence[Offer]) -> Choice | None:
-    if not offers:
-        return None
-    first = offers[0]
-    prices = [o.price for o in offers if o.price is not None]
-    return Choice(first.instance_type, first.region, first.az or first.az_id, first.market,
-                  first.price, max(prices) if prices else None)
-
-
 def read_plan(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
               offers: Sequence[Offer], reads: Reads) -> UpPlan:
     """What `up` will do, from read calls only (the region of a new cluster is its first
@@ -127,10 +119,9 @@ def read_plan(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node]
             "`up` or `down` of it is running (on another machine, or one interrupted here)",
             f"wait until it ends (`clusterkit status {spec.name}` shows the nodes), then run "
             "`clusterkit up` again; nothing was changed")
-    return plan_up(spec, region=where, stack_status=current["status"] if current else None,
-                   stack_params=current["parameters"] if current else None,
-                   wanted_params=read.params, key_pair_missing=read.key_pair_missing,
-                   nodes=nodes, choice=_choice(offers))
+    stack = StackSeen(current["status"], current["parameters"]) if current else None
+    return plan_up(spec, Observed(where, tuple(nodes), stack, read.facts,
+                                  read.key_pair_missing, tuple(offers)))
 
 
 def refuse_drift(spec: Spec, region: str | None, nodes: Sequence[Node]) -> None:
@@ -263,7 +254,8 @@ def _up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tr
     trail.touch(region, [n for n in nodes if n.live])
     trail.touch(plan.region)
     try:
-        return _apply(rt, spec, region, nodes, offers, deadline=deadline, wait_ssh=wait_ssh,
+        return _apply(rt, spec, region, nodes, plan.candidates, deadline=deadline,
+                      wait_ssh=wait_ssh,
                       timeout=timeout, reads=reads, trail=trail,
                       accept_host_keys=accept_host_keys,
                       force_steps=force_steps if bootstrap and wait_ssh else None)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from clusterkit.catalog.ranking import Offer
 from clusterkit.plan.cost import hourly
 from clusterkit.plan.drift import Difference, refused, spec_drift
 from clusterkit.plan.nodes import Node, NodeActions, node_actions
-from clusterkit.plan.stack import changed_parameters, stack_action, stack_contents
+from clusterkit.plan.observed import Observed
+from clusterkit.plan.stack import (
+    changed_parameters,
+    stack_action,
+    stack_contents,
+    stack_parameters,
+)
 from clusterkit.spec.checks import cuda_warnings
 from clusterkit.spec.model import Spec
 
@@ -43,6 +50,7 @@ class UpPlan:
     drift: tuple[Difference, ...] = ()  # the spec against the running cluster
     warnings: tuple[str, ...] = ()  # train.packages against the GPU of the chosen type
     stack_parts: tuple[str, ...] = ()  # what a created stack holds (plan.stack.stack_contents)
+    candidates: tuple[Offer, ...] = ()  # where a launch may go, in order: `up` walks these only
 
     @property
     def mutates(self) -> bool:
@@ -92,17 +100,30 @@ class UpPlan:
         }
 
 
-def plan_up(spec: Spec, *, region: str, stack_status: str | None,
-            stack_params: Mapping[str, str] | None, wanted_params: Mapping[str, str],
-            key_pair_missing: bool, nodes: Sequence[Node], choice: Choice | None,
-            notes: Sequence[str] = ()) -> UpPlan:
-    action = stack_action(stack_status, stack_params, wanted_params)
-    changes = tuple(changed_parameters(stack_params, wanted_params)) if action == "update" \
-        else ()
-    return UpPlan(spec.name, region, action, changes, "import" if key_pair_missing else "none",
-                  node_actions(spec.name, spec.nodes.count, nodes), choice, tuple(nodes),
-                  tuple(notes), tuple(spec_drift(spec, nodes)),
-                  stack_parts=stack_contents(spec))
+def choice_of(candidates: Sequence[Offer]) -> Choice | None:
+    """The first candidate, with the dearest one's price (the worst case `up` states)."""
+    if not candidates:
+        return None
+    first = candidates[0]
+    prices = [o.price for o in candidates if o.price is not None]
+    return Choice(first.instance_type, first.region, first.az or first.az_id, first.market,
+                  first.price, max(prices) if prices else None)
+
+
+def plan_up(spec: Spec, observed: Observed, notes: Sequence[str] = ()) -> UpPlan:
+    """What `up` does, from the spec and one observation of the world alone."""
+    stack = observed.stack
+    current = dict(stack.parameters) if stack else None
+    wanted = stack_parameters(spec, observed.facts)
+    action = stack_action(stack.status if stack else None, current, wanted)
+    changes = tuple(changed_parameters(current, wanted)) if action == "update" else ()
+    nodes = observed.nodes
+    return UpPlan(spec.name, observed.region, action, changes,
+                  "import" if observed.key_pair_missing else "none",
+                  node_actions(spec.name, spec.nodes.count, nodes),
+                  choice_of(observed.candidates), tuple(nodes), tuple(notes),
+                  tuple(spec_drift(spec, nodes)), stack_parts=stack_contents(spec),
+                  candidates=observed.candidates)
 
 
 def gpu_warnings(spec: Spec, plan: UpPlan) -> tuple[str, ...]:

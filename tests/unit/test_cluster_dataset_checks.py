@@ -6,8 +6,9 @@ from __future__ import annotations
 from clusterkit.cluster.dataset_checks import launch_mapping
 from clusterkit.plan.nodes import node_actions
 from clusterkit.plan.spend import spend
-from clusterkit.plan.up import Choice, plan_up
+from clusterkit.plan.up import plan_up
 from clusterkit.spec import loads
+from tests import support
 
 SID = "snap-0123456789abcdef0"
 
@@ -37,9 +38,8 @@ def test_launch_mapping_leaves_out_what_the_spec_does_not_say():
 
 
 def _spend_text(spec, gib):
-    choice = Choice("c5.large", "us-east-1", "us-east-1a", "on-demand", 0.085, 0.085)
-    plan = plan_up(spec, region="us-east-1", stack_status=None, stack_params=None,
-                   wanted_params={}, key_pair_missing=False, nodes=[], choice=choice)
+    candidate = support.offer("c5.large", "on-demand", 0.085)
+    plan = plan_up(spec, support.observed(spec, candidates=[candidate]))
     assert node_actions("t", 4, []).launch == (0, 1, 2, 3)
     return spend(plan, spec, gib)
 

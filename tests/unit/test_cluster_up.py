@@ -45,11 +45,15 @@ def test_a_stack_in_progress_refuses_before_anything_is_asked_or_changed(monkeyp
 
     from clusterkit.cluster import up
     from clusterkit.errors import ClusterkitError
+    from clusterkit.plan.stack import stack_parameters
     from clusterkit.spec import loads
+    from tests import support
 
     spec = loads("name: busy\nregion: us-east-1\nnodes: {instance_types: [c5.large]}\n")
-    read = SimpleNamespace(current={"status": "CREATE_IN_PROGRESS", "parameters": {}},
-                           params={}, key_pair_missing=False)
+    facts = support.observed(spec).facts
+    wanted = stack_parameters(spec, facts)
+    read = SimpleNamespace(current={"status": "CREATE_IN_PROGRESS", "parameters": wanted},
+                           params=wanted, key_pair_missing=False, facts=facts)
     monkeypatch.setattr(up, "read_region", lambda *args: read)
     with pytest.raises(ClusterkitError) as caught:
         up.read_plan(None, spec, "us-east-1", [], [], None)  # type: ignore[arg-type]

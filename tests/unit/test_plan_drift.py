@@ -11,8 +11,9 @@ from clusterkit.cluster.running import running_lines
 from clusterkit.plan.drift import Apply, refused, spec_drift
 from clusterkit.plan.nodes import Node, wanted_tags
 from clusterkit.plan.spend import spend
-from clusterkit.plan.up import Choice, plan_lines, plan_up
+from clusterkit.plan.up import plan_lines, plan_up
 from clusterkit.spec import loads
+from tests import support
 
 BASE = {"count": 2, "types": "[c5.large, m5.large]", "market": "spot-then-on-demand",
         "image": "{id: ami-11111111}", "regions": "[us-west-2]"}
@@ -75,10 +76,9 @@ def test_a_changed_count_is_applied_in_place(count):
     assert refused([diff]) == []
 
 
-def _plan(spec, nodes, choice=None, *, stack="CREATE_COMPLETE"):
-    return plan_up(spec, region="us-east-1", stack_status=stack, stack_params={"A": "1"},
-                   wanted_params={"A": "1"}, key_pair_missing=False, nodes=nodes,
-                   choice=choice)
+def _plan(spec, nodes, candidates=(), *, stack="CREATE_COMPLETE"):
+    return plan_up(spec, support.observed(spec, nodes=nodes, stack=stack,
+                                          candidates=candidates))
 
 
 def test_plan_carries_the_drift_and_says_up_refuses_it():
@@ -102,8 +102,9 @@ def test_only_changes_that_spend_or_remove_nodes_ask():
 
 
 def test_spend_prices_nodes_worst_case_volumes_and_efs():
-    choice = Choice("c5.large", "us-east-1", "us-east-1a", "spot", 0.04, worst_price=0.085)
-    result = spend(_plan(_spec(count=2), [], choice, stack=None), _spec(count=2))
+    candidates = [support.offer("c5.large", "spot", 0.04, on_demand=0.085),
+                  support.offer("c5.large", "on-demand", 0.085)]  # the worst case: 0.085
+    result = spend(_plan(_spec(count=2), [], candidates, stack=None), _spec(count=2))
     text = "\n".join(result.lines)
     assert "launch 2 node(s)" in text and "c5.large, spot, in us-east-1a" in text
     assert "$0.0400/h each now = $0.0800/h" in text
@@ -117,8 +118,8 @@ def test_spend_prices_nodes_worst_case_volumes_and_efs():
 
 
 def test_spend_of_an_on_demand_choice_has_no_worse_case():
-    choice = Choice("c5.large", "us-east-1", "us-east-1a", "on-demand", 0.085, 0.085)
-    text = "\n".join(spend(_plan(_spec(market="on-demand"), [], choice, stack=None),
+    candidates = [support.offer("c5.large", "on-demand", 0.085)]
+    text = "\n".join(spend(_plan(_spec(market="on-demand"), [], candidates, stack=None),
                            _spec(market="on-demand")).lines)
     assert "worst case" not in text and "at worst" not in text
 

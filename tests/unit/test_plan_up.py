@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
 
 from clusterkit.plan.cost import cluster_hourly, hours_between, node_cost
 from clusterkit.plan.nodes import Node, wanted_tags
-from clusterkit.plan.up import Choice, plan_lines, plan_up
+from clusterkit.plan.up import plan_lines, plan_up
 from clusterkit.spec import loads
+from tests import support
 
 SPEC = "name: t\nregion: us-east-1\nnodes: {count: 3, instance_types: [p4d.24xlarge]}\n"
 NOW = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
@@ -19,9 +25,9 @@ def _node(i: int, price: float | None = 10.0) -> Node:
 
 
 def test_fresh_plan_creates_everything_and_prices_the_choice():
-    choice = Choice("p4d.24xlarge", "us-east-1", "us-east-1a", "spot", 9.5)
-    plan = plan_up(loads(SPEC), region="us-east-1", stack_status=None, stack_params=None,
-                   wanted_params={"A": "1"}, key_pair_missing=True, nodes=[], choice=choice)
+    spec = loads(SPEC)
+    plan = plan_up(spec, support.observed(spec, key_pair_missing=True, candidates=[
+        support.offer("p4d.24xlarge", "spot", 9.5, on_demand=32.77, gpus=8)]))
     assert plan.mutates and plan.stack == "create" and plan.key_pair == "import"
     assert plan.nodes.launch == (0, 1, 2)
     assert plan.hourly_after() == 28.5
@@ -30,9 +36,9 @@ def test_fresh_plan_creates_everything_and_prices_the_choice():
 
 
 def test_unchanged_cluster_plans_nothing():
-    plan = plan_up(loads(SPEC), region="us-east-1", stack_status="CREATE_COMPLETE",
-                   stack_params={"A": "1"}, wanted_params={"A": "1"}, key_pair_missing=False,
-                   nodes=[_node(0), _node(1), _node(2)], choice=None)
+    spec = loads(SPEC)
+    plan = plan_up(spec, support.observed(spec, stack="CREATE_COMPLETE",
+                                          nodes=[_node(0), _node(1), _node(2)]))
     assert not plan.mutates
     assert plan.to_json()["hourly_usd"] == 30.0
     assert "nothing to change" in plan_lines(plan)
@@ -49,9 +55,8 @@ def test_cost_so_far_and_hourly():
 def test_the_stack_line_names_what_the_spec_puts_in_the_stack():
     """No placement group line for `placement_group: false`, EFS only when created."""
     def create_line(extra: str) -> str:
-        plan = plan_up(loads(SPEC.replace("[p4d.24xlarge]", "[p4d.24xlarge]" + extra)),
-                       region="us-east-1", stack_status=None, stack_params=None,
-                       wanted_params={}, key_pair_missing=False, nodes=[], choice=None)
+        spec = loads(SPEC.replace("[p4d.24xlarge]", "[p4d.24xlarge]" + extra))
+        plan = plan_up(spec, support.observed(spec))
         return next(line for line in plan_lines(plan) if line.startswith("create stack"))
 
     assert create_line("") == ("create stack (security group, placement group, launch "
@@ -61,3 +66,46 @@ def test_the_stack_line_names_what_the_spec_puts_in_the_stack():
     assert create_line(efs).endswith("instance role and profile, EFS file system)")
     kept = "}\nstorage: {efs: {file_system_id: fs-0123456789abcdef0}"
     assert "EFS" not in create_line(kept)
+
+
+CASES = sorted((Path(__file__).parent / "plan_up_cases").glob("*.json"))
+
+
+def _observed(spec, seen: dict):
+    """plan_up_cases' "observed" as a plan.observed.Observed (tags as `up` writes them)."""
+    nodes = [Node(f"i-{n['index']}", n["index"], n["state"], n["type"], n["az"], n["market"],
+                  seen["region"], (NOW - timedelta(hours=1)).isoformat(), price=n.get("price"),
+                  tags=wanted_tags(spec.name, n["index"])) for n in seen["nodes"]]
+    candidates = [support.offer(c["type"], c["market"], c["price"], az=c["az"],
+                                on_demand=c.get("on_demand")) for c in seen["candidates"]]
+    stack = seen["stack"]
+    observed = support.observed(spec, region=seen["region"], nodes=nodes,
+                                stack=stack and stack["status"],
+                                key_pair_missing=seen["key_pair_missing"],
+                                candidates=candidates)
+    params = stack and stack["parameters"]
+    if isinstance(params, dict):  # the wanted ones, but for these
+        wanted = dict(observed.stack.parameters)
+        observed = replace(observed, stack=replace(observed.stack,
+                                                   parameters={**wanted, **params["wanted_but"]}))
+    return observed
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.stem)
+def test_planning_cases(case: Path):
+    """Planning as data: a spec and one observation of the world in, the plan out."""
+    data = json.loads(case.read_text())
+    spec = loads(data["spec"])
+    plan = plan_up(spec, _observed(spec, data["observed"]))
+    want = data["plan"]
+    assert (plan.stack, list(plan.stack_changes), plan.key_pair) == (
+        want["stack"], want.get("stack_changes", []), want["key_pair"])
+    assert (list(plan.nodes.launch), list(plan.nodes.terminate), list(plan.nodes.start),
+            len(plan.nodes.retag_ids)) == (want["launch"], want["terminate"], want["start"],
+                                           want["retag"])
+    assert (plan.choice.describe() if plan.choice else None) == want["choice"]
+    assert (plan.choice.worst_price if plan.choice else None) == want["worst_price"]
+    assert plan.hourly_after() == want["hourly"]
+    assert (plan.mutates, plan.asks) == (want["mutates"], want["asks"])
+    assert [d.key for d in plan.refused] == want["refused"]
+    assert plan.candidates == _observed(spec, data["observed"]).candidates  # walked as given
