@@ -35,7 +35,7 @@ dns=$1 mnt=$2
 root=${CLUSTERKIT_ROOT:-}
 p=$mnt  # root mounts there: never through a link someone else could have planted
 while [ -n "$p" ]; do
-    [ ! -L "${CLUSTERKIT_ROOT:-}$p" ] \
+    [ ! -L "$root$p" ] \
         || { echo "efs.sh: $p is a symbolic link; refusing to mount there" >&2; exit 1; }
     p=${p%/*}
 done
