@@ -156,10 +156,11 @@ class Coordinator:
             host, port = self.addr
             return (S.FAILED.value, f"lost the master ({host}:{port}) for {self.hb_timeout:g}s",
                     None, [])
-        silent = [jobstate.Failure(i, None, time=time.time() - (now - last))
-                  for i in range(self.num_nodes)
-                  for last in [self.seen.get(i, self.started)]
-                  if i != self.me and now - last > self.hb_timeout]
+        silent = []
+        for i in range(self.num_nodes):
+            last = self.seen.get(i, self.started)
+            if i != self.me and now - last > self.hb_timeout:
+                silent.append(jobstate.Failure(i, None, time=time.time() - (now - last)))
         if silent:  # last heard at `time`: earlier than a process that died after it
             cause, others = jobstate.earliest(jobstate.process_failures(self.nodes) + silent)
             return failed_outcome(cause, others)
