@@ -24,8 +24,8 @@ from clusterkit.plan.nodes import node_actions
 from clusterkit.plan.observed import Observed, StackSeen
 from clusterkit.plan.pinning import offline_lines, pinned_resources
 from clusterkit.plan.spend import EBS_GB_MONTH, HOURS_PER_MONTH
-from clusterkit.plan.stack import stack_contents, stack_name
-from clusterkit.plan.up import UpPlan, choice_of, gpu_warnings, plan_up
+from clusterkit.plan.stack import stack_name
+from clusterkit.plan.up import UpPlan, gpu_warnings, plan_up
 from clusterkit.spec.model import Spec
 
 
@@ -67,10 +67,9 @@ def plan_offline(spec: Spec, region: str | None = None) -> UpPlan:
              *offline_lines(pinned_resources(spec)), *zone_lines(offers)]
     if region:
         notes.append(f"--region {region}: only {region} of the spec's regions")
-    plan = UpPlan(spec.name, offer.region, "create", (), "none" if spec.ssh.key_name
-                  else "import", node_actions(spec.name, spec.nodes.count, []),
-                  choice_of(cands or [offer]), (), tuple(notes),
-                  stack_parts=stack_contents(spec), candidates=tuple(cands or [offer]))
+    observed = Observed(offer.region, (), None, None, key_pair_missing=not spec.ssh.key_name,
+                        candidates=tuple(cands or [offer]))
+    plan = plan_up(spec, observed, notes)
     return replace(plan, warnings=gpu_warnings(spec, plan))
 
 
@@ -95,7 +94,7 @@ def plan_online(rt: Runtime, spec: Spec, only_region: str | None = None) -> UpPl
                   ssh_cidr=cidr)
     notes += dataset_notes(rt, spec, region, len(node_actions(spec.name, spec.nodes.count,
                                                                nodes).launch))
-    stack = StackSeen(current["status"], current["parameters"]) if current else None
+    stack = StackSeen.of(current)
     observed = Observed(region, tuple(nodes), stack, found, key_pair_missing(rt, spec, region),
                         tuple(cands))
     plan = plan_up(spec, observed, notes)

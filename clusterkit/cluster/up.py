@@ -119,7 +119,7 @@ def read_plan(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node]
             "`up` or `down` of it is running (on another machine, or one interrupted here)",
             f"wait until it ends (`clusterkit status {spec.name}` shows the nodes), then run "
             "`clusterkit up` again; nothing was changed")
-    stack = StackSeen(current["status"], current["parameters"]) if current else None
+    stack = StackSeen.of(current)
     return plan_up(spec, Observed(where, tuple(nodes), stack, read.facts,
                                   read.key_pair_missing, tuple(offers)))
 

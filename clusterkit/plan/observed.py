@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from clusterkit.catalog.ranking import Offer
 from clusterkit.plan.nodes import Node
@@ -20,6 +21,11 @@ class StackSeen:
 
     status: str
     parameters: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def of(cls, described: Mapping[str, Any] | None) -> StackSeen | None:
+        """From aws.stack.describe_stack's answer (None: there is no stack)."""
+        return cls(described["status"], described["parameters"]) if described else None
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,6 @@ class Observed:
     region: str
     nodes: tuple[Node, ...]
     stack: StackSeen | None
-    facts: Facts
+    facts: Facts | None
     key_pair_missing: bool
     candidates: tuple[Offer, ...] = ()

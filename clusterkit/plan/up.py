@@ -114,7 +114,7 @@ def plan_up(spec: Spec, observed: Observed, notes: Sequence[str] = ()) -> UpPlan
     """What `up` does, from the spec and one observation of the world alone."""
     stack = observed.stack
     current = dict(stack.parameters) if stack else None
-    wanted = stack_parameters(spec, observed.facts)
+    wanted = stack_parameters(spec, observed.facts) if observed.facts else {}
     action = stack_action(stack.status if stack else None, current, wanted)
     changes = tuple(changed_parameters(current, wanted)) if action == "update" else ()
     nodes = observed.nodes
