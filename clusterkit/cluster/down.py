@@ -182,20 +182,23 @@ def _stack_regions(rt: Runtime, cluster: str, regions: Sequence[str]) -> set[str
     return {r for r, st in found.items() if st}
 
 
-def _has_iam(rt: Runtime, cluster: str) -> bool:
-    """The cluster still has an IAM role or instance profile (a stack's leftover)."""
-    return bool(teardown.iam_roles(rt.session, cluster)
-                or teardown.instance_profiles(rt.session, cluster))
+def _iam_names(rt: Runtime, cluster: str) -> tuple[list[str], list[str]]:
+    """The cluster's IAM roles and instance profiles (listed once per `down`)."""
+    return (teardown.iam_roles(rt.session, cluster),
+            teardown.instance_profiles(rt.session, cluster))
 
 
-def _iam(rt: Runtime, cluster: str) -> list[str]:
+def _iam(rt: Runtime, cluster: str,
+         names: tuple[list[str], list[str]] | None = None) -> list[str]:
     """Delete the cluster's IAM role / instance profile (global) only where no stack
     still uses them: a role tagged with its stack's region goes once that region's stack
     is gone; an untagged role (made before the tag) or a profile without a role only once
-    no enabled region has the stack. Returns what was kept, and why."""
+    no enabled region has the stack. ``names``: ``_iam_names``, when already listed.
+    Returns what was kept, and why."""
     s = rt.session
-    roles = {r: teardown.role_region(s, r) for r in teardown.iam_roles(s, cluster)}
-    profiles = {p: teardown.profile_roles(s, p) for p in teardown.instance_profiles(s, cluster)}
+    role_names, profile_names = names or _iam_names(rt, cluster)
+    roles = {r: teardown.role_region(s, r) for r in role_names}
+    profiles = {p: teardown.profile_roles(s, p) for p in profile_names}
     if not roles and not profiles:
         return []
     everywhere = None in roles.values() or not all(profiles.values())
@@ -313,13 +316,14 @@ def _down(rt: Runtime, cluster: str, regions: Sequence[str], *, yes: bool,
     kept = kept_efs.kept(rt, cluster, [r for r, inv in scan.items() if KEPT in inv])
     result = DownResult(cluster, searched, found, [] if delete_efs else kept)
     if not found:
-        known = record.read(cluster) is not None or bool(kept) or _has_iam(rt, cluster)
+        iam_names = _iam_names(rt, cluster)
+        known = record.read(cluster) is not None or bool(kept) or any(iam_names)
         where = ", ".join(searched) if len(searched) <= 3 else f"{len(searched)} regions"
         if not known:  # a typo must not look like success
             raise ClusterkitError(f"no cluster named {cluster} in {where}",
                                   "check the name: `clusterkit status` lists your clusters "
                                   "(and `--region` narrows the search)")
-        iam_kept = _iam(rt, cluster)
+        iam_kept = _iam(rt, cluster, iam_names)
         rt.done(Stage.DOWN, f"cluster {cluster}: nothing to delete in {where}")
         _report_kept(rt, cluster, result.kept_efs)
         _forget(rt, cluster, searched, bool(iam_kept))
