@@ -210,3 +210,20 @@ def test_readme_says_what_install_sh_installs(readme_module):
 @pytest.fixture(scope="module")
 def readme_module():
     return support.load_script("readme")
+
+
+def test_opencv_is_never_a_wheel_with_the_libwebp_cve():
+    """`pack` decodes untrusted images: every opencv-python requirement excludes the
+    wheels before 4.8.1.78 (libwebp CVE-2023-4863), and the installed one is past it."""
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    text = (ROOT / "pyproject.toml").read_text()
+    wanted = [Requirement(r) for r in re.findall(r'"(opencv-python[^"]*)"', text)]
+    assert len(wanted) >= 2  # the base dependency and the mxnet extra's pin
+    for requirement in wanted:
+        assert not requirement.specifier.contains("4.8.1.77"), requirement
+        assert requirement.specifier.contains("4.8.1.78"), requirement
+    assert Version(version("opencv-python")) >= Version("4.8.1.78")
