@@ -75,11 +75,15 @@ def _start(use_moto: bool, tmp: Path) -> tuple[object, bool]:
         return (lambda: do_stop(tmp / "sandbox")), True
     from moto.server import ThreadedMotoServer
 
+    from clusterkit.sandbox import ec2_gaps
+
+    ec2_gaps.install()  # the emulator gap-fills the sandbox and the tests make
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     os.environ.update({"AWS_ENDPOINT_URL": f"http://{host}:{port}",
-                       "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"})
+                       "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "CLUSTERKIT_CALLER_CIDR": "127.0.0.1/32"})
     return server.stop, False
 
 
