@@ -72,6 +72,11 @@ class ClusterBusyError(ClusterkitError):
     "still running ... clusterkit down" (what runs is the other command's)."""
 
 
+class PlanDriftError(ClusterkitError):
+    """The world changed between the plan the user confirmed (or saved) and its apply:
+    nothing was changed, and nothing of what runs is this command's to clean up."""
+
+
 class AwsError(ClusterkitError):
     """An AWS call failed. ``resource`` names the AWS resource or operation."""
 

@@ -184,9 +184,12 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def observed(spec: Any, *, region: str = REGION, nodes: Any = (), stack: str | None = None,
-             params: Any = "wanted", key_pair_missing: bool = False, candidates: Any = ()) -> Any:
+             params: Any = "wanted", key_pair_missing: bool = False, candidates: Any = (),
+             offers: Any = ()) -> Any:
     """A plan.observed.Observed for planning tests: ``stack`` its status (None: no
-    stack), its parameters those the spec wants (``params="wanted"``) or the mapping given."""
+    stack), its parameters those the spec wants (``params="wanted"``) or the mapping given;
+    ``offers`` the search's answer (ranked by plan_up); ``candidates`` offers that are
+    also the fallback (a plan that launches at the first of them whatever the ranking)."""
     from clusterkit.plan.observed import Observed, StackSeen
     from clusterkit.plan.stack import Facts, stack_parameters
 
@@ -196,7 +199,9 @@ def observed(spec: Any, *, region: str = REGION, nodes: Any = (), stack: str | N
     seen = None
     if stack is not None:
         seen = StackSeen(stack, stack_parameters(spec, facts) if params == "wanted" else params)
-    return Observed(region, tuple(nodes), seen, facts, key_pair_missing, tuple(candidates))
+    return Observed(region, tuple(nodes), seen, facts, key_pair_missing,
+                    offers=tuple(offers) or tuple(candidates), regions=(region,),
+                    fallback=candidates[0] if candidates else None)
 
 
 def offer(instance_type: str, market: str, price: float | None, *, az: str = "us-east-1a",

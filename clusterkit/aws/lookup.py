@@ -41,6 +41,16 @@ def default_subnet(session: boto3.Session, region: str, vpc_id: str, az: str) ->
     return subnets[0]["SubnetId"]
 
 
+def subnets(session: boto3.Session, region: str, vpc_id: str) -> dict[str, str]:
+    """{AZ name: subnet id} of ``vpc_id``, the AZ's default subnet where it has one."""
+    with aws_call("DescribeSubnets", vpc_id):
+        found = _ec2(session, region).describe_subnets(
+            Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])["Subnets"]
+    found.sort(key=lambda s: (s["AvailabilityZone"], not s.get("DefaultForAz", False),
+                              s["SubnetId"]))
+    return {s["AvailabilityZone"]: s["SubnetId"] for s in reversed(found)}
+
+
 def availability_zones(session: boto3.Session, region: str) -> list[dict[str, str]]:
     with aws_call("DescribeAvailabilityZones", region):
         zones = _ec2(session, region).describe_availability_zones(

@@ -52,7 +52,10 @@ def describe_stack(session: boto3.Session, region: str, name: str) -> dict[str, 
         stacks = _cf(session, region).describe_stacks(StackName=name)["Stacks"]
     if not stacks or stacks[0]["StackStatus"] == "DELETE_COMPLETE":
         return None
-    st = stacks[0]
+    return _record(stacks[0])
+
+
+def _record(st: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": st["StackName"], "id": st["StackId"], "status": st["StackStatus"],
         "reason": st.get("StackStatusReason", ""),
@@ -99,9 +102,10 @@ def stack_events(session: boto3.Session, region: str, stack_id: str) -> list[dic
             for e in reversed(events)]
 
 
-def stack_status(session: boto3.Session, region: str, stack_id: str) -> tuple[str, str]:
-    """(status, reason) by stack id, which still answers after deletion."""
+def stack_record(session: boto3.Session, region: str, stack_id: str) -> dict[str, Any]:
+    """The stack as plain data (describe_stack's) by stack id, which still answers after
+    deletion (status DELETE_COMPLETE)."""
     with _describe_call(stack_id):
-        st = _cf(session, region).describe_stacks(StackName=stack_id)["Stacks"][0]
-        return st["StackStatus"], st.get("StackStatusReason", "")
-    return "DELETE_COMPLETE", ""
+        return _record(_cf(session, region).describe_stacks(StackName=stack_id)["Stacks"][0])
+    return {"name": "", "id": stack_id, "status": "DELETE_COMPLETE", "reason": "",
+            "parameters": {}, "role_arn": "", "outputs": {}}

@@ -35,25 +35,33 @@ def runtime(region: str | None = None) -> Runtime:
 @click.argument("spec_file", type=click.Path(dir_okay=False))
 @click.option("--offline", is_flag=True,
               help="No AWS calls: shipped catalog and price snapshot, assumes a new cluster.")
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
+              help="Save the plan to this file; `clusterkit up --plan FILE` applies exactly "
+              "it, and refuses if the world or the spec changed since.")
 @json_option
-def plan(spec_file: str, offline: bool) -> None:
+def plan(spec_file: str, offline: bool, out: str | None) -> None:
     """Show what `up` would create or change, the chosen offer and total $/h. Read-only.
+    The lines are the ones `up` shows before it asks.
 
     \b
     Example:
       clusterkit plan examples/imagenet-p4d-spot.yaml --offline
+      clusterkit plan cluster.yaml --out plan.json && clusterkit up --plan plan.json
     """
     from clusterkit.cluster.planning import do_plan
     from clusterkit.plan.up import plan_lines
 
     ctx = get_ctx()
     result = do_plan(spec_file, offline=offline, profile=ctx.profile,
-                     rt=None if offline else runtime(), region=ctx.region)
+                     rt=None if offline else runtime(), region=ctx.region, out=out)
     if ctx.json:
         print_json(result.to_json())
     else:
         for line in plan_lines(result):
             ctx.console.print(line, highlight=False, markup=False)
+        if out:
+            ctx.console.print(f"saved the plan to {out}: `clusterkit up --plan {out}` applies "
+                              "it", highlight=False, markup=False)
 
 
 def _terminal() -> bool:
@@ -70,7 +78,11 @@ def _ask(question: str) -> bool:
 
 
 @click.command()
-@click.argument("spec_file", type=click.Path(dir_okay=False))
+@click.argument("spec_file", type=click.Path(dir_okay=False), required=False)
+@click.option("--plan", "plan_file", type=click.Path(dir_okay=False), default=None,
+              help="Apply this saved plan (`clusterkit plan SPEC --out FILE`) instead of a "
+              "SPEC: no question; exit 1 naming each difference if the world changed since, "
+              "exit 2 if the spec file did.")
 @click.option("--timeout", type=float, default=1800.0, show_default=True, help=TIMEOUT_HELP)
 @click.option("--no-wait-ssh", is_flag=True, help="Return once the nodes run, without "
               "waiting for SSH.")
@@ -83,8 +95,8 @@ def _ask(question: str) -> bool:
               "nodes as they are (no hosts file, scratch, EFS or environment).")
 @accept_option
 @json_option
-def up(spec_file: str, timeout: float, no_wait_ssh: bool, yes: bool,
-       force_steps: tuple[str, ...], no_bootstrap: bool,
+def up(spec_file: str | None, plan_file: str | None, timeout: float, no_wait_ssh: bool,
+       yes: bool, force_steps: tuple[str, ...], no_bootstrap: bool,
        accept_host_keys: tuple[str, ...]) -> None:
     """Provision the cluster, wait for SSH, bootstrap every node. Idempotent: a second run
     changes nothing.
@@ -95,12 +107,15 @@ def up(spec_file: str, timeout: float, no_wait_ssh: bool, yes: bool,
     matches (and whose result the system shows) is not run again.
 
     Shows what it will create and what that costs, then asks (--yes skips the question;
-    with no terminal and no --yes it refuses). A changed node count is applied; a changed
-    instance type, market, region or image is refused (`down` first).
+    with no terminal and no --yes it refuses). What it shows is what `clusterkit plan`
+    prints; if the cluster changes while you read, it stops without changing anything.
+    A changed node count is applied; a changed instance type, market, region or image is
+    refused (`down` first).
 
     \b
     Example:
       clusterkit --sandbox up examples/sandbox-cpu.yaml --yes
+      clusterkit up --plan plan.json
     """
     from clusterkit.cluster.up import do_up
 
@@ -109,7 +124,7 @@ def up(spec_file: str, timeout: float, no_wait_ssh: bool, yes: bool,
     result = do_up(spec_file, rt=runtime(), timeout=timeout, wait_ssh=not no_wait_ssh,
                    yes=yes or ctx.yes, confirm=ask, region=ctx.region,
                    accept_host_keys=accept_host_keys, bootstrap=not no_bootstrap,
-                   force_steps=force_steps)
+                   force_steps=force_steps, plan_file=plan_file)
     render_up(ctx.console, result)
     if ctx.json:
         print_json(result.to_json())

@@ -6,26 +6,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from clusterkit.aws import stack as cfn
 from clusterkit.catalog import instances as catalog
 from clusterkit.catalog.prices import on_demand_price, spot_snapshot
 from clusterkit.catalog.ranking import Offer
 from clusterkit.catalog.zones import ZoneType, label, zone_block, zone_type
-from clusterkit.cluster import launch
-from clusterkit.cluster.caller import ssh_source_cidr
-from clusterkit.cluster.dataset_checks import check_dataset
-from clusterkit.cluster.lookups import facts, key_pair_missing
-from clusterkit.cluster.pins import checked_regions, pin_report, same_region
+from clusterkit.cluster import launch, savedplan
+from clusterkit.cluster.observe import observe_up
+from clusterkit.cluster.pins import checked_regions
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.cluster.target import find_nodes
+from clusterkit.errors import UsageError
 from clusterkit.kinds import Market
-from clusterkit.plan.dataset import dataset_cost
-from clusterkit.plan.nodes import node_actions
-from clusterkit.plan.observed import Observed, StackSeen
+from clusterkit.plan.candidates import plan_candidates
+from clusterkit.plan.observed import Observed
 from clusterkit.plan.pinning import offline_lines, pinned_resources
-from clusterkit.plan.spend import EBS_GB_MONTH, HOURS_PER_MONTH
-from clusterkit.plan.stack import stack_name
-from clusterkit.plan.up import UpPlan, gpu_warnings, plan_up
+from clusterkit.plan.up import UpPlan, plan_up
 from clusterkit.spec.model import Spec
 
 
@@ -61,65 +55,43 @@ def plan_offline(spec: Spec, region: str | None = None) -> UpPlan:
     """No AWS call: the shipped snapshot, Local Zones marked, pinned resources unchecked."""
     regions = checked_regions(spec, region)
     offers = snapshot_offers(spec, regions)
-    cands = launch.ranked_or_refused(spec, offers, regions)
-    offer = cands[0] if cands else launch.first_candidate(None, replace(spec, region=regions[0]))
+    fallback = launch.first_candidate(None, replace(spec, region=regions[0]))
     notes = ["offline: prices from the shipped snapshot; assumes no cluster exists yet",
              *offline_lines(pinned_resources(spec)), *zone_lines(offers)]
     if region:
         notes.append(f"--region {region}: only {region} of the spec's regions")
-    observed = Observed(offer.region, (), None, None, key_pair_missing=not spec.ssh.key_name,
-                        candidates=tuple(cands or [offer]))
-    plan = plan_up(spec, observed, notes)
-    return replace(plan, warnings=gpu_warnings(spec, plan))
+    seen = Observed(regions[0], (), None, None, key_pair_missing=not spec.ssh.key_name,
+                    offers=tuple(offers), regions=tuple(regions), fallback=fallback)
+    first = plan_candidates(spec, seen)
+    return plan_up(spec, replace(seen, region=first[0].region if first else regions[0]),
+                   notes)
 
 
-def plan_online(rt: Runtime, spec: Spec, only_region: str | None = None) -> UpPlan:
-    """What `up` would do. Pinned resources are looked up in the cluster's region, or
-    (new cluster) in every allowed region; a line per resource says where it was found."""
-    allowed = checked_regions(spec, only_region)  # before any AWS call
-    region, nodes = find_nodes(rt, spec.name, spec.regions)
-    same_region(spec, region, only_region)
-    report = pin_report(rt, spec, [region] if region else allowed)
-    notes = [f"pinned: {line}" for line in report.lines()]
-    if only_region:
-        notes.append(f"--region {only_region}: only {only_region} of the spec's regions")
-    cands: list[Offer] = []
-    if node_actions(spec.name, spec.nodes.count, nodes).launch:
-        cands = [launch.offer_of(nodes)] if region else \
-            launch.candidates(rt, spec, only_region, report)
-    region = region or (cands[0].region if cands else allowed[0])
-    current = cfn.describe_stack(rt.session, region, stack_name(spec.name))
-    cidr = ssh_source_cidr(spec)  # the caller's address: the one lookup outside AWS
-    found = facts(rt, spec, region, current=current["parameters"] if current else None,
-                  ssh_cidr=cidr)
-    notes += dataset_notes(rt, spec, region, len(node_actions(spec.name, spec.nodes.count,
-                                                               nodes).launch))
-    stack = StackSeen.of(current)
-    observed = Observed(region, tuple(nodes), stack, found, key_pair_missing(rt, spec, region),
-                        tuple(cands))
-    plan = plan_up(spec, observed, notes)
-    return replace(plan, warnings=gpu_warnings(spec, plan))
-
-
-def dataset_notes(rt: Runtime, spec: Spec, region: str, launch: int) -> list[str]:
-    """The dataset clones a launch makes, priced at the snapshot's size (the snapshot
-    checked as `up` checks it: exit 2 naming it when it would be refused)."""
-    ds = spec.storage.dataset
-    if ds is None or not ds.snapshot or not launch:
-        return []
-    verdict = check_dataset(rt, spec, region)
-    cost = dataset_cost(ds, launch, verdict.size_gib if verdict else ds.size_gb, EBS_GB_MONTH)
-    return [*(verdict.warnings if verdict else ()), *cost.lines(ds, HOURS_PER_MONTH)]
+def plan_online(rt: Runtime, spec: Spec, only_region: str | None = None,
+                ) -> tuple[UpPlan, Observed]:
+    """What `up` would do, from the same observation `up` makes (cluster.observe); a
+    line per pinned resource says where it was found."""
+    observed = observe_up(rt, spec, only_region)
+    return plan_up(spec, observed), observed
 
 
 def do_plan(spec_file: str, *, offline: bool = False, profile: str | None = None,
-            rt: Runtime | None = None, region: str | None = None) -> UpPlan:
-    """``region`` (--region): plan for that one of the spec's regions, or exit 2. The
-    plan's lines (plan.up.plan_lines) and JSON (``to_json``) are how it is shown."""
+            rt: Runtime | None = None, region: str | None = None,
+            out: str | None = None) -> UpPlan:
+    """``region`` (--region): plan for that one of the spec's regions, or exit 2.
+    ``out``: save the plan there for `up --plan` (not with ``offline``: a saved plan is
+    checked against what it observed). The plan's lines (plan.up.plan_lines) and JSON
+    (``to_json``) are how it is shown."""
     from clusterkit.spec import load
 
+    if offline and out:
+        raise UsageError("--out saves a plan made from what AWS says: not with --offline",
+                         "drop --offline to save the plan")
     spec = load(spec_file)
     if offline:
         return plan_offline(spec, region)
     rt = rt or Runtime.make(region=spec.region, profile=profile)
-    return plan_online(rt, spec, region)
+    plan, observed = plan_online(rt, spec, region)
+    if out:
+        savedplan.save(out, spec_file, region, observed, plan)
+    return plan

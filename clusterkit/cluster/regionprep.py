@@ -1,85 +1,84 @@
-"""A region's key pair and stack for `up`: read once, for the plan the user confirms,
-then created or updated only where they differ.
-
-The reads of a region (the stack as it is, the VPC, the AMI, whether the key pair
-exists) are kept in a ``Reads`` until the confirmed plan is applied there, so applying
-it does not make them again: on AWS each costs a round trip (50-300 ms) and counts
-against the account's API rate. A region first met while launching (a fallback offer in
-another region) is read then, and a region prepared once is read afresh if prepared
-again (a launch retried after a failure).
-"""
+"""A region's key pair and stack for `up`'s apply: exactly what the confirmed plan says
+in the plan's region (its key-pair and stack actions, its parameters, the stack as
+observed), so nothing is read or decided again there. A region the plan did not read
+(a fallback offer in another region, walked only because the user confirmed that
+candidate list) is observed and planned then, by the same pure functions."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterkit.aws import keypairs
+from clusterkit.aws import keypairs, lookup
 from clusterkit.aws import stack as cfn
 from clusterkit.cluster import stackops
 from clusterkit.cluster.lookups import base_tags, facts, key_pair_missing
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.events import Stage
-from clusterkit.plan.stack import (
-    Facts,
-    key_pair_name,
-    stack_action,
-    stack_name,
-    stack_parameters,
-)
+from clusterkit.plan.observed import Observed, StackSeen
+from clusterkit.plan.stack import key_pair_name, stack_action, stack_name, stack_parameters
+from clusterkit.plan.up import UpPlan
 from clusterkit.remote.probe import local_public_key
 from clusterkit.spec.model import Spec
 
 
 @dataclass(frozen=True)
-class RegionRead:
-    """What the read calls said of one region."""
+class RegionPlan:
+    """What apply does to one region before launching there."""
 
-    current: dict[str, Any] | None  # the stack as it is (None: there is none)
-    params: dict[str, str]  # the parameters it should have
+    region: str
+    import_key: bool
+    action: str  # plan.stack.stack_action's
+    parameters: Mapping[str, str]
+    current: StackSeen | None
     vpc_id: str
-    key_pair_missing: bool  # clusterkit must import the user's public key there
-    facts: Facts  # what ``params`` were made from besides the spec
+    subnets: Mapping[str, str] = field(default_factory=dict)  # AZ -> subnet (read if empty)
 
 
-@dataclass
-class Reads:
-    """The regions read during one `up`, and the SSH source its stack rule admits."""
+def from_plan(plan: UpPlan, observed: Observed) -> RegionPlan:
+    """The plan's own region, as confirmed."""
+    assert observed.facts is not None
+    return RegionPlan(plan.region, plan.key_pair == "import", plan.stack, plan.parameters,
+                      observed.stack, observed.facts.vpc_id, observed.subnets)
 
-    cidr: str
-    regions: dict[str, RegionRead] = field(default_factory=dict)
 
-
-def _read(rt: Runtime, spec: Spec, region: str, cidr: str) -> RegionRead:
-    current = cfn.describe_stack(rt.session, region, stack_name(spec.name))
-    found = facts(rt, spec, region, current=current["parameters"] if current else None,
+def read_region(rt: Runtime, spec: Spec, region: str, cidr: str) -> RegionPlan:
+    """A region the plan did not read: observed now, planned by the same rules."""
+    current = StackSeen.of(cfn.describe_stack(rt.session, region, stack_name(spec.name)))
+    found = facts(rt, spec, region, current=dict(current.parameters) if current else None,
                   ssh_cidr=cidr)
-    return RegionRead(current, stack_parameters(spec, found), found.vpc_id,
-                      key_pair_missing(rt, spec, region), found)
+    wanted = stack_parameters(spec, found)
+    action = stack_action(current.status if current else None,
+                          dict(current.parameters) if current else None, wanted)
+    return RegionPlan(region, key_pair_missing(rt, spec, region), action, wanted, current,
+                      found.vpc_id)
 
 
-def read_region(rt: Runtime, spec: Spec, region: str, reads: Reads) -> RegionRead:
-    """Read-only: ``region`` as the read calls say, kept in ``reads`` for applying."""
-    if region not in reads.regions:
-        reads.regions[region] = _read(rt, spec, region, reads.cidr)
-    return reads.regions[region]
+def _described(seen: StackSeen | None) -> dict[str, Any] | None:
+    """stackops.deploy's ``current``: the stack as observed."""
+    if seen is None:
+        return None
+    return {"status": seen.status, "parameters": dict(seen.parameters), "id": seen.stack_id,
+            "outputs": dict(seen.outputs), "reason": ""}
 
 
-def prepare_region(rt: Runtime, spec: Spec, region: str, timeout: float,
-                   reads: Reads) -> dict[str, Any]:
-    """Key pair and stack in ``region``, created or updated only if they differ. The
-    plan's read of the region is used once: what follows changes the region, so a later
-    attempt there (a launch retried in another zone) reads it again."""
-    read = reads.regions.pop(region, None) or _read(rt, spec, region, reads.cidr)
-    if read.key_pair_missing:
+def prepare_region(rt: Runtime, spec: Spec, todo: RegionPlan, timeout: float) -> dict[str, Any]:
+    """Key pair and stack in ``todo.region`` as ``todo`` says; the stack record (its id,
+    outputs, the VPC)."""
+    if todo.import_key:
         rt.started(Stage.KEY_PAIR,
                    f"importing your SSH public key as key pair {key_pair_name(spec.name)}")
-        keypairs.import_key_pair(rt.session, region, key_pair_name(spec.name),
+        keypairs.import_key_pair(rt.session, todo.region, key_pair_name(spec.name),
                                  local_public_key(spec.ssh.identity_file), base_tags(spec))
-    current = read.current
-    action = stack_action(current["status"] if current else None,
-                          current["parameters"] if current else None, read.params)
-    stack = stackops.deploy(rt, region, stack_name(spec.name), action, read.params,
-                            base_tags(spec), timeout=timeout, current=current)
-    stack["vpc_id"] = read.vpc_id
+    stack = stackops.deploy(rt, todo.region, stack_name(spec.name), todo.action,
+                            todo.parameters, base_tags(spec), timeout=timeout,
+                            current=_described(todo.current))
+    stack["vpc_id"] = todo.vpc_id
     return stack
+
+
+def subnet_for(rt: Runtime, todo: RegionPlan, az: str) -> str:
+    """The subnet of ``az``: as observed in the plan's region, else read now."""
+    return todo.subnets.get(az) or lookup.default_subnet(rt.session, todo.region,
+                                                         todo.vpc_id, az)

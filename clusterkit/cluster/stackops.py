@@ -21,8 +21,9 @@ def _kind(status: str) -> Kind:
 
 
 def wait_stack(rt: Runtime, region: str, stack_id: str, *, timeout: float,
-               seen: set[str] | None = None) -> str:
-    """Poll until the stack leaves *_IN_PROGRESS; report each new stack event once."""
+               seen: set[str] | None = None) -> dict[str, Any]:
+    """Poll until the stack leaves *_IN_PROGRESS; report each new stack event once. The
+    stack as its last poll read it (aws.stack.stack_record: outputs and all)."""
     seen = set() if seen is None else seen
     def probe() -> tuple[bool, str]:
         for ev in cfn.stack_events(rt.session, region, stack_id):
@@ -32,11 +33,11 @@ def wait_stack(rt: Runtime, region: str, stack_id: str, *, timeout: float,
             reason = f"  {ev['reason']}" if ev["reason"] else ""
             rt.emit(_kind(ev["status"]), f"stack {ev['resource']:<26} {ev['status']}{reason}",
                     stage=Stage.STACK, level=1)
-        status, _reason = cfn.stack_status(rt.session, region, stack_id)
-        return not status.endswith("_IN_PROGRESS"), status
+        record = cfn.stack_record(rt.session, region, stack_id)
+        return not record["status"].endswith("_IN_PROGRESS"), record
 
-    return rt.wait_until(probe, deadline=rt.clock() + timeout, late=lambda status: AwsError(
-        f"stack {stack_id} still {status} after {timeout:.0f}s",
+    return rt.wait_until(probe, deadline=rt.clock() + timeout, late=lambda record: AwsError(
+        f"stack {stack_id} still {record['status']} after {timeout:.0f}s",
         "watch it in the CloudFormation console; `clusterkit up` again resumes, "
         "`clusterkit down` deletes"))
 
@@ -94,7 +95,7 @@ def deploy(rt: Runtime, region: str, name: str, action: str, params: Mapping[str
         rt.started(Stage.STACK, f"creating stack {name} in {region}")
         stack_id = _created(rt, region, name, lambda: _as_role(role, lambda: cfn.create_stack(
             rt.session, region, name, params, tags, role.arn)))
-        status = wait_stack(rt, region, stack_id, timeout=timeout)
+        final = wait_stack(rt, region, stack_id, timeout=timeout)
     elif action == "update":
         assert current is not None
         seen = _seen_before(rt, region, current["id"])
@@ -102,10 +103,11 @@ def deploy(rt: Runtime, region: str, name: str, action: str, params: Mapping[str
         if not _as_role(role, lambda: cfn.update_stack(rt.session, region, name, params, tags,
                                                        role.arn)):
             return current
-        status = wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)
+        final = wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)
     else:
         return current or {}
-    result = cfn.describe_stack(rt.session, region, name)
+    status = final["status"]
+    result = None if status == "DELETE_COMPLETE" else final
     if status not in OK or result is None:
         reason = result["reason"] if result else ""
         own = ("" if role.arn else "; it ran with your own permissions: a resource 'not "
@@ -126,4 +128,4 @@ def delete(rt: Runtime, region: str, name: str, *, timeout: float) -> str | None
         wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)
     role = stack_role(rt)
     _as_role(role, lambda: cfn.delete_stack(rt.session, region, name, role.arn))
-    return wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)
+    return wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)["status"]

@@ -9,18 +9,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clusterkit.aws import efs, instances, lookup
+from clusterkit.aws import efs, instances
 from clusterkit.bootstrap.run import BootstrapResult
 from clusterkit.catalog.ranking import Offer
-from clusterkit.cluster import hostkeys, launch, nodecache, pins, record, stopped
+from clusterkit.cluster import hostkeys, launch, nodecache, record, savedplan, stopped
 from clusterkit.cluster.bootstrap import bootstrap_nodes, check_steps
 from clusterkit.cluster.caller import ssh_source_cidr
-from clusterkit.cluster.dataset_checks import check_dataset, view_for_up
+from clusterkit.cluster.dataset_checks import view_for_up
 from clusterkit.cluster.locks import cluster_lock
-from clusterkit.cluster.regionprep import Reads, prepare_region, read_region
+from clusterkit.cluster.observe import observe_up, recheck
+from clusterkit.cluster.regionprep import (
+    RegionPlan,
+    from_plan,
+    prepare_region,
+    read_region,
+    subnet_for,
+)
 from clusterkit.cluster.running import Trail, report_failure
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.cluster.target import find_nodes
+from clusterkit.cluster.savedplan import SavedPlan
 from clusterkit.errors import (
     AwsError,
     CapacityError,
@@ -33,9 +40,8 @@ from clusterkit.kinds import InstanceState
 from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.drift import refused, spec_drift
 from clusterkit.plan.nodes import Node, node_actions, node_order
-from clusterkit.plan.observed import Observed, StackSeen
-from clusterkit.plan.spend import spend
-from clusterkit.plan.up import UpPlan, gpu_warnings, plan_up
+from clusterkit.plan.observed import Observed
+from clusterkit.plan.up import UpPlan, plan_lines, plan_up
 from clusterkit.remote import known_hosts
 from clusterkit.remote.address import address_or_none
 from clusterkit.remote.probe import wait_reachable
@@ -86,42 +92,37 @@ class UpResult:
                 "bootstrap": self.bootstrap.to_json() if self.bootstrap else None}
 
 
-def do_up(spec_file: str, *, rt: Runtime | None = None, profile: str | None = None,
+def do_up(spec_file: str | None, *, rt: Runtime | None = None, profile: str | None = None,
           timeout: float = 1800.0, wait_ssh: bool = True, yes: bool = False,
           confirm: Confirm | None = None, region: str | None = None,
           accept_host_keys: Sequence[str] = (), bootstrap: bool = True,
-          force_steps: Sequence[str] = ()) -> UpResult:
+          force_steps: Sequence[str] = (), plan_file: str | None = None) -> UpResult:
     """``yes`` skips the question; ``confirm`` asks it (None: no terminal to ask on, so
     anything that would spend money is refused unless ``yes``). ``region`` (--region)
     restricts new nodes to that one of the spec's regions, or is refused (exit 2).
+    ``plan_file``: a saved plan (`plan --out`) applied as saved, instead of a spec file.
     Once SSH answers every node is bootstrapped (unless ``bootstrap`` is False);
     ``force_steps``: bootstrap steps to run again whatever their receipts say."""
     from clusterkit.spec import load
 
     check_steps(force_steps)
+    saved = None
+    if plan_file is not None:
+        if spec_file is not None or region is not None:
+            raise UsageError("--plan applies a saved plan: it takes no SPEC and no --region "
+                             "(the plan file names both)",
+                             "`clusterkit up --plan FILE`, or `clusterkit up SPEC`")
+        saved = savedplan.load(plan_file)
+        saved.check_spec()  # exit 2 before any AWS call
+        spec_file, region = saved.spec_file, saved.region
+    if spec_file is None:
+        raise UsageError("`up` needs a SPEC file or --plan FILE",
+                         "`clusterkit up cluster.yaml` (see `clusterkit up --help`)")
     spec = load(spec_file)
     rt = rt or Runtime.make(region=spec.region, profile=profile)
     return up(rt, spec, timeout=timeout, wait_ssh=wait_ssh, yes=yes, confirm=confirm,
               only_region=region, accept_host_keys=accept_host_keys, bootstrap=bootstrap,
-              force_steps=force_steps)
-
-
-def read_plan(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
-              offers: Sequence[Offer], reads: Reads) -> UpPlan:
-    """What `up` will do, from read calls only (the region of a new cluster is its first
-    launch candidate's); what they said stays in ``reads`` for applying the plan."""
-    where = region or (offers[0].region if offers else spec.region)
-    read = read_region(rt, spec, where, reads)
-    current = read.current
-    if current and current["status"].endswith("_IN_PROGRESS"):
-        raise ClusterBusyError(
-            f"the stack of cluster {spec.name} in {where} is {current['status']}: another "
-            "`up` or `down` of it is running (on another machine, or one interrupted here)",
-            f"wait until it ends (`clusterkit status {spec.name}` shows the nodes), then run "
-            "`clusterkit up` again; nothing was changed")
-    stack = StackSeen.of(current)
-    return plan_up(spec, Observed(where, tuple(nodes), stack, read.facts,
-                                  read.key_pair_missing, tuple(offers)))
+              force_steps=force_steps, saved=saved)
 
 
 def refuse_drift(spec: Spec, region: str | None, nodes: Sequence[Node]) -> None:
@@ -136,19 +137,19 @@ def refuse_drift(spec: Spec, region: str | None, nodes: Sequence[Node]) -> None:
             "with the new spec (or put the running values back in the spec)")
 
 
-def _check_plan(rt: Runtime, spec: Spec, plan: UpPlan, *, yes: bool,
-                confirm: Confirm | None, dataset_gib: int | None = None) -> None:
-    """Show what differs and what will be spent, and ask."""
-    for diff in plan.drift:
-        rt.info(f"spec differs: {diff.describe()}")
+def _check_plan(rt: Runtime, plan: UpPlan, *, yes: bool, confirm: Confirm | None) -> bool:
+    """Show what `up` will do and spend (plan.up.plan_lines, exactly what `clusterkit
+    plan` prints) and ask; True when a question was asked and answered yes."""
+    lines = plan_lines(plan)
     if not plan.asks:
-        return
-    for line in spend(plan, spec, dataset_gib).lines:
-        rt.info(line)
-    for warning in gpu_warnings(spec, plan):  # beside the type the spend lines name
-        rt.warn(warning)
-    if yes:
-        return
+        lines = [line for line in lines[1:] if line.startswith(("differs:", "note:", "warning:"))]
+    for line in lines:
+        if line.lstrip().startswith("warning: "):
+            rt.warn(line.lstrip().removeprefix("warning: "))
+        else:
+            rt.info(line)
+    if not plan.asks or yes:
+        return False
     if confirm is None:
         raise UsageError("`up` would create billable resources and there is no terminal to "
                          "ask on: nothing changed",
@@ -157,6 +158,7 @@ def _check_plan(rt: Runtime, spec: Spec, plan: UpPlan, *, yes: bool,
     if not confirm("go ahead?"):
         raise ClusterkitError("declined: nothing changed", "`clusterkit plan SPEC` shows "
                               "what `up` would do, without changing anything")
+    return True
 
 
 def _mount_target(rt: Runtime, spec: Spec, region: str, stack: dict[str, Any],
@@ -189,32 +191,42 @@ def _retag(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node]) -> None:
                                   group.tags)
 
 
-def _launch(rt: Runtime, spec: Spec, offers: Sequence[Offer], slots: Sequence[int],
-            stacks: dict[str, dict[str, Any]], timeout: float, reads: Reads,
-            trail: Trail) -> tuple[str, list[Node]]:
+def _launch(rt: Runtime, spec: Spec, plan: UpPlan, stacks: dict[str, dict[str, Any]],
+            todo: RegionPlan, timeout: float, trail: Trail) -> tuple[str, list[Node]]:
+    """Walk the confirmed candidates, in the order shown, until one has capacity. The
+    plan's region is prepared as the plan says; a region the plan did not read (or one
+    whose preparing failed, so it is not as observed any more) is read then."""
+    unused = {todo.region: todo}
+    todos: dict[str, RegionPlan] = {}
+
     def try_launch(offer: Offer) -> list[Node]:
         trail.touch(offer.region)
         if offer.region not in stacks:
-            stacks[offer.region] = prepare_region(rt, spec, offer.region, timeout, reads)
+            todos[offer.region] = unused.pop(offer.region, None) or read_region(
+                rt, spec, offer.region, ssh_source_cidr(spec))
+            stacks[offer.region] = prepare_region(rt, spec, todos[offer.region], timeout)
+        here = todos.get(offer.region, todo)
         stack = stacks[offer.region]
-        subnet = lookup.default_subnet(rt.session, offer.region, stack["vpc_id"], offer.az or "")
         launched = launch.gang_launch(
-            rt, spec, offer, slots, launch_template_id=stack["outputs"]["LaunchTemplateId"],
-            subnet_id=subnet, stack_id=stack["id"],
+            rt, spec, offer, plan.nodes.launch,
+            launch_template_id=stack["outputs"]["LaunchTemplateId"],
+            subnet_id=subnet_for(rt, here, offer.az or ""), stack_id=stack["id"],
             placement_group=stack["outputs"].get("PlacementGroupName", ""))
         trail.touch(offer.region, launched)
         return launched
 
-    offer, new = launch.walk(rt, offers, try_launch, market_policy=spec.nodes.market)
+    offer, new = launch.walk(rt, plan.candidates, try_launch, market_policy=spec.nodes.market)
     rt.done(Stage.LAUNCH, f"launched {len(new)} node(s): "
             f"{', '.join(n.instance_id for n in new)}")
     return offer.region, new
 
 
-def _wait_new(rt: Runtime, region: str, new: Sequence[Node], deadline: float) -> None:
+def _wait_new(rt: Runtime, region: str, new: Sequence[Node], deadline: float) -> list[Node]:
+    """The launched nodes once they run (described: root volume ids known); a failure
+    terminates them all (never half a cluster)."""
     ids = [n.instance_id for n in new]
     try:
-        launch.wait_running(rt, region, ids, deadline=deadline)
+        return launch.wait_running(rt, region, ids, deadline=deadline)
     except ClusterkitError:
         rt.emit(Kind.ERROR, f"terminating the {len(ids)} node(s) of this launch",
                 stage=Stage.TERMINATE)
@@ -231,33 +243,37 @@ def up(rt: Runtime, spec: Spec, **options: Any) -> UpResult:
 def _up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = True,
         yes: bool = False, confirm: Confirm | None = None,
         only_region: str | None = None, accept_host_keys: Sequence[str] = (),
-        bootstrap: bool = True, force_steps: Sequence[str] = ()) -> UpResult:
+        bootstrap: bool = True, force_steps: Sequence[str] = (),
+        saved: SavedPlan | None = None) -> UpResult:
+    """Observe, plan, show and ask (a saved plan: observe again and compare instead),
+    then apply exactly that plan."""
     deadline = rt.clock() + timeout
     check_steps(force_steps)
-    pins.checked_regions(spec, only_region)  # unknown or foreign regions: before any call
-    region, nodes = find_nodes(rt, spec.name, spec.regions)
-    pins.same_region(spec, region, only_region)
-    if region:
-        rt.info(f"cluster {spec.name}: {len([n for n in nodes if n.live])} node(s) in {region}")
-    refuse_drift(spec, region, nodes)
-    actions = node_actions(spec.name, spec.nodes.count, nodes)
-    offers: list[Offer] = []
-    if actions.launch:
-        offers = launch.scale_candidates(rt, spec, nodes) if region else \
-            launch.candidates(rt, spec, only_region)
-    reads = Reads(ssh_source_cidr(spec))  # the caller's address: the one lookup outside AWS
-    plan = read_plan(rt, spec, region, nodes, offers, reads)
-    verdict = check_dataset(rt, spec, plan.region) if actions.launch else None  # exit 2 first
-    _check_plan(rt, spec, plan, yes=yes, confirm=confirm,
-                dataset_gib=verdict.size_gib if verdict else None)
+
+    def on_nodes(region: str | None, nodes: list[Node]) -> None:
+        if region:
+            rt.info(f"cluster {spec.name}: {len([n for n in nodes if n.live])} node(s) in "
+                    f"{region}")
+        refuse_drift(spec, region, nodes)  # before any other call
+
+    observed = observe_up(rt, spec, only_region, on_nodes)
+    refuse_busy(spec, observed)
+    if saved is not None:
+        observed = saved.checked(observed)  # PlanDriftError naming what changed
+        plan = plan_up(spec, observed)
+        for line in plan_lines(plan):
+            rt.info(line)
+    else:
+        plan = plan_up(spec, observed)
+        if _check_plan(rt, plan, yes=yes, confirm=confirm):
+            recheck(rt, spec, observed)  # the world may have moved while the user read
     trail = Trail(spec.name)
-    trail.touch(region, [n for n in nodes if n.live])
+    trail.touch(plan.region if plan.existing else None,
+                [n for n in plan.existing if n.live])
     trail.touch(plan.region)
     try:
-        return _apply(rt, spec, region, nodes, plan.candidates, deadline=deadline,
-                      wait_ssh=wait_ssh,
-                      timeout=timeout, reads=reads, trail=trail,
-                      accept_host_keys=accept_host_keys,
+        return _apply(rt, spec, plan, observed, deadline=deadline, wait_ssh=wait_ssh,
+                      timeout=timeout, trail=trail, accept_host_keys=accept_host_keys,
                       force_steps=force_steps if bootstrap and wait_ssh else None)
     except ClusterBusyError:
         raise  # another `up` of the cluster: what runs is its, not for this one's `down`
@@ -266,38 +282,59 @@ def _up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tr
         raise
 
 
-def _apply(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
-           offers: Sequence[Offer], *, deadline: float, wait_ssh: bool, timeout: float,
-           reads: Reads, trail: Trail, accept_host_keys: Sequence[str] = (),
+def refuse_busy(spec: Spec, observed: Observed) -> None:
+    """ClusterBusyError when the stack is in progress: another `up` or `down` runs."""
+    stack = observed.stack
+    if stack is not None and stack.in_progress:
+        raise ClusterBusyError(
+            f"the stack of cluster {spec.name} in {observed.region} is {stack.status}: "
+            "another `up` or `down` of it is running (on another machine, or one "
+            "interrupted here)",
+            f"wait until it ends (`clusterkit status {spec.name}` shows the nodes), then run "
+            "`clusterkit up` again; nothing was changed")
+
+
+def _apply(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *, deadline: float,
+           wait_ssh: bool, timeout: float, trail: Trail,
+           accept_host_keys: Sequence[str] = (),
            force_steps: Sequence[str] | None = ()) -> UpResult:
     """The changes `up` confirmed: stack, surplus nodes, launch, tags, mount target, SSH,
     bootstrap (``force_steps`` None: no bootstrap)."""
-    actions = node_actions(spec.name, spec.nodes.count, nodes)
-    record.save(spec, region or (offers[0].region if offers else spec.region))
+    actions = plan.nodes
+    region = plan.region
+    record.save(spec, region)
     if not actions.empty:
         nodecache.forget(spec.name)
     stacks: dict[str, dict[str, Any]] = {}
-    if region:
-        stacks[region] = prepare_region(rt, spec, region, timeout, reads)
+    todo = from_plan(plan, observed)
+    if plan.existing:
+        stacks[region] = prepare_region(rt, spec, todo, timeout)
     if actions.terminate:
         rt.started(Stage.TERMINATE, f"terminating surplus node(s): {', '.join(actions.terminate)}")
-        instances.terminate_instances(rt.session, region or spec.region, actions.terminate)
-    stopped.start_stopped(rt, region or spec.region, actions.start, deadline=deadline)
+        instances.terminate_instances(rt.session, region, actions.terminate)
+    stopped.start_stopped(rt, region, actions.start, deadline=deadline)
     new: list[Node] = []
+    started: list[Node] = []
     if actions.launch:
-        region, new = _launch(rt, spec, offers, actions.launch, stacks, timeout, reads, trail)
-        _wait_new(rt, region, new, deadline)
-    assert region is not None
+        region, new = _launch(rt, spec, plan, stacks, todo, timeout, trail)
+        started = _wait_new(rt, region, new, deadline)
     record.save(spec, region)
-    kept = [n for n in nodes if n.live and n.instance_id not in actions.terminate]
-    ids = [n.instance_id for n in kept + new]
-    settled = not new and not actions.start and all(n.state == InstanceState.RUNNING
-                                                    for n in kept)
-    # nothing launched or started: the nodes as found at the start are the running ones
-    running = list(kept) if settled else launch.wait_running(rt, region, ids,
-                                                             deadline=deadline)
+    kept = [n for n in plan.existing if n.live and n.instance_id not in actions.terminate]
+    settled = not actions.start and all(n.state == InstanceState.RUNNING for n in kept)
+    # nothing else started: the nodes kept as found, and the new ones as they came up
+    running = [*kept, *started] if settled else launch.wait_running(
+        rt, region, [n.instance_id for n in kept + new], deadline=deadline)
     _retag(rt, spec, region, running)  # described running: root volume ids are known
     _mount_target(rt, spec, region, stacks[region], running, deadline)
+    return _reach(rt, spec, region, running, new, stacks[region], deadline,
+                  accept_host_keys, force_steps, wait_ssh)
+
+
+def _reach(rt: Runtime, spec: Spec, region: str, running: Sequence[Node],
+           new: Sequence[Node], stack: dict[str, Any], deadline: float,
+           accept_host_keys: Sequence[str], force_steps: Sequence[str] | None,
+           wait_ssh: bool) -> UpResult:
+    """SSH on every node (host keys checked and recorded), then the bootstrap."""
     pinned = hostkeys.pinned_keys(spec.name, running, new, accept_host_keys)
     host_keys = _wait_ssh(rt, spec, region, running, new, deadline, pinned) if wait_ssh else {}
     hostkeys.check_and_record(rt, spec.name, running, host_keys, port=spec.ssh.port,
@@ -305,7 +342,7 @@ def _apply(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
     known = record_host_keys(spec, running, host_keys)
     booted = None
     if force_steps is not None:
-        booted = bootstrap_nodes(rt, spec, region, running, stacks[region].get("outputs", {}),
+        booted = bootstrap_nodes(rt, spec, region, running, stack.get("outputs", {}),
                                  force=force_steps, timeout=max(60.0, deadline - rt.clock()),
                                  dataset=view_for_up(rt, spec, region, running))
         if booted.ok:  # every node ready: `train` may start on these without asking AWS

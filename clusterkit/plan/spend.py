@@ -62,6 +62,7 @@ def _node_lines(plan: UpPlan, spec: Spec) -> tuple[list[str], float | None, floa
                      f"{_money(worst_each)} each)")
     if choice.market == Market.SPOT:
         lines.append("  spot: the price moves with the market and AWS may reclaim nodes")
+    lines += [f"  warning: {w}" for w in plan.warnings]  # beside the type they are about
     return lines, now, worst
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 from clusterkit.catalog.ranking import Offer
+from clusterkit.plan.candidates import plan_candidates
 from clusterkit.plan.cost import hourly
 from clusterkit.plan.drift import Difference, refused, spec_drift
 from clusterkit.plan.nodes import Node, NodeActions, node_actions
@@ -51,6 +53,9 @@ class UpPlan:
     warnings: tuple[str, ...] = ()  # train.packages against the GPU of the chosen type
     stack_parts: tuple[str, ...] = ()  # what a created stack holds (plan.stack.stack_contents)
     candidates: tuple[Offer, ...] = ()  # where a launch may go, in order: `up` walks these only
+    parameters: Mapping[str, str] = field(default_factory=dict)  # the stack's, as wanted
+    dataset_gib: int | None = None  # each dataset clone's size, from the snapshot's check
+    spec: Spec | None = field(default=None, compare=False, repr=False)  # what it plans for
 
     @property
     def mutates(self) -> bool:
@@ -92,6 +97,9 @@ class UpPlan:
             "terminate": list(self.nodes.terminate),
             "retag": list(self.nodes.retag_ids),
             "choice": None if self.choice is None else self.choice.__dict__,
+            "candidates": [{"instance_type": o.instance_type, "region": o.region,
+                            "az": o.az or o.az_id, "market": str(o.market), "price": o.price}
+                           for o in self.candidates],
             "hourly_usd": self.hourly_after(),
             "changes": self.mutates, "notes": list(self.notes),
             "warnings": list(self.warnings),
@@ -111,19 +119,26 @@ def choice_of(candidates: Sequence[Offer]) -> Choice | None:
 
 
 def plan_up(spec: Spec, observed: Observed, notes: Sequence[str] = ()) -> UpPlan:
-    """What `up` does, from the spec and one observation of the world alone."""
+    """What `up` does, from the spec and one observation of the world alone. The stack
+    parameters it wants and the launch candidates (ranked from the observed offers) are
+    part of the plan: applying it decides nothing again."""
     stack = observed.stack
     current = dict(stack.parameters) if stack else None
     wanted = stack_parameters(spec, observed.facts) if observed.facts else {}
     action = stack_action(stack.status if stack else None, current, wanted)
     changes = tuple(changed_parameters(current, wanted)) if action == "update" else ()
     nodes = observed.nodes
-    return UpPlan(spec.name, observed.region, action, changes,
-                  "import" if observed.key_pair_missing else "none",
-                  node_actions(spec.name, spec.nodes.count, nodes),
-                  choice_of(observed.candidates), tuple(nodes), tuple(notes),
+    actions = node_actions(spec.name, spec.nodes.count, nodes)
+    candidates = plan_candidates(spec, observed) if actions.launch else ()
+    dataset = observed.dataset
+    plan = UpPlan(spec.name, observed.region, action, changes,
+                  "import" if observed.key_pair_missing else "none", actions,
+                  choice_of(candidates), tuple(nodes), (*observed.notes, *notes),
                   tuple(spec_drift(spec, nodes)), stack_parts=stack_contents(spec),
-                  candidates=observed.candidates)
+                  candidates=candidates, parameters=MappingProxyType(wanted),
+                  dataset_gib=dataset.size_gib if dataset else None, spec=spec)
+    return replace(plan, warnings=(*(dataset.warnings if dataset else ()),
+                                   *gpu_warnings(spec, plan)))
 
 
 def gpu_warnings(spec: Spec, plan: UpPlan) -> tuple[str, ...]:
@@ -137,32 +152,24 @@ def gpu_warnings(spec: Spec, plan: UpPlan) -> tuple[str, ...]:
 
 
 def plan_lines(plan: UpPlan) -> list[str]:
-    """Human-readable list of what `up` would do."""
-    lines = [f"cluster {plan.cluster} in {plan.region}"]
-    lines.extend(f"differs: {d.describe()}" for d in plan.drift)
+    """What `plan` prints and `up` shows before it asks, line for line: the one renderer
+    of a plan (the spend lines of plan.spend, the drift, warnings and notes)."""
+    from clusterkit.plan.spend import spend
+
+    assert plan.spec is not None, "a plan made by plan_up"
+    body = list(spend(plan, plan.spec, plan.dataset_gib).lines) if plan.mutates else [
+        f"cluster {plan.cluster} in {plan.region}: nothing to change"]
+    lines = [body[0], *(f"differs: {d.describe()}" for d in plan.drift)]
     if plan.refused:
         lines.append(f"`up` refuses this: `clusterkit down {plan.cluster}` first, then `up`")
-    stack = {"create": f"create stack ({', '.join(plan.stack_parts)})",
-             "recreate": "delete the failed stack and create it again",
-             "update": "update stack: " + "; ".join(plan.stack_changes),
-             "none": "stack: up to date"}[plan.stack]
-    lines.append(stack)
-    if plan.key_pair == "import":
-        lines.append("import your SSH public key as an EC2 key pair")
-    if plan.nodes.launch:
-        where = plan.choice.describe() if plan.choice else "no launch candidate"
-        lines.append(f"launch {len(plan.nodes.launch)} node(s) (indexes "
-                     f"{', '.join(map(str, plan.nodes.launch))}) in one call: {where}")
-    lines.extend(f"  warning: {w}" for w in plan.warnings)
-    if plan.nodes.terminate:
-        lines.append(f"terminate {len(plan.nodes.terminate)} node(s): "
-                     + ", ".join(plan.nodes.terminate))
+    lines += body[1:]
     if plan.nodes.retag:
         lines.append(f"tag {len(plan.nodes.retag_ids)} node(s) with their role "
                      f"({len(plan.nodes.retag)} call(s))")
     if not plan.mutates:
-        lines.append("nothing to change")
-    total = plan.hourly_after()
-    lines.append("total: " + (f"${total:.4f}/h" if total is not None else "$/h unknown"))
-    lines.extend(f"note: {n}" for n in plan.notes)
-    return lines
+        total = plan.hourly_after()
+        lines.append("the cluster's nodes cost " + (f"${total:.4f}/h" if total is not None
+                                                    else "an unknown $/h"))
+    if not plan.nodes.launch:  # else the spend lines show them under the launch
+        lines += [f"warning: {w}" for w in plan.warnings]
+    return lines + [f"note: {n}" for n in plan.notes]

@@ -26,7 +26,7 @@ def _params(cluster: str, tmp_path) -> dict[str, str]:
 def test_missing_stack(moto_env):
     s = make_session(REGION)
     assert stack.describe_stack(s, REGION, "clusterkit-never-made") is None
-    assert stack.stack_status(s, REGION, "clusterkit-never-made") == ("DELETE_COMPLETE", "")
+    assert stack.stack_record(s, REGION, "clusterkit-never-made")["status"] == "DELETE_COMPLETE"
 
 
 def test_create_describe_events_delete(moto_env, tmp_path):
@@ -41,10 +41,10 @@ def test_create_describe_events_delete(moto_env, tmp_path):
     assert found["outputs"]  # security group, launch template, ...
     events = stack.stack_events(s, REGION, stack_id)
     assert events and all({"id", "time", "resource", "status"} <= set(e) for e in events)
-    assert stack.stack_status(s, REGION, stack_id)[0] == "CREATE_COMPLETE"
+    assert stack.stack_record(s, REGION, stack_id)["status"] == "CREATE_COMPLETE"
     stack.delete_stack(s, REGION, name)
     assert stack.describe_stack(s, REGION, name) is None
-    assert stack.stack_status(s, REGION, stack_id)[0] == "DELETE_COMPLETE"
+    assert stack.stack_record(s, REGION, stack_id)["status"] == "DELETE_COMPLETE"
 
 
 def test_create_error_is_translated(moto_env):

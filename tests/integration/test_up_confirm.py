@@ -106,7 +106,7 @@ def test_larger_count_launches_the_missing_nodes_in_the_same_az(calls, tmp_path,
     do_up(str(write_spec(tmp_path, name="grow", count=4)), rt=runtime(calls),
           wait_ssh=False, confirm=user)
     err = capsys.readouterr().err
-    assert "spec differs: nodes.count: running 2, spec says 4" in err
+    assert "differs: nodes.count: running 2, spec says 4" in err
     assert "launch 2 node(s) (indexes 2, 3)" in err and len(user.asked) == 1
     assert calls.mutating()["RunInstances"] == 1
     nodes = live_instances("grow")

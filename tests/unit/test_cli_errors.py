@@ -32,12 +32,13 @@ class Row:
     arg: Arg
     rest: tuple[str, ...] = ()  # what follows the first argument
     required: bool = True
+    missing: str = "Missing argument"  # what a missing required argument says
 
 
 SNAP = ("--snapshot", "snap-0123456789abcdef0")
 COMMANDS: dict[str, Row] = {
     "validate": Row(Arg.SPEC), "schema": Row(Arg.NONE), "plan": Row(Arg.SPEC),
-    "spot": Row(Arg.SPEC, required=False), "up": Row(Arg.SPEC),
+    "spot": Row(Arg.SPEC, required=False), "up": Row(Arg.SPEC, missing="needs a SPEC file or --plan FILE"),
     "status": Row(Arg.TARGET, required=False), "down": Row(Arg.TARGET, ("--yes",)),
     "exec": Row(Arg.TARGET, ("--", "true")), "ssh": Row(Arg.TARGET, ("--print",)),
     "pack": Row(Arg.OTHER), "snapshot-dataset": Row(Arg.OTHER), "deploy-dataset": Row(Arg.SPEC, SNAP), "train": Row(Arg.SPEC),
@@ -63,7 +64,7 @@ def _cases() -> list[Case]:
         path = tuple(command.split())
         out.append(Case(command, (*path, "--no-such-option"), 2, "No such option"))
         if row.required and row.arg is not Arg.NONE:
-            out.append(Case(command, path, 2, "Missing argument"))
+            out.append(Case(command, path, 2, row.missing))
         if row.arg is Arg.TARGET:
             out += [Case(command, (*path, bad, *row.rest), 2, "not a cluster name")
                     for bad in BAD_NAMES]

@@ -38,28 +38,21 @@ def test_no_probed_key_writes_nothing(tmp_path, monkeypatch):
     assert not known_hosts.known_hosts_path("c2").exists()
 
 
-def test_a_stack_in_progress_refuses_before_anything_is_asked_or_changed(monkeypatch):
+def test_a_stack_in_progress_refuses_before_anything_is_asked_or_changed():
     """Another machine's `up` (or `down`) shows as the cluster's stack *_IN_PROGRESS.
-    moto finishes every stack at once, so the region's read is given here."""
+    moto finishes every stack at once, so the observation is given here."""
     import pytest
 
     from clusterkit.cluster import up
-    from clusterkit.errors import ClusterkitError
-    from clusterkit.plan.stack import stack_parameters
+    from clusterkit.errors import ClusterBusyError
     from clusterkit.spec import loads
     from tests import support
 
     spec = loads("name: busy\nregion: us-east-1\nnodes: {instance_types: [c5.large]}\n")
-    facts = support.observed(spec).facts
-    wanted = stack_parameters(spec, facts)
-    read = SimpleNamespace(current={"status": "CREATE_IN_PROGRESS", "parameters": wanted},
-                           params=wanted, key_pair_missing=False, facts=facts)
-    monkeypatch.setattr(up, "read_region", lambda *args: read)
-    with pytest.raises(ClusterkitError) as caught:
-        up.read_plan(None, spec, "us-east-1", [], [], None)  # type: ignore[arg-type]
+    with pytest.raises(ClusterBusyError) as caught:
+        up.refuse_busy(spec, support.observed(spec, stack="CREATE_IN_PROGRESS"))
     assert caught.value.exit_code == 1
     assert caught.value.message.startswith("the stack of cluster busy in us-east-1 is "
                                            "CREATE_IN_PROGRESS: another `up` or `down`")
     assert "nothing was changed" in caught.value.hint and "down" not in caught.value.hint
-    read.current["status"] = "CREATE_COMPLETE"
-    assert up.read_plan(None, spec, "us-east-1", [], [], None).stack == "none"  # type: ignore[arg-type]
+    up.refuse_busy(spec, support.observed(spec, stack="CREATE_COMPLETE"))  # not busy

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterkit.errors import ClusterkitError
 from clusterkit.plan.cost import cluster_hourly, hours_between, node_cost
 from clusterkit.plan.nodes import Node, wanted_tags
 from clusterkit.plan.up import plan_lines, plan_up
@@ -41,7 +42,8 @@ def test_unchanged_cluster_plans_nothing():
                                           nodes=[_node(0), _node(1), _node(2)]))
     assert not plan.mutates
     assert plan.to_json()["hourly_usd"] == 30.0
-    assert "nothing to change" in plan_lines(plan)
+    assert plan_lines(plan)[:2] == ["cluster t in us-east-1: nothing to change",
+                                    "the cluster's nodes cost $30.0000/h"]
 
 
 def test_cost_so_far_and_hourly():
@@ -57,9 +59,9 @@ def test_the_stack_line_names_what_the_spec_puts_in_the_stack():
     def create_line(extra: str) -> str:
         spec = loads(SPEC.replace("[p4d.24xlarge]", "[p4d.24xlarge]" + extra))
         plan = plan_up(spec, support.observed(spec))
-        return next(line for line in plan_lines(plan) if line.startswith("create stack"))
+        return next(line for line in plan_lines(plan) if line.startswith("create the stack"))
 
-    assert create_line("") == ("create stack (security group, placement group, launch "
+    assert create_line("") == ("create the stack (security group, placement group, launch "
                                "template, instance role and profile)")
     assert "placement group" not in create_line(", placement_group: false")
     efs = "}\nstorage: {efs: {mount: /efs}"
@@ -76,13 +78,13 @@ def _observed(spec, seen: dict):
     nodes = [Node(f"i-{n['index']}", n["index"], n["state"], n["type"], n["az"], n["market"],
                   seen["region"], (NOW - timedelta(hours=1)).isoformat(), price=n.get("price"),
                   tags=wanted_tags(spec.name, n["index"])) for n in seen["nodes"]]
-    candidates = [support.offer(c["type"], c["market"], c["price"], az=c["az"],
-                                on_demand=c.get("on_demand")) for c in seen["candidates"]]
+    offers = [support.offer(c["type"], c["market"], c["price"], az=c["az"],
+                            on_demand=c.get("on_demand")) for c in seen["offers"]]
     stack = seen["stack"]
     observed = support.observed(spec, region=seen["region"], nodes=nodes,
                                 stack=stack and stack["status"],
                                 key_pair_missing=seen["key_pair_missing"],
-                                candidates=candidates)
+                                offers=offers)
     params = stack and stack["parameters"]
     if isinstance(params, dict):  # the wanted ones, but for these
         wanted = dict(observed.stack.parameters)
@@ -96,8 +98,13 @@ def test_planning_cases(case: Path):
     """Planning as data: a spec and one observation of the world in, the plan out."""
     data = json.loads(case.read_text())
     spec = loads(data["spec"])
-    plan = plan_up(spec, _observed(spec, data["observed"]))
     want = data["plan"]
+    if "error" in want:  # planning refuses: exit 1, saying why
+        with pytest.raises(ClusterkitError) as refused:
+            plan_up(spec, _observed(spec, data["observed"]))
+        assert want["error"] in refused.value.message and refused.value.exit_code == 1
+        return
+    plan = plan_up(spec, _observed(spec, data["observed"]))
     assert (plan.stack, list(plan.stack_changes), plan.key_pair) == (
         want["stack"], want.get("stack_changes", []), want["key_pair"])
     assert (list(plan.nodes.launch), list(plan.nodes.terminate), list(plan.nodes.start),
@@ -108,4 +115,5 @@ def test_planning_cases(case: Path):
     assert plan.hourly_after() == want["hourly"]
     assert (plan.mutates, plan.asks) == (want["mutates"], want["asks"])
     assert [d.key for d in plan.refused] == want["refused"]
-    assert plan.candidates == _observed(spec, data["observed"]).candidates  # walked as given
+    assert [f"{o.instance_type} {o.market} {o.az}" for o in plan.candidates] == \
+        want["candidates"]  # what a launch walks, in this order, and nothing else

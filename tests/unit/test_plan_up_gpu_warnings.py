@@ -4,7 +4,6 @@ by `plan` and `up` beside the chosen type, and `train` can ask for it (cuda_warn
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -14,10 +13,10 @@ from clusterkit.cli.main import cli
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.up import _check_plan
 from clusterkit.events import Collect, Kind
-from clusterkit.plan.nodes import node_actions
-from clusterkit.plan.up import Choice, UpPlan, gpu_warnings, plan_lines
+from clusterkit.plan.up import UpPlan, gpu_warnings, plan_lines, plan_up
 from clusterkit.spec import loads
 from clusterkit.spec.checks import cuda_warnings
+from tests import support
 
 
 def spec_text(itype: str, packages: list[str]) -> str:
@@ -41,9 +40,9 @@ def test_plan_shows_the_cuda_warning_under_the_chosen_type(tmp_path):
     out = " ".join(plan_output(tmp_path, "p5.48xlarge", ["mxnet-cu112==1.9.1"]).split())
     launch = out.index("launch 2 node(s)")
     warning = out.index("warning: train.packages[0]: mxnet-cu112==1.9.1")
-    assert launch < warning < out.index("total:")
+    assert launch < warning < out.index("new spending:")
     assert "p5.48xlarge" in out[launch:warning]
-    text = out[warning:out.index("total:")]
+    text = out[warning:out.index("new spending:")]
     assert "CUDA 11.2" in text and "Hopper" in text and "p5.48xlarge" in text
 
 
@@ -66,15 +65,15 @@ def test_cuda_warnings_for_train():
     assert cuda_warnings(cpu, "c5.large") == []
 
 
-def _plan(itype: str) -> UpPlan:
-    return UpPlan("gpu", "us-east-1", "none", (), "none", node_actions("gpu", 2, []),
-                  Choice(itype, "us-east-1", "us-east-1a", "on-demand", 98.32))
+def _plan(itype: str, spec_itype: str = "p5.48xlarge") -> UpPlan:
+    spec = loads(spec_text(spec_itype, ["mxnet-cu112==1.9.1"]))
+    return plan_up(spec, support.observed(spec, stack="CREATE_COMPLETE", candidates=[
+        support.offer(itype, "on-demand", 98.32)]))
 
 
 def test_up_warns_after_the_spend_lines():
-    spec = loads(spec_text("p5.48xlarge", ["mxnet-cu112==1.9.1"]))
     seen = Collect()
-    _check_plan(Runtime(session=None, report=seen), spec, _plan("p5.48xlarge"), yes=True,
+    _check_plan(Runtime(session=None, report=seen), _plan("p5.48xlarge"), yes=True,
                 confirm=None)
     kinds = [e.kind for e in seen.events]
     assert Kind.WARNING in kinds and kinds.index(Kind.WARNING) > 0
@@ -87,5 +86,6 @@ def test_gpu_warnings_follow_the_type_of_the_launch():
     assert gpu_warnings(spec, _plan("p4d.24xlarge")) == ()
     plan = _plan("p5.48xlarge")
     assert gpu_warnings(spec, plan) == tuple(cuda_warnings(spec, "p5.48xlarge"))
-    lines = plan_lines(replace(plan, warnings=gpu_warnings(spec, plan)))
-    assert lines[2].startswith("launch 2") and lines[3].startswith("  warning: ")
+    lines = plan_lines(plan)
+    launch = next(i for i, line in enumerate(lines) if line.startswith("launch 2"))
+    assert lines[launch + 1].startswith("  warning: ")

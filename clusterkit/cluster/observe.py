@@ -1,0 +1,129 @@
+"""`up`'s and `plan`'s one read of the world (plan.observed.Observed): the cluster's
+nodes, then, in the region it runs in or would be created in, the pinned resources, the
+offer search (only when nodes are to be launched), the stack, VPC and subnets, AMI,
+key pair and dataset snapshot. Read calls only; every decision is plan.up's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from clusterkit.aws import instances, lookup
+from clusterkit.aws import stack as cfn
+from clusterkit.aws.offers import search_offers
+from clusterkit.catalog.ranking import Offer
+from clusterkit.cluster.caller import ssh_source_cidr
+from clusterkit.cluster.dataset_checks import checked_snapshot
+from clusterkit.cluster.launch import first_candidate
+from clusterkit.cluster.lookups import facts, key_pair_missing
+from clusterkit.cluster.pins import checked_regions, pin_report, same_region
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.cluster.target import find_nodes
+from clusterkit.errors import AwsError, PlanDriftError
+from clusterkit.plan.candidates import plan_candidates
+from clusterkit.plan.nodes import Node, node_actions
+from clusterkit.plan.observed import (
+    DatasetSeen,
+    Observed,
+    StackSeen,
+    node_differences,
+    stack_differences,
+)
+from clusterkit.plan.stack import stack_name
+from clusterkit.spec.model import Spec
+
+
+def _offers(rt: Runtime, spec: Spec, regions: Sequence[str]) -> tuple[list[Offer], list[str]]:
+    """The offer search in ``regions`` as it answered, and notes on what it could not
+    reach (no offers at all: the spec's first type in the first region)."""
+    notes: list[str] = []
+    try:
+        result = search_offers(rt.session, instance_types=spec.nodes.instance_types,
+                               regions=regions, count=spec.nodes.count)
+    except AwsError as exc:
+        return [], [f"offer search failed ({exc}); using the spec's first type"]
+    notes += [f"no offers from {where}: {why}" for where, why in
+              sorted(result.region_errors.items())]
+    return list(result.offers), notes
+
+
+def _dataset(rt: Runtime, spec: Spec, region: str) -> DatasetSeen | None:
+    """The spec's snapshot checked in ``region`` (UsageError, exit 2, when refused)."""
+    ds = spec.storage.dataset
+    if ds is None or not ds.snapshot:
+        return None
+    _, verdict = checked_snapshot(rt, ds.snapshot, region, ds.size_gb)
+    return DatasetSeen(ds.snapshot, verdict.size_gib, tuple(verdict.warnings))
+
+
+def observe_launch(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
+                   allowed: Sequence[str]) -> Observed:
+    """The nodes and, when nodes are to be launched, where they may go: pinned resources
+    looked up in the cluster's region (or every allowed one), offers searched there. ``region`` of the returned record is where the rest is read."""
+    seen = Observed(region or allowed[0], tuple(nodes), None, None, False)
+    if not node_actions(spec.name, spec.nodes.count, nodes).launch:
+        return seen  # nothing to place: the pinned resources and offers do not matter
+    report = pin_report(rt, spec, [region] if region else allowed)
+    notes = [f"pinned: {line}" for line in report.lines()]
+    seen = replace(seen, regions=tuple(report.qualifying))
+    offers, search_notes = _offers(rt, spec, report.qualifying)
+    fallback = None if offers else first_candidate(rt, replace(spec,
+                                                               region=report.qualifying[0]))
+    seen = replace(seen, offers=tuple(offers), fallback=fallback,
+                   notes=(*notes, *search_notes))
+    if region is None:  # a new cluster goes where its first candidate is
+        first = plan_candidates(spec, seen)
+        seen = replace(seen, region=first[0].region if first else allowed[0])
+    return seen
+
+
+def observe_region(rt: Runtime, spec: Spec, seen: Observed) -> Observed:
+    """The rest of the observation, in ``seen.region``: stack, VPC, AMI, kept EFS, key
+    pair; subnets and the dataset snapshot when nodes are to be launched."""
+    region = seen.region
+    current = cfn.describe_stack(rt.session, region, stack_name(spec.name))
+    found = facts(rt, spec, region, current=current["parameters"] if current else None,
+                  ssh_cidr=ssh_source_cidr(spec))
+    launching = bool(node_actions(spec.name, spec.nodes.count, seen.nodes).launch)
+    return replace(seen, stack=StackSeen.of(current), facts=found,
+                   key_pair_missing=key_pair_missing(rt, spec, region),
+                   subnets=lookup.subnets(rt.session, region, found.vpc_id) if launching
+                   else {},
+                   dataset=_dataset(rt, spec, region) if launching else None)
+
+
+def observe_up(rt: Runtime, spec: Spec, only_region: str | None,
+               on_nodes: Callable[[str | None, list[Node]], None] | None = None) -> Observed:
+    """The whole observation: regions checked before any call, the nodes found by tag
+    (``on_nodes`` sees them first: `up` refuses a spec it cannot apply before reading
+    more), then the launch side and the region."""
+    allowed = checked_regions(spec, only_region)
+    region, nodes = find_nodes(rt, spec.name, spec.regions)
+    same_region(spec, region, only_region)
+    if on_nodes is not None:
+        on_nodes(region, nodes)
+    notes = [f"--region {only_region}: only {only_region} of the spec's regions"] \
+        if only_region else []
+    seen = observe_launch(rt, spec, region, nodes, allowed)
+    return observe_region(rt, spec, replace(seen, notes=(*seen.notes, *notes)))
+
+
+def recheck(rt: Runtime, spec: Spec, observed: Observed) -> None:
+    """Read the nodes and the stack again, after the user was asked; PlanDriftError
+    (exit 1, nothing changed) naming every difference from what the plan was made of."""
+    region = observed.region
+    now = replace(observed,
+                  nodes=tuple(instances.cluster_instances(rt.session, region, spec.name)),
+                  stack=StackSeen.of(cfn.describe_stack(rt.session, region,
+                                                        stack_name(spec.name))))
+    changed = node_differences(observed, now) + stack_differences(observed, now)
+    if changed:
+        raise drift_error(spec, changed)
+
+
+def drift_error(spec: Spec, changed: Sequence[str]) -> PlanDriftError:
+    return PlanDriftError(
+        f"cluster {spec.name} changed since the plan was made, so it is not applied:\n"
+        + "\n".join(f"  {line}" for line in changed),
+        "nothing was changed: run `clusterkit up` again to plan from what is there now "
+        "(another `up` or `down` of the cluster may be running)")
