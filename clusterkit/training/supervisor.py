@@ -158,6 +158,7 @@ class Supervisor:
         self.state, self.outcome, self.cgroup, self.reaper = S.STARTING, None, None, None
         self.stop_at = self.last_kill = 0.0
         self.stop_flag = self.local_done = False
+        self.linked: set = set()  # the nodes supervisor.log last said this one is linked to
 
     def save(self) -> None:
         _, reason, failed, others = self.outcome or (self.state, None, None, [])
@@ -186,6 +187,7 @@ class Supervisor:
         self.report()
         while not self.finished():
             heard = self.coord.pump(dial=not self.local_done)
+            self.log_links()
             if heard is not None:
                 self.decide(*heard)
             self.tick()
@@ -203,6 +205,16 @@ class Supervisor:
         os.set_blocking(wfd, False)
         signal.set_wakeup_fd(wfd)
         self.coord.wake_on(rfd)
+
+    def log_links(self) -> None:
+        """Each link to another node that came up or went, in supervisor.log: what shows
+        a node that never reached the master (and what tests wait for)."""
+        links = set(self.coord.links)
+        for node in sorted(links - self.linked):
+            log(f"linked to node {node}")
+        for node in sorted(self.linked - links):
+            log(f"lost the link to node {node}")
+        self.linked = links
 
     def report(self) -> None:
         self.coord.report({p.name: p.view() for p in self.procs})

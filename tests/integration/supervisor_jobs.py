@@ -45,6 +45,12 @@ class Node:
                                str(self.dir), *args], capture_output=True, text=True,
                               env=env, timeout=timeout)
 
+    def log(self) -> str:
+        try:
+            return (self.dir / "supervisor.log").read_text()
+        except OSError:
+            return ""
+
     def state(self) -> dict:
         try:
             return json.loads((self.dir / "state.json").read_text())
@@ -78,6 +84,16 @@ class Job:
                              for n in nodes), f"job {self.id} final", timeout)
         return [n.state() for n in nodes]
 
+    def wait_linked(self, timeout: float = 10) -> None:
+        """Every node linked to the master, as both ends' supervisor.log say (the master
+        has taken each one's hello; heartbeats flow from here on)."""
+        def linked() -> bool:
+            master = self.master.log()
+            return all(f"linked to node {n.index}\n" in master
+                       and "linked to node 0\n" in n.log() for n in self.nodes[1:])
+
+        wait_for(linked, f"job {self.id}: every node linked to the master", timeout)
+
     def leftovers(self) -> list[int]:
         return pids_with_env(f"CLUSTERKIT_JOB_ID={self.id}")
 
@@ -97,6 +113,11 @@ def pids_with_env(entry: str) -> list[int]:
         if stat[0] != b"Z" and entry.encode() in env:
             found.append(int(pid))
     return found
+
+
+def until_file(path: Path) -> str:
+    """A shell command that ends once ``path`` exists: a process the test lets go."""
+    return f"until [ -e {path} ]; do sleep 0.05; done"
 
 
 def ps_node(worker_cmd: str, extra: list[dict] | None = None) -> list[dict]:

@@ -9,7 +9,7 @@ import select
 import socket
 import subprocess
 import sys
-import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -138,10 +138,34 @@ def test_follow_streams_a_line_and_ends_when_the_state_does(tmp_path: Path):
         (d / "state.tmp").write_text(json.dumps({"state": "succeeded", "failed": None}))
         os.replace(d / "state.tmp", d / "state.json")  # as the supervisor writes it
 
-    threading.Timer(0.5, later).start()
-    out = _run("follow", str(d), "--follow").stdout.decode().splitlines()
+    proc = subprocess.Popen([sys.executable, "-", "follow", str(d), "--follow"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        proc.stdin.write(SOURCE)
+        proc.stdin.close()
+        deadline = time.monotonic() + 20
+        first = _read(proc, deadline, lines=2)  # its first pass, then it waits for a change
+        later()
+        out = (first + _read(proc, deadline)).decode().splitlines()
+    finally:
+        proc.kill()
+        proc.wait()
     assert out[:-1] == ["Lscheduler\ts1", "Lworker-0\tw1", "Lworker-0\tw2 no newline then more",
                         "Lworker-0\tlast"]
     assert json.loads(out[-1][1:])["state"] == "succeeded"
 
 
+def _read(proc: subprocess.Popen, deadline: float, lines: int | None = None) -> bytes:
+    """What ``proc`` writes, as it comes: its first ``lines`` lines, or (None) all of it
+    up to its end; a failed assertion at ``deadline``."""
+    fd, out = proc.stdout.fileno(), b""
+    while lines is None or out.count(b"\n") < lines:
+        left = deadline - time.monotonic()
+        assert left > 0, f"follow wrote only {out!r} in time"
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                assert lines is None, f"follow ended after {out!r}"
+                break
+            out += chunk
+    return out
