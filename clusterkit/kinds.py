@@ -73,3 +73,19 @@ BILLED_STATES = (InstanceState.PENDING, InstanceState.RUNNING, InstanceState.STO
 # A node in one of these while a launch waits for it has been lost (spot reclaim, stop).
 DEAD_STATES = (InstanceState.SHUTTING_DOWN, InstanceState.TERMINATED, InstanceState.STOPPING,
                InstanceState.STOPPED)
+
+
+class StackAction(_Text):
+    """What `up` does to the cluster's stack."""
+
+    CREATE = "create"
+    RECREATE = "recreate"  # delete a dead (failed first create) stack, then create it
+    UPDATE = "update"
+    NONE = "none"
+
+
+class KeyPairAction(_Text):
+    """What `up` does about the EC2 key pair."""
+
+    IMPORT = "import"  # the user's public key, as clusterkit-<cluster>
+    NONE = "none"

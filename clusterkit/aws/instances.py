@@ -13,6 +13,7 @@ from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
 from clusterkit.aws.tags import cluster_filter, tag_specs, to_dict, to_list
 from clusterkit.kinds import Market
+from clusterkit.plan.launch import BlockDevice, LaunchRequest
 from clusterkit.plan.nodes import LIVE_STATES, PRICE_TAG, Node, node_index
 
 
@@ -44,34 +45,48 @@ def to_node(raw: Mapping[str, Any], region: str) -> Node:
                          if m.get("Ebs", {}).get("VolumeId")))
 
 
-def run_instances(session: boto3.Session, region: str, *, launch_template_id: str,
-                  instance_type: str, az: str, subnet_id: str, market: Market,
-                  max_price: float | None, count: int, tags: Mapping[str, str],
-                  volume_tags: Mapping[str, str], client_token: str,
-                  placement_group: str = "",
-                  block_devices: Sequence[Mapping[str, Any]] = ()) -> list[Node]:
-    """All ``count`` instances or none (MinCount = MaxCount): EC2 itself is all-or-nothing."""
+def _block_device(device: BlockDevice) -> dict[str, Any]:
+    ebs: dict[str, Any] = {"SnapshotId": device.snapshot_id, "VolumeType": device.volume_type,
+                           "DeleteOnTermination": device.delete_on_termination,
+                           "Encrypted": device.encrypted}
+    for key, value in (("VolumeSize", device.size_gib), ("Iops", device.iops),
+                       ("Throughput", device.throughput),
+                       ("VolumeInitializationRate", device.initialization_rate)):
+        if value:
+            ebs[key] = value
+    return {"DeviceName": device.device, "Ebs": ebs}
+
+
+def run_instances(session: boto3.Session, region: str, request: LaunchRequest, *,
+                  launch_template_id: str, subnet_id: str,
+                  placement_group: str = "") -> list[Node]:
+    """All ``request.count`` instances or none (MinCount = MaxCount): EC2 itself is
+    all-or-nothing."""
+    offer, count = request.offer, request.count
+    az = offer.az or ""
     kwargs: dict[str, Any] = {
-        "MinCount": count, "MaxCount": count, "InstanceType": instance_type,
+        "MinCount": count, "MaxCount": count, "InstanceType": offer.instance_type,
         "LaunchTemplate": {"LaunchTemplateId": launch_template_id, "Version": "$Latest"},
         "Placement": {"AvailabilityZone": az}, "SubnetId": subnet_id,
-        "ClientToken": client_token,
-        "TagSpecifications": tag_specs(["instance"], tags) + tag_specs(["volume"], volume_tags),
+        "ClientToken": request.client_token,
+        "TagSpecifications": tag_specs(["instance"], request.tags)
+        + tag_specs(["volume"], request.volume_tags),
     }
-    if block_devices:  # added to the launch template's (a device name it does not have)
-        kwargs["BlockDeviceMappings"] = [dict(b) for b in block_devices]
+    if request.block_devices:  # added to the launch template's (a device it does not have)
+        kwargs["BlockDeviceMappings"] = [_block_device(b) for b in request.block_devices]
     if placement_group:  # repeated here: a Placement given to RunInstances replaces the LT's
         kwargs["Placement"]["GroupName"] = placement_group
-    if market == Market.SPOT:
+    if offer.market == Market.SPOT:
         options: dict[str, Any] = {"SpotInstanceType": "one-time",
                                    "InstanceInterruptionBehavior": "terminate"}
-        if max_price is not None:
-            options["MaxPrice"] = f"{max_price:.4f}"
+        if request.max_price is not None:
+            options["MaxPrice"] = f"{request.max_price:.4f}"
         kwargs["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": options}
-        kwargs["TagSpecifications"] += tag_specs(["spot-instances-request"], volume_tags)
+        kwargs["TagSpecifications"] += tag_specs(["spot-instances-request"],
+                                                 request.volume_tags)
     if not kwargs["TagSpecifications"]:  # no tags at all: no empty list either
         del kwargs["TagSpecifications"]
-    with aws_call("RunInstances", f"{count} x {instance_type} {market} in {az}"):
+    with aws_call("RunInstances", f"{count} x {offer.instance_type} {offer.market} in {az}"):
         raw = _ec2(session, region).run_instances(**kwargs)["Instances"]
     return [to_node(r, region) for r in raw]
 

@@ -17,13 +17,13 @@ from clusterkit.aws import volumes
 from clusterkit.bootstrap.run import BootstrapError, BootstrapResult, NodeBootstrap, Outcome
 from clusterkit.cluster.bootstrap import bootstrap_nodes
 from clusterkit.cluster.dataset_checks import checked_snapshot, dataset_view
-from clusterkit.cluster.lookups import base_tags
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.target import find_nodes
 from clusterkit.errors import AwsError, ClusterkitError, UsageError
 from clusterkit.events import Kind, Stage
 from clusterkit.kinds import InstanceState
 from clusterkit.plan import dataset as pd
+from clusterkit.plan.launch import base_tags
 from clusterkit.plan.nodes import Node, node_order
 from clusterkit.plan.stack import stack_name
 from clusterkit.spec.model import Dataset, Spec

@@ -65,37 +65,6 @@ def view_for_up(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node]) -> 
     return dataset_view(ds, found, snap)
 
 
-def launch_mapping(spec: Spec, size_gib: int | None) -> list[dict[str, Any]]:
-    """The BlockDeviceMappings entry of a launch with ``storage.dataset.snapshot``: the
-    clone is made with the instance and deleted with it (set explicitly)."""
-    ds = spec.storage.dataset
-    if ds is None or not ds.snapshot:
-        return []
-    ebs: dict[str, Any] = {"SnapshotId": ds.snapshot, "VolumeType": ds.volume_type,
-                           "DeleteOnTermination": True, "Encrypted": True}
-    if size_gib:
-        ebs["VolumeSize"] = size_gib
-    if ds.iops:
-        ebs["Iops"] = ds.iops
-    if ds.throughput:
-        ebs["Throughput"] = ds.throughput
-    if ds.initialization_rate:
-        ebs["VolumeInitializationRate"] = ds.initialization_rate
-    return [{"DeviceName": pd.DEVICE_HINT, "Ebs": ebs}]
-
-
-def check_dataset(rt: Runtime, spec: Spec, region: str) -> pd.SnapshotVerdict | None:
-    """The spec's snapshot checked in ``region`` (UsageError, exit 2, when it fails);
-    its warnings shown. None when the spec names no snapshot."""
-    ds = spec.storage.dataset
-    if ds is None or not ds.snapshot:
-        return None
-    _, verdict = checked_snapshot(rt, ds.snapshot, region, ds.size_gb)
-    for warning in verdict.warnings:
-        rt.warn(warning)
-    return verdict
-
-
 def hydration(rt: Runtime, region: str, ids: Sequence[str]) -> dict[str, str]:
     """{volume id: "42%" | "done" | "unknown"}: AWS's initialization details where it gives
     them; "unknown" where it does not, or where the call fails (the emulator answers it

@@ -3,37 +3,25 @@ in one AZ, all or nothing; then wait until they run."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from clusterkit.aws import instances, lookup
-from clusterkit.aws.offers import search_offers
 from clusterkit.catalog.prices import on_demand_price
 from clusterkit.catalog.ranking import (
     Offer,
-    cheapest_excluded,
     describe_offer,
-    launch_candidates,
     walk_candidates,
 )
-from clusterkit.cluster.dataset_checks import launch_mapping
-from clusterkit.cluster.lookups import base_tags
-from clusterkit.cluster.pins import launch_regions
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.errors import AwsError, CapacityError, ClusterkitError
+from clusterkit.errors import AwsError, CapacityError
 from clusterkit.events import Stage
 from clusterkit.kinds import DEAD_STATES, InstanceState, Market, MarketPolicy
-from clusterkit.plan.dataset import CLONE_OF_TAG
+from clusterkit.plan.launch import launch_request
 from clusterkit.plan.nodes import (
-    PRICE_TAG,
     Node,
-    format_slots,
-    launch_tags,
     node_index,
-    node_order,
 )
-from clusterkit.plan.pinning import PinReport
 from clusterkit.spec.model import Spec
 
 
@@ -51,100 +39,17 @@ def first_candidate(rt: Runtime | None, spec: Spec) -> Offer:
     return Offer(itype, spec.region, az, None, market, price, od, 0)
 
 
-def ranked_or_refused(spec: Spec, offers: Sequence[Offer],
-                      regions: Sequence[str]) -> list[Offer]:
-    """``launch_candidates`` of ``offers``; when they leave none although some offer had
-    a price, ClusterkitError (exit 1) naming the cheapest offer left out and why: `up`
-    never falls back to an offer the spec excludes."""
-    kept = launch_candidates(offers, count=spec.nodes.count, market_policy=spec.nodes.market,
-                             max_price=spec.nodes.max_price,
-                             instance_types=spec.nodes.instance_types, regions=regions)
-    if kept:
-        return kept
-    cheapest = cheapest_excluded(offers, market_policy=spec.nodes.market,
-                                 max_price=spec.nodes.max_price,
-                                 instance_types=spec.nodes.instance_types, regions=regions)
-    if cheapest is None:
-        return []
-    limit = spec.nodes.max_price
-    what = (f"nodes.max_price ${limit:g}/h excludes every offer" if limit is not None
-            else "every offer is excluded")
-    raise ClusterkitError(f"nothing to launch: {what}; the cheapest left out is {cheapest}",
-                          "raise nodes.max_price, or add instance types, regions or the "
-                          "on-demand market (`clusterkit spot SPEC` lists every offer)")
-
-
-def candidates(rt: Runtime, spec: Spec, region: str | None = None,
-               report: PinReport | None = None) -> list[Offer]:
-    """Ranked offers from the spot search, only in the regions (``region``: --region,
-    honoured or rejected) where every pinned resource exists (``report``, else looked
-    up here); the first-candidate fallback in the first such region if the search fails."""
-    if report is None:
-        report = launch_regions(rt, spec, region)
-        for line in report.lines():
-            rt.info(f"pinned: {line}")
-    regions = report.qualifying
-    fallback = replace(spec, region=regions[0])
-    try:
-        result = search_offers(rt.session, instance_types=spec.nodes.instance_types,
-                               regions=regions, count=spec.nodes.count)
-    except AwsError as exc:
-        rt.warn(f"offer search failed ({exc}); using the spec's first type")
-        return [first_candidate(rt, fallback)]
-    for where, why in sorted(result.region_errors.items()):
-        rt.warn(f"no offers from {where}: {why}")
-    if not result.offers:
-        return [first_candidate(rt, fallback)]
-    return ranked_or_refused(spec, result.offers, regions)
-
-
-def scale_candidates(rt: Runtime, spec: Spec, nodes: Sequence[Node]) -> list[Offer]:
-    """Offers for nodes added to a running cluster: its region, AZ and type (the
-    placement group is its stack's), in the order of a first launch, so capacity falls
-    back as it would there (spot, then on-demand under spot-then-on-demand); the
-    master's own offer when the search has none."""
-    base = offer_of(nodes)
-    same = [o for o in candidates(rt, spec)
-            if (o.region, o.az, o.instance_type) == (base.region, base.az, base.instance_type)]
-    return same or [base]
-
-
-def offer_of(nodes: Sequence[Node]) -> Offer:
-    """The offer new nodes of an existing cluster use: the master's type, AZ, market."""
-    first = sorted((n for n in nodes if n.live), key=node_order)[0]
-    od = on_demand_price(first.instance_type, first.region)
-    price = first.price if first.price is not None else (
-        od if first.market == Market.ON_DEMAND else None)
-    return Offer(first.instance_type, first.region, first.az, None, first.market, price, od, 0)
-
-
-def client_token(stack_id: str, slots: Sequence[int], offer: Offer) -> str:
-    """Same stack + same slots + same offer => same token, so a retried RunInstances is
-    not a second launch. A new stack (after `down`) gives new tokens."""
-    text = f"{stack_id}|{format_slots(slots)}|{offer.instance_type}|{offer.az}|{offer.market}"
-    return "ck-" + hashlib.sha256(text.encode()).hexdigest()[:40]
-
-
 def gang_launch(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
                 launch_template_id: str, subnet_id: str, stack_id: str,
                 placement_group: str = "") -> list[Node]:
-    volume_tags = {**base_tags(spec), **launch_tags(spec.name, slots)}
-    mapping = launch_mapping(spec, spec.storage.dataset.size_gb if spec.storage.dataset
-                             else None)
-    if mapping:  # every volume of the launch alike; only the clone's SnapshotId matches
-        volume_tags[CLONE_OF_TAG] = mapping[0]["Ebs"]["SnapshotId"]
-    tags = dict(volume_tags)
-    if offer.price is not None:
-        tags[PRICE_TAG] = f"{offer.price:.4f}"
+    """One RunInstances for every node of ``slots`` (plan.launch.launch_request)."""
+    request = launch_request(spec, offer, slots, stack_id)
     launched = instances.run_instances(
-        rt.session, offer.region, launch_template_id=launch_template_id,
-        instance_type=offer.instance_type, az=offer.az or "", subnet_id=subnet_id,
-        market=offer.market, max_price=spec.nodes.max_price, count=len(slots), tags=tags,
-        volume_tags=volume_tags, client_token=client_token(stack_id, slots, offer),
-        placement_group=placement_group, block_devices=mapping)
+        rt.session, offer.region, request, launch_template_id=launch_template_id,
+        subnet_id=subnet_id, placement_group=placement_group)
     # The creation tags are on the instances whether or not the response echoes them.
-    return [replace(n, tags={**tags, **n.tags},
-                    index=node_index({**tags, **n.tags}, n.launch_index))
+    return [replace(n, tags={**request.tags, **n.tags},
+                    index=node_index({**request.tags, **n.tags}, n.launch_index))
             for n in launched]
 
 

@@ -7,7 +7,6 @@ from clusterkit.aws import keypairs, lookup
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
 from clusterkit.plan.images import DEFAULT_ROOT_DEVICE, choose_image
-from clusterkit.plan.nodes import CLUSTER_TAG
 from clusterkit.plan.stack import Facts, key_pair_name
 from clusterkit.spec.model import Spec
 
@@ -45,6 +44,3 @@ def key_pair_missing(rt: Runtime, spec: Spec, region: str) -> bool:
         return False
     return not keypairs.key_pair_exists(rt.session, region, key_pair_name(spec.name))
 
-
-def base_tags(spec: Spec) -> dict[str, str]:
-    return {**dict(spec.tags), CLUSTER_TAG: spec.name}

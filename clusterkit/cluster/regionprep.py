@@ -13,9 +13,11 @@ from typing import Any
 from clusterkit.aws import keypairs, lookup
 from clusterkit.aws import stack as cfn
 from clusterkit.cluster import stackops
-from clusterkit.cluster.lookups import base_tags, facts, key_pair_missing
+from clusterkit.cluster.lookups import facts, key_pair_missing
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.events import Stage
+from clusterkit.kinds import KeyPairAction, StackAction
+from clusterkit.plan.launch import base_tags
 from clusterkit.plan.observed import Observed, StackSeen
 from clusterkit.plan.stack import key_pair_name, stack_action, stack_name, stack_parameters
 from clusterkit.plan.up import UpPlan
@@ -29,7 +31,7 @@ class RegionPlan:
 
     region: str
     import_key: bool
-    action: str  # plan.stack.stack_action's
+    action: StackAction
     parameters: Mapping[str, str]
     current: StackSeen | None
     vpc_id: str
@@ -39,7 +41,7 @@ class RegionPlan:
 def from_plan(plan: UpPlan, observed: Observed) -> RegionPlan:
     """The plan's own region, as confirmed."""
     assert observed.facts is not None
-    return RegionPlan(plan.region, plan.key_pair == "import", plan.stack, plan.parameters,
+    return RegionPlan(plan.region, plan.key_pair == KeyPairAction.IMPORT, plan.stack, plan.parameters,
                       observed.stack, observed.facts.vpc_id, observed.subnets)
 
 

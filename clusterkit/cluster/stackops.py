@@ -10,6 +10,7 @@ from clusterkit.cluster.cfnrole import ENV, StackRole, stack_role
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError, ClusterBusyError, CredentialsError
 from clusterkit.events import Kind, Stage
+from clusterkit.kinds import StackAction
 
 OK = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "DELETE_COMPLETE"})
 UNREAD = object()  # deploy's ``current`` when the caller has not read the stack
@@ -76,9 +77,10 @@ def _seen_before(rt: Runtime, region: str, stack_id: str) -> set[str]:
     return {e["id"] for e in cfn.stack_events(rt.session, region, stack_id)}
 
 
-def deploy(rt: Runtime, region: str, name: str, action: str, params: Mapping[str, str],
+def deploy(rt: Runtime, region: str, name: str, action: StackAction | str,
+           params: Mapping[str, str],
            tags: Mapping[str, str], *, timeout: float, current: Any = UNREAD) -> dict:
-    """Run ``action`` ("create" | "recreate" | "update" | "none") and return the stack.
+    """Run ``action`` (a StackAction) and return the stack.
     ``current``: the stack as the caller just read it (None: none), so it is not read
     again; one still in progress then is read again before anything waits on it."""
     if current is UNREAD or (current and current["status"].endswith("_IN_PROGRESS")):
@@ -86,17 +88,18 @@ def deploy(rt: Runtime, region: str, name: str, action: str, params: Mapping[str
     if current and current["status"].endswith("_IN_PROGRESS"):
         rt.started(Stage.STACK, f"stack {name} is {current['status']}: waiting for it")
         wait_stack(rt, region, current["id"], timeout=timeout)
-    if action == "recreate" and current:
+    action = StackAction(action)
+    if action == StackAction.RECREATE and current:
         delete(rt, region, name, timeout=timeout)
-        action = "create"
-    role = stack_role(rt) if action in ("create", "update") else StackRole()
+        action = StackAction.CREATE
+    role = stack_role(rt) if action in (StackAction.CREATE, StackAction.UPDATE) else StackRole()
     params = {**params, **role.params()}
-    if action == "create":
+    if action == StackAction.CREATE:
         rt.started(Stage.STACK, f"creating stack {name} in {region}")
         stack_id = _created(rt, region, name, lambda: _as_role(role, lambda: cfn.create_stack(
             rt.session, region, name, params, tags, role.arn)))
         final = wait_stack(rt, region, stack_id, timeout=timeout)
-    elif action == "update":
+    elif action == StackAction.UPDATE:
         assert current is not None
         seen = _seen_before(rt, region, current["id"])
         rt.started(Stage.STACK, f"updating stack {name}")

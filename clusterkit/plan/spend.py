@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clusterkit.kinds import Market, MarketPolicy
+from clusterkit.kinds import KeyPairAction, Market, MarketPolicy, StackAction
 from clusterkit.plan.dataset import dataset_cost
 from clusterkit.plan.nodes import node_name
 from clusterkit.plan.stack import stack_contents
@@ -79,7 +79,7 @@ def _storage_lines(plan: UpPlan, spec: Spec,
         lines.append(f"root volumes: {launch} x {root.size_gb} GB {root.type} = "
                      f"{_money(month, '/month')} ({_money(hourly)})")
     efs = spec.storage.efs
-    if efs is not None and efs.create and plan.stack in ("create", "recreate"):
+    if efs is not None and efs.create and plan.stack in (StackAction.CREATE, StackAction.RECREATE):
         lines.append(f"EFS file system ({efs.deletion_policy} on down): "
                      f"${EFS_GB_MONTH:.2f}/GB-month of data stored, empty at creation")
     data = spec.storage.dataset
@@ -106,11 +106,11 @@ def spend(plan: UpPlan, spec: Spec, dataset_gib: int | None = None) -> Spend:
     node_lines, now, worst = _node_lines(plan, spec)
     storage_lines, volumes = _storage_lines(plan, spec, dataset_gib)
     lines = [f"cluster {plan.cluster} in {plan.region}: up will"]
-    if plan.stack in ("create", "recreate"):
+    if plan.stack in (StackAction.CREATE, StackAction.RECREATE):
         lines.append(f"create the stack ({', '.join(stack_contents(spec))})")
-    elif plan.stack == "update":
+    elif plan.stack == StackAction.UPDATE:
         lines.append("update the stack: " + "; ".join(plan.stack_changes))
-    if plan.key_pair == "import":
+    if plan.key_pair == KeyPairAction.IMPORT:
         lines.append("import your SSH public key as an EC2 key pair")
     lines += node_lines + storage_lines
     if plan.nodes.start:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from clusterkit.kinds import StackAction
 from clusterkit.spec.model import Spec
 
 STACK_PREFIX = "clusterkit-"
@@ -70,15 +71,15 @@ def stack_parameters(spec: Spec, facts: Facts) -> dict[str, str]:
 
 
 def stack_action(status: str | None, current: Mapping[str, str] | None,
-                 wanted: Mapping[str, str]) -> str:
-    """"create" | "recreate" (delete a dead stack first) | "update" | "none"."""
+                 wanted: Mapping[str, str]) -> StackAction:
+    """What the stack needs: created, recreated (a dead one), updated, or nothing."""
     if status is None or status == "DELETE_COMPLETE":
-        return "create"
+        return StackAction.CREATE
     if status in DEAD:
-        return "recreate"
+        return StackAction.RECREATE
     if dict(current or {}) != dict(wanted):
-        return "update"
-    return "none"
+        return StackAction.UPDATE
+    return StackAction.NONE
 
 
 def changed_parameters(current: Mapping[str, str] | None,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from clusterkit.catalog.ranking import Offer
+from clusterkit.kinds import KeyPairAction, StackAction
 from clusterkit.plan.candidates import plan_candidates
 from clusterkit.plan.cost import hourly
 from clusterkit.plan.drift import Difference, refused, spec_drift
@@ -42,9 +43,9 @@ class Choice:
 class UpPlan:
     cluster: str
     region: str
-    stack: str  # "create" | "recreate" | "update" | "none"
+    stack: StackAction
     stack_changes: tuple[str, ...]
-    key_pair: str  # "import" | "none"
+    key_pair: KeyPairAction
     nodes: NodeActions
     choice: Choice | None  # where missing nodes would be launched
     existing: tuple[Node, ...] = ()
@@ -126,13 +127,14 @@ def plan_up(spec: Spec, observed: Observed, notes: Sequence[str] = ()) -> UpPlan
     current = dict(stack.parameters) if stack else None
     wanted = stack_parameters(spec, observed.facts) if observed.facts else {}
     action = stack_action(stack.status if stack else None, current, wanted)
-    changes = tuple(changed_parameters(current, wanted)) if action == "update" else ()
+    changes = tuple(changed_parameters(current, wanted)) if action == StackAction.UPDATE else ()
     nodes = observed.nodes
     actions = node_actions(spec.name, spec.nodes.count, nodes)
     candidates = plan_candidates(spec, observed) if actions.launch else ()
     dataset = observed.dataset
     plan = UpPlan(spec.name, observed.region, action, changes,
-                  "import" if observed.key_pair_missing else "none", actions,
+                  KeyPairAction.IMPORT if observed.key_pair_missing else KeyPairAction.NONE,
+                  actions,
                   choice_of(candidates), tuple(nodes), (*observed.notes, *notes),
                   tuple(spec_drift(spec, nodes)), stack_parts=stack_contents(spec),
                   candidates=candidates, parameters=MappingProxyType(wanted),

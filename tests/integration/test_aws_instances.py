@@ -11,6 +11,7 @@ from clusterkit.aws import instances, lookup
 from clusterkit.aws.session import make_session
 from clusterkit.errors import AwsError
 from clusterkit.kinds import InstanceState, Market, Role
+from clusterkit.plan.launch import LaunchRequest
 from clusterkit.plan.nodes import launch_tags, wanted_tags
 from tests import support
 from tests.integration.conftest import AMI, REGION
@@ -31,11 +32,10 @@ def template(moto_env) -> tuple[str, str, str]:
 def _launch(template, market: Market = Market.ON_DEMAND, slots=(0, 1)) -> list:
     cluster, lt, subnet = template
     tags = launch_tags(cluster, list(slots))
-    return instances.run_instances(
-        make_session(REGION), REGION, launch_template_id=lt, instance_type="c5.large",
-        az=f"{REGION}a", subnet_id=subnet, market=market, max_price=None,
-        count=len(slots), tags=tags, volume_tags=tags,
-        client_token=support.unique_name("tok"))
+    request = LaunchRequest(support.offer("c5.large", market, None, az=f"{REGION}a"),
+                            tuple(slots), None, support.unique_name("tok"), tags, tags)
+    return instances.run_instances(make_session(REGION), REGION, request,
+                                   launch_template_id=lt, subnet_id=subnet)
 
 
 def test_gang_launch_gives_nodes(template):
@@ -110,12 +110,13 @@ def test_spot_requests_and_fleets(template):
 def test_launch_error_names_the_offer(template):
     cluster, _, subnet = template
     with pytest.raises(AwsError) as caught:
+        tags = {"clusterkit:cluster": cluster}
+        request = LaunchRequest(support.offer("c5.large", Market.ON_DEMAND, None,
+                                              az=f"{REGION}a"), (0, 1), None,
+                                support.unique_name("tok"), tags, tags)
         instances.run_instances(  # a subnet that does not exist: refused
-            make_session(REGION), REGION, launch_template_id=template[1],
-            instance_type="c5.large", az=f"{REGION}a", subnet_id="subnet-0123456789abcdef0",
-            market=Market.ON_DEMAND, max_price=None, count=2,
-            tags={"clusterkit:cluster": cluster}, volume_tags={"clusterkit:cluster": cluster},
-            client_token=support.unique_name("tok"))
+            make_session(REGION), REGION, request, launch_template_id=template[1],
+            subnet_id="subnet-0123456789abcdef0")
     err = caught.value
     assert err.resource == f"2 x c5.large on-demand in {REGION}a"
     assert err.message.startswith(f"RunInstances on 2 x c5.large on-demand in {REGION}a "

@@ -10,7 +10,6 @@ from pathlib import Path
 import boto3
 import pytest
 
-from clusterkit.cluster import launch
 from clusterkit.cluster.planning import do_plan
 from clusterkit.cluster.up import up
 from clusterkit.errors import UsageError
@@ -65,10 +64,7 @@ def test_plan_goes_where_the_snapshot_and_key_pair_are(moto_env: str, tmp_path: 
     assert f"note: pinned: key pair {key} (ssh.key_name): found in us-west-2; missing in " \
         "us-east-1" in lines
     assert f"note: pinned: AMI {AMI} (nodes.image.id): found in us-east-1, us-west-2" in lines
-    from clusterkit import spec as spec_api
-
-    offers = launch.candidates(runtime(), spec_api.load(spec))
-    assert offers and {o.region for o in offers} == {"us-west-2"}
+    assert plan.candidates and {o.region for o in plan.candidates} == {"us-west-2"}
 
 
 def test_no_region_holds_everything_exits_2_naming_them(moto_env: str, tmp_path: Path) -> None:
@@ -117,8 +113,7 @@ def test_region_option_restricts_or_is_refused(moto_env: str, calls, tmp_path: P
     assert plan.region == "us-west-2" and plan.choice and plan.choice.region == "us-west-2"
     assert f"note: pinned: key pair {key} (ssh.key_name): found in us-west-2" in lines
     assert "note: --region us-west-2: only us-west-2 of the spec's regions" in lines
-    offers = launch.candidates(runtime(), spec_api.load(spec), "us-west-2")
-    assert offers and {o.region for o in offers} == {"us-west-2"}
+    assert plan.candidates and {o.region for o in plan.candidates} == {"us-west-2"}
     with pytest.raises(UsageError) as info:
         up(runtime(calls), spec_api.load(spec), yes=True, only_region="eu-west-1")
     assert "--region eu-west-1 is not among the regions" in info.value.message

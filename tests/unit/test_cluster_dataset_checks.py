@@ -1,9 +1,11 @@
-"""The dataset parts of a launch and of `up`'s question, without AWS: the clone's block
-device mapping (everything explicit), and the dataset volumes priced in what `up` shows."""
+"""The dataset parts of a launch and of `up`'s question, without AWS: the clone as a
+typed block device and as RunInstances' mapping (everything explicit), the launch
+request's tags, and the dataset volumes priced in what `up` shows."""
 
 from __future__ import annotations
 
-from clusterkit.cluster.dataset_checks import launch_mapping
+from clusterkit.aws.instances import _block_device
+from clusterkit.plan.launch import BlockDevice, dataset_devices, launch_request
 from clusterkit.plan.nodes import node_actions
 from clusterkit.plan.spend import spend
 from clusterkit.plan.up import plan_up
@@ -20,21 +22,35 @@ def _spec(dataset: str = ""):
     return loads(text + (f"storage:\n  dataset: {{{dataset}}}\n" if dataset else ""))
 
 
-def test_launch_mapping_is_explicit_about_every_setting():
+def test_the_clone_is_explicit_about_every_setting():
     spec = _spec(f"snapshot: {SID}, iops: 6000, throughput: 500, initialization_rate: 300, "
                  "size_gb: 200")
-    assert launch_mapping(spec, 200) == [{"DeviceName": "/dev/sdf", "Ebs": {
+    (device,) = dataset_devices(spec, 200)
+    assert device == BlockDevice("/dev/sdf", SID, "gp3", 200, 6000, 500, 300)
+    assert _block_device(device) == {"DeviceName": "/dev/sdf", "Ebs": {
         "SnapshotId": SID, "VolumeType": "gp3", "DeleteOnTermination": True,
         "Encrypted": True, "VolumeSize": 200, "Iops": 6000, "Throughput": 500,
-        "VolumeInitializationRate": 300}}]
+        "VolumeInitializationRate": 300}}
 
 
-def test_launch_mapping_leaves_out_what_the_spec_does_not_say():
-    (mapping,) = launch_mapping(_spec(f"snapshot: {SID}"), None)
-    assert mapping["Ebs"] == {"SnapshotId": SID, "VolumeType": "gp3",
-                              "DeleteOnTermination": True, "Encrypted": True}
-    assert launch_mapping(_spec(), None) == []
-    assert launch_mapping(_spec("mount: /data"), None) == []  # no snapshot: no clone
+def test_the_clone_leaves_out_what_the_spec_does_not_say():
+    (device,) = dataset_devices(_spec(f"snapshot: {SID}"), None)
+    assert _block_device(device)["Ebs"] == {"SnapshotId": SID, "VolumeType": "gp3",
+                                            "DeleteOnTermination": True, "Encrypted": True}
+    assert dataset_devices(_spec(), None) == ()
+    assert dataset_devices(_spec("mount: /data"), None) == ()  # no snapshot: no clone
+
+
+def test_a_launch_request_tags_its_volumes_with_the_clone_and_prices_the_instances():
+    spec = _spec(f"snapshot: {SID}")
+    offer = support.offer("c5.large", "spot", 0.04)
+    request = launch_request(spec, offer, [2, 3], "arn:stack/1")
+    assert request.count == 2 and request.market == "spot"
+    assert request.volume_tags["clusterkit:dataset-snapshot"] == SID
+    assert request.tags["clusterkit:price"] == "0.0400"
+    assert "clusterkit:price" not in request.volume_tags
+    assert request.client_token == launch_request(spec, offer, [2, 3], "arn:stack/1").client_token
+    assert request.client_token != launch_request(spec, offer, [2, 3], "arn:stack/2").client_token
 
 
 def _spend_text(spec, gib):

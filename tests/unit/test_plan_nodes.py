@@ -129,7 +129,7 @@ def test_node_without_index_is_terminated():
 
 
 def test_added_nodes_follow_the_master():
-    from clusterkit.cluster.launch import offer_of
+    from clusterkit.plan.candidates import offer_of
 
     offer = offer_of([node("i-1", 1, az="us-east-1b"), node("i-0", 0, az="us-east-1c")])
     assert (offer.region, offer.az, offer.instance_type, offer.market) == \

@@ -1,0 +1,90 @@
+"""One gang launch as data: the offer, the slots, the tags, the client token and the
+typed block devices (the dataset clone made with each node). ``aws.instances`` turns it
+into RunInstances' arguments; nothing above ``aws/`` builds a boto3 dict. PURE."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from clusterkit.catalog.ranking import Offer
+from clusterkit.kinds import Market
+from clusterkit.plan.dataset import CLONE_OF_TAG, DEVICE_HINT
+from clusterkit.plan.nodes import CLUSTER_TAG, PRICE_TAG, format_slots, launch_tags
+from clusterkit.spec.model import Spec
+
+
+@dataclass(frozen=True)
+class BlockDevice:
+    """An EBS volume made with the instance (and deleted with it)."""
+
+    device: str
+    snapshot_id: str
+    volume_type: str
+    size_gib: int | None = None  # None: the snapshot's size
+    iops: int | None = None
+    throughput: int | None = None  # MiB/s
+    initialization_rate: int | None = None  # MiB/s, the clone's provisioned hydration
+    encrypted: bool = True
+    delete_on_termination: bool = True
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """All ``len(slots)`` nodes of one RunInstances call, in one AZ, or none."""
+
+    offer: Offer
+    slots: tuple[int, ...]
+    max_price: float | None
+    client_token: str
+    tags: Mapping[str, str] = field(default_factory=dict)  # the instances'
+    volume_tags: Mapping[str, str] = field(default_factory=dict)  # volumes', spot requests'
+    block_devices: tuple[BlockDevice, ...] = ()
+
+    @property
+    def count(self) -> int:
+        return len(self.slots)
+
+    @property
+    def market(self) -> Market:
+        return self.offer.market
+
+
+def base_tags(spec: Spec) -> dict[str, str]:
+    """The tags every resource of the cluster carries."""
+    return {**dict(spec.tags), CLUSTER_TAG: spec.name}
+
+
+def dataset_devices(spec: Spec, size_gib: int | None) -> tuple[BlockDevice, ...]:
+    """The clone of ``storage.dataset.snapshot`` each node is launched with (none without
+    a snapshot); ``size_gib`` None: the snapshot's size."""
+    ds = spec.storage.dataset
+    if ds is None or not ds.snapshot:
+        return ()
+    return (BlockDevice(DEVICE_HINT, ds.snapshot, ds.volume_type, size_gib or None,
+                        ds.iops or None, ds.throughput or None,
+                        ds.initialization_rate or None),)
+
+
+def client_token(stack_id: str, slots: Sequence[int], offer: Offer) -> str:
+    """Same stack + same slots + same offer => same token, so a retried RunInstances is
+    not a second launch. A new stack (after `down`) gives new tokens."""
+    text = f"{stack_id}|{format_slots(slots)}|{offer.instance_type}|{offer.az}|{offer.market}"
+    return "ck-" + hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def launch_request(spec: Spec, offer: Offer, slots: Sequence[int], stack_id: str,
+                   ) -> LaunchRequest:
+    """The launch of ``slots`` at ``offer``: identity tags on instances and volumes, the
+    price it was launched at, the clone's snapshot on its volumes."""
+    devices = dataset_devices(spec, spec.storage.dataset.size_gb if spec.storage.dataset
+                              else None)
+    volume_tags = {**base_tags(spec), **launch_tags(spec.name, slots)}
+    if devices:  # every volume of the launch alike; only the clone's SnapshotId matches
+        volume_tags[CLONE_OF_TAG] = devices[0].snapshot_id
+    tags = dict(volume_tags)
+    if offer.price is not None:
+        tags[PRICE_TAG] = f"{offer.price:.4f}"
+    return LaunchRequest(offer, tuple(slots), spec.nodes.max_price,
+                         client_token(stack_id, slots, offer), tags, volume_tags, devices)
