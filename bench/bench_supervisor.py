@@ -81,8 +81,7 @@ def stop_latency(root: Path, nodes: int) -> float:
 def lost_master(root: Path) -> float:
     job = build_job(root, [ps_node(SLEEP), ps_node(SLEEP)], grace=1, hb=HEARTBEAT_TIMEOUT)
     job.start()
-    _until(lambda: job.nodes[1].state().get("state") == "running")
-    time.sleep(HEARTBEAT_TIMEOUT)  # linked and heartbeating
+    job.wait_linked()  # both supervisor.logs say so: heartbeats flow from here on
     kill_supervisor(job.master)
     took = _until(lambda: job.nodes[1].state().get("state") == "failed")
     job.master.cli("stop", "--grace", "0")

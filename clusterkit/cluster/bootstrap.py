@@ -5,7 +5,7 @@ cluster's record, GPUs from the catalog, the EFS id from the stack), then
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from clusterkit.bootstrap import run, steps
@@ -14,14 +14,11 @@ from clusterkit.catalog.instances import lookup as instance_type
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.events import Stage
-from clusterkit.plan.nodes import Node, node_order
+from clusterkit.plan.provision import ProvisionRecord
 from clusterkit.remote import known_hosts
 from clusterkit.remote.address import ssh_address, targets
 from clusterkit.remote.connect import Login
 from clusterkit.spec.model import Spec
-
-# the stack outputs that name the cluster's EFS (created, kept from an earlier `up`)
-EFS_OUTPUTS = ("DeletedFileSystemId", "RetainedFileSystemId", "ExistingFileSystemId")
 
 
 def check_steps(force: Sequence[str]) -> None:
@@ -32,15 +29,12 @@ def check_steps(force: Sequence[str]) -> None:
                          f"--force-step takes one of: {', '.join(steps.STEP_NAMES)}")
 
 
-def efs_id(outputs: Mapping[str, str]) -> str | None:
-    return next((outputs[k] for k in EFS_OUTPUTS if outputs.get(k)), None)
-
-
-def cluster_view(spec: Spec, region: str, nodes: Sequence[Node],
-                 outputs: Mapping[str, str], dataset: Any = None) -> steps.ClusterView:
-    """``nodes``: the running nodes, master first. Each node's in-cluster address is the
+def cluster_view(spec: Spec, record: ProvisionRecord, dataset: Any = None,
+                 ) -> steps.ClusterView:
+    """``record``: the running nodes and the stack. Each node's in-cluster address is the
     one the master dials (the private IP; in the sandbox its loopback address).
     ``dataset``: the cluster's dataset clones (``steps.DatasetView``), if any."""
+    nodes = record.nodes
     keys = known_hosts.instance_keys(spec.name)
     missing = [n.instance_id for n in nodes if n.index is None]
     if missing:
@@ -50,9 +44,9 @@ def cluster_view(spec: Spec, region: str, nodes: Sequence[Node],
                                 keys.get(n.instance_id)) for n in nodes)
     itype = instance_type(nodes[0].instance_type) if nodes else None
     extra = {"dataset": dataset} if dataset is not None else {}
-    return steps.ClusterView(spec.name, region, view,
+    return steps.ClusterView(spec.name, record.region, view,
                              gpus_per_node=itype.gpu_count if itype else 0,
-                             efs_id=efs_id(outputs), **extra)
+                             efs_id=record.stack.efs_id, **extra)
 
 
 def summary(result: BootstrapResult) -> str:
@@ -61,14 +55,14 @@ def summary(result: BootstrapResult) -> str:
     return f"{len(result.nodes)} node(s) bootstrapped: step runs " + ", ".join(counts)
 
 
-def bootstrap_nodes(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node],
-                    outputs: Mapping[str, str], *, force: Sequence[str] = (),
-                    timeout: float | None = None, dataset: Any = None) -> BootstrapResult:
-    """Every bootstrap step on every node of ``nodes`` (all running), in parallel; raises
-    BootstrapError naming each failed node and step, every node's result kept."""
+def bootstrap_nodes(rt: Runtime, spec: Spec, record: ProvisionRecord, *,
+                    force: Sequence[str] = (), timeout: float | None = None,
+                    dataset: Any = None) -> BootstrapResult:
+    """Every bootstrap step on every node of ``record`` (all running), in parallel;
+    raises BootstrapError naming each failed node and step, every node's result kept."""
     check_steps(force)
-    ordered = sorted(nodes, key=node_order)
-    view = cluster_view(spec, region, ordered, outputs, dataset)
+    ordered = record.nodes
+    view = cluster_view(spec, record, dataset)
     login = Login(spec.name, user=spec.ssh.user, port=spec.ssh.port,
                   identity_file=spec.ssh.identity_file)
     rt.started(Stage.BOOTSTRAP, f"bootstrapping {len(ordered)} node(s): "

@@ -25,6 +25,7 @@ from clusterkit.kinds import InstanceState
 from clusterkit.plan import dataset as pd
 from clusterkit.plan.launch import base_tags
 from clusterkit.plan.nodes import Node, node_order
+from clusterkit.plan.provision import ProvisionRecord, StackRecord
 from clusterkit.plan.stack import stack_name
 from clusterkit.spec.model import Dataset, Spec
 
@@ -126,10 +127,11 @@ def deploy(rt: Runtime, spec: Spec, snapshot: str | None, *, verify: str = "size
         _report_made(rt, spec, region, made, exc)
         raise
     view = dataset_view(ds, attached, snap, verify=verify, prewarm=prewarm)
-    outputs = (cfn.describe_stack(rt.session, region, stack_name(spec.name)) or {}).get(
-        "outputs", {})
+    stack = StackRecord.of(region, cfn.describe_stack(rt.session, region,
+                                                      stack_name(spec.name)))
     try:
-        booted = bootstrap_nodes(rt, spec, region, nodes, outputs, dataset=view,
+        booted = bootstrap_nodes(rt, spec, ProvisionRecord(stack, kept=tuple(nodes)),
+                                 dataset=view,
                                  timeout=max(60.0, deadline - rt.clock()))
     except BootstrapError as err:
         for line in node_lines(err.result):

@@ -1,6 +1,7 @@
-"""`clusterkit down`: delete everything a cluster owns, found by tag, in order:
-spot requests and fleets, instances (waited), volumes, the stack (waited), then a sweep
-of every tagged resource still there. Safe to run twice and after a crashed `up`."""
+"""`clusterkit down`: observe (the cluster's resources by tag in every region searched) ->
+``plan.down.plan_down`` (shown, confirmed) -> apply the plan per region, in its order, then
+IAM once the stacks are gone. A world that changed while the user read the question stops
+it with nothing deleted. Safe to run twice and after a crashed `up`."""
 
 from __future__ import annotations
 
@@ -9,20 +10,38 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterkit.aws import instances, keypairs, teardown, volumes
-from clusterkit.cluster import kept_efs, record, stackops
+from clusterkit.aws import stack as cfn
+from clusterkit.cluster import record, stackops
 from clusterkit.cluster.locks import cluster_lock
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.target import per_region, resolve_target, search_regions
-from clusterkit.errors import AwsError, ClusterkitError, CredentialsError, UsageError
+from clusterkit.errors import (
+    AwsError,
+    ClusterkitError,
+    CredentialsError,
+    PlanDriftError,
+    UsageError,
+)
 from clusterkit.events import Kind, Stage
 from clusterkit.kinds import InstanceState
+from clusterkit.plan.down import (
+    DownObserved,
+    DownPlan,
+    IamNames,
+    IamSeen,
+    KeptEfs,
+    RegionPlan,
+    RegionSeen,
+    Resource,
+    Verdict,
+    instance_drift,
+    plan_down,
+    plan_iam,
+)
 from clusterkit.plan.stack import stack_name
 from clusterkit.remote import known_hosts
 
 SG_BUSY = ("DependencyViolation", "InvalidGroup.InUse")
-
-
-KEPT = "EFS kept (retain)"
 
 
 @dataclass(frozen=True)
@@ -40,55 +59,67 @@ class DownResult:
                 "kept_efs": self.kept_efs}
 
 
-def inventory(rt: Runtime, cluster: str, region: str) -> dict[str, list[str]]:
-    """What the cluster has in ``region`` (IAM, which is global, is handled apart)."""
+# -- observe ------------------------------------------------------------------------------
+
+def observe_region(rt: Runtime, cluster: str, region: str) -> RegionSeen:
+    """What the cluster has in ``region`` (IAM, which is global, is read apart)."""
     s = rt.session
     fss = teardown.file_systems(s, region, cluster)
-    inv = {
-        "instances": [n.instance_id for n in instances.cluster_instances(s, region, cluster)],
-        "volumes": [v["id"] for v in volumes.cluster_volumes(s, region, cluster)],
-        "stack": [stack_name(cluster)] if _stack(rt, region, cluster) else [],
-        "security groups": teardown.security_groups(s, region, cluster),
-        "launch templates": teardown.launch_templates(s, region, cluster),
-        "placement groups": teardown.placement_groups(s, region, cluster),
-        "EFS file systems": [f["id"] for f in fss if not f["retain"]],
-        KEPT: [f["id"] for f in fss if f["retain"]],
-        "key pairs": keypairs.cluster_key_pairs(s, region, cluster),
-    }
-    return {k: v for k, v in inv.items() if v}
+    nodes = instances.cluster_instances(s, region, cluster)
+    return RegionSeen.of(region, {
+        Resource.INSTANCES: [n.instance_id for n in nodes],
+        Resource.VOLUMES: [v["id"] for v in volumes.cluster_volumes(s, region, cluster)],
+        Resource.STACK: [stack_name(cluster)] if _stack(rt, region, cluster) else [],
+        Resource.SECURITY_GROUPS: teardown.security_groups(s, region, cluster),
+        Resource.LAUNCH_TEMPLATES: teardown.launch_templates(s, region, cluster),
+        Resource.PLACEMENT_GROUPS: teardown.placement_groups(s, region, cluster),
+        Resource.KEY_PAIRS: keypairs.cluster_key_pairs(s, region, cluster),
+    }, fss, [n.instance_id for n in nodes if n.state == InstanceState.SHUTTING_DOWN])
 
 
-def _to_delete(inv: dict[str, list[str]], delete_efs: bool) -> dict[str, list[str]]:
-    return {k: v for k, v in inv.items() if delete_efs or k != KEPT}
+def observe(rt: Runtime, cluster: str, searched: Sequence[str]) -> DownObserved:
+    """One read of the cluster in ``searched`` (in parallel); its IAM names only when no
+    region holds anything (they then say whether the cluster exists at all)."""
+    seen = per_region(searched, lambda r: observe_region(rt, cluster, r))
+    empty = not any(r.found or r.kept_efs for r in seen.values())
+    iam = _iam_names(rt, cluster) if empty else None
+    return DownObserved(cluster, tuple(searched), tuple(seen.values()),
+                        record.read(cluster) is not None, iam)
 
 
 def _stack(rt: Runtime, region: str, cluster: str) -> dict[str, Any] | None:
-    from clusterkit.aws import stack as cfn
-
     return cfn.describe_stack(rt.session, region, stack_name(cluster))
 
+
+# -- apply --------------------------------------------------------------------------------
 
 def _deleted(rt: Runtime, kind: str, ident: str) -> None:
     rt.emit(Kind.PROGRESS, f"deleted {kind} {ident}", stage=Stage.DOWN, level=1)
 
 
-def _instances(rt: Runtime, cluster: str, region: str, deadline: float) -> None:
-    s = rt.session
+def _still(planned: Sequence[str], listed: Callable[[], list[str]]) -> list[str]:
+    """Those of ``planned`` still there (listed only when the plan names any): the stack
+    deletes most of what it made, and nothing the plan did not show is deleted."""
+    return [i for i in listed() if i in planned] if planned else []
+
+
+def _instances(rt: Runtime, cluster: str, rp: RegionPlan, deadline: float) -> None:
+    """Fleets and spot requests first (they would launch again), then the planned
+    instances, waited until terminated."""
+    s, region = rt.session, rp.region
     for fleet in instances.cluster_fleets(s, region, cluster):
         instances.delete_fleets(s, region, [fleet])
         _deleted(rt, "fleet", fleet)
-    live = instances.cluster_instances(s, region, cluster)
-    ids = [n.instance_id for n in live]
+    ids = list(rp.ids(Resource.INSTANCES))
     requests = instances.cluster_spot_requests(s, region, cluster, ids)
     if requests:
         instances.cancel_spot_requests(s, region, requests)
         for r in requests:
             _deleted(rt, "spot request", r)
-    todo = [n.instance_id for n in live if n.state != InstanceState.SHUTTING_DOWN]
-    if todo:
-        instances.terminate_instances(s, region, todo)
+    instances.terminate_instances(s, region, [i for i in ids if i not in rp.ending])
     for iid in ids:
         rt.emit(Kind.PROGRESS, f"terminating instance {iid}", stage=Stage.DOWN, level=1)
+
     def left() -> tuple[bool, list[str]]:
         alive = [n.instance_id for n in instances.describe_nodes(s, region, ids)
                  if n.state != InstanceState.TERMINATED]
@@ -102,11 +133,15 @@ def _instances(rt: Runtime, cluster: str, region: str, deadline: float) -> None:
         _deleted(rt, "instance", iid)
 
 
-def _volumes(rt: Runtime, cluster: str, region: str, deadline: float) -> None:
-    for vol in volumes.cluster_volumes(rt.session, region, cluster):
+def _volumes(rt: Runtime, cluster: str, rp: RegionPlan, deadline: float) -> None:
+    """The planned volumes left once the instances are gone (a root volume goes with its
+    instance), detached first where something still holds them."""
+    planned = rp.ids(Resource.VOLUMES)
+    listed = volumes.cluster_volumes(rt.session, rp.region, cluster) if planned else []
+    for vol in (v for v in listed if v["id"] in planned):
         if vol["attached_to"]:
-            volumes.detach_volume(rt.session, region, vol["id"], vol["attached_to"][0])
-        _retry(rt, deadline, lambda v=vol["id"]: volumes.delete_volume(rt.session, region, v),
+            volumes.detach_volume(rt.session, rp.region, vol["id"], vol["attached_to"][0])
+        _retry(rt, deadline, lambda v=vol["id"]: volumes.delete_volume(rt.session, rp.region, v),
                ("VolumeInUse", "IncorrectState"))
         _deleted(rt, "volume", vol["id"])
 
@@ -125,55 +160,91 @@ def _retry(rt: Runtime, deadline: float, call: Callable[[], Any], busy: Sequence
     return rt.wait_until(probe, deadline=deadline, late=lambda exc: exc)
 
 
-def _mount_targets(rt: Runtime, cluster: str, region: str, deadline: float) -> None:
+def _mount_targets(rt: Runtime, region: str, fs_ids: Sequence[str], deadline: float) -> None:
     """Mount targets first: clusterkit made them, and the file system (and the security
     group they use) cannot be deleted while they exist."""
     s = rt.session
-    for fs in teardown.file_systems(s, region, cluster):
-        targets = teardown.mount_targets(s, region, fs["id"])
+    for fs_id in fs_ids:
+        targets = teardown.mount_targets(s, region, fs_id)
         for mt in targets:
             teardown.delete_mount_target(s, region, mt)
             _deleted(rt, "EFS mount target", mt)
         if targets:
-            rt.wait_until(lambda fs_id=fs["id"]: (not teardown.mount_targets(s, region, fs_id),
-                                                  fs_id),
-                          deadline=deadline, late=lambda fs_id: AwsError(
-                              f"EFS mount targets of {fs_id} not deleted in time",
+            rt.wait_until(lambda f=fs_id: (not teardown.mount_targets(s, region, f), f),
+                          deadline=deadline, late=lambda f: AwsError(
+                              f"EFS mount targets of {f} not deleted in time",
                               "run `clusterkit down` again"))
 
 
-def _efs(rt: Runtime, cluster: str, region: str, deadline: float, delete_efs: bool) -> None:
-    s = rt.session
-    _mount_targets(rt, cluster, region, deadline)
-    for fs in teardown.file_systems(s, region, cluster):
-        if fs["retain"] and not delete_efs:
-            rt.warn(f"kept EFS {kept_efs.describe(kept_efs.priced(fs))} "
-                    "(storage.efs.deletion_policy: retain): the next `up` of this cluster "
-                    f"mounts it; `clusterkit down {cluster} --delete-efs` deletes it",
-                    level=1, stage=Stage.DOWN)
-            continue
-        _retry(rt, deadline, lambda f=fs["id"]: teardown.delete_file_system(s, region, f),
+def _efs(rt: Runtime, cluster: str, rp: RegionPlan, deadline: float,
+         kept: Sequence[KeptEfs]) -> None:
+    s, region = rt.session, rp.region
+    for fs in kept:
+        rt.warn(f"kept EFS {fs.describe()} (storage.efs.deletion_policy: retain): the next "
+                f"`up` of this cluster mounts it; `clusterkit down {cluster} --delete-efs` "
+                "deletes it", level=1, stage=Stage.DOWN)
+    planned = (*rp.ids(Resource.EFS), *rp.ids(Resource.KEPT_EFS))
+    left = _still(planned, lambda: [f["id"] for f in teardown.file_systems(s, region, cluster)])
+    _mount_targets(rt, region, left, deadline)
+    for fs_id in left:
+        _retry(rt, deadline, lambda f=fs_id: teardown.delete_file_system(s, region, f),
                ("FileSystemInUse",))
-        _deleted(rt, "EFS file system", fs["id"])
+        _deleted(rt, "EFS file system", fs_id)
 
 
-def _sweep(rt: Runtime, cluster: str, region: str, deadline: float,
-           delete_efs: bool = False) -> None:
-    s = rt.session
-    _efs(rt, cluster, region, deadline, delete_efs)
-    for lt in teardown.launch_templates(s, region, cluster):
-        teardown.delete_launch_template(s, region, lt)
-        _deleted(rt, "launch template", lt)
-    for pg in teardown.placement_groups(s, region, cluster):
-        teardown.delete_placement_group(s, region, pg)
-        _deleted(rt, "placement group", pg)
-    for sg in teardown.security_groups(s, region, cluster):
-        _retry(rt, deadline, lambda g=sg: teardown.delete_security_group(s, region, g), SG_BUSY)
-        _deleted(rt, "security group", sg)
-    for key in keypairs.cluster_key_pairs(s, region, cluster):
-        keypairs.delete_key_pair(s, region, key)
-        _deleted(rt, "key pair", key)
+# what the sweep lists again and deletes, after the EFS: kind, word, list, delete, busy codes
+SWEPT = ((Resource.LAUNCH_TEMPLATES, "launch template", teardown.launch_templates,
+          teardown.delete_launch_template, ()),
+         (Resource.PLACEMENT_GROUPS, "placement group", teardown.placement_groups,
+          teardown.delete_placement_group, ()),
+         (Resource.SECURITY_GROUPS, "security group", teardown.security_groups,
+          teardown.delete_security_group, SG_BUSY),
+         (Resource.KEY_PAIRS, "key pair", keypairs.cluster_key_pairs, keypairs.delete_key_pair, ()))
 
+
+def _sweep(rt: Runtime, cluster: str, rp: RegionPlan, deadline: float,
+           kept: Sequence[KeptEfs]) -> None:
+    """What the plan names that the stack's delete left (or no stack held)."""
+    s, region = rt.session, rp.region
+    _efs(rt, cluster, rp, deadline, kept)
+    for kind, word, listed, delete, busy in SWEPT:
+        for ident in _still(rp.ids(kind), lambda f=listed: f(s, region, cluster)):
+            _retry(rt, deadline, lambda d=delete, i=ident: d(s, region, i), busy)
+            _deleted(rt, word, ident)
+
+
+def down_region(rt: Runtime, cluster: str, rp: RegionPlan, *, timeout: float,
+                kept: Sequence[KeptEfs] = ()) -> None:
+    """Apply ``rp``; ``kept``: the kept file systems of its region (said, not deleted)."""
+    deadline = rt.clock() + timeout
+    _instances(rt, cluster, rp, deadline)
+    _volumes(rt, cluster, rp, deadline)
+    _mount_targets(rt, rp.region, rp.file_systems, deadline)
+    status = None
+    if rp.ids(Resource.STACK):
+        status = stackops.delete(rt, rp.region, stack_name(cluster), timeout=timeout)
+    if status is not None:
+        _deleted(rt, "stack", f"{stack_name(cluster)} ({status})")
+    _sweep(rt, cluster, rp, deadline, kept)
+    if status is not None and status != "DELETE_COMPLETE":  # retry once the sweep freed it
+        stackops.delete(rt, rp.region, stack_name(cluster), timeout=timeout)
+
+
+def _unchanged(rt: Runtime, cluster: str, plan: DownPlan) -> None:
+    """After the question: the planned regions' instances read again; PlanDriftError
+    (exit 1, nothing deleted) naming each one that appeared or vanished meanwhile."""
+    now = per_region([r.region for r in plan.regions], lambda region: [
+        n.instance_id for n in instances.cluster_instances(rt.session, region, cluster)])
+    changed = instance_drift(plan, now)
+    if changed:
+        raise PlanDriftError(
+            f"cluster {cluster} changed since the plan was shown, so nothing was deleted:\n"
+            + "\n".join(f"  {line}" for line in changed),
+            f"run `clusterkit down {cluster}` again: it shows what is there now (another "
+            "`up` or `down` of the cluster may be running)")
+
+
+# -- IAM (global) -------------------------------------------------------------------------
 
 def _stack_regions(rt: Runtime, cluster: str, regions: Sequence[str]) -> set[str]:
     """The regions (of ``regions``, every enabled one when empty) where the cluster's
@@ -182,47 +253,32 @@ def _stack_regions(rt: Runtime, cluster: str, regions: Sequence[str]) -> set[str
     return {r for r, st in found.items() if st}
 
 
-def _iam_names(rt: Runtime, cluster: str) -> tuple[list[str], list[str]]:
+def _iam_names(rt: Runtime, cluster: str) -> IamNames:
     """The cluster's IAM roles and instance profiles (listed once per `down`)."""
-    return (teardown.iam_roles(rt.session, cluster),
-            teardown.instance_profiles(rt.session, cluster))
+    return IamNames(tuple(teardown.iam_roles(rt.session, cluster)),
+                    tuple(teardown.instance_profiles(rt.session, cluster)))
 
 
-def _iam(rt: Runtime, cluster: str,
-         names: tuple[list[str], list[str]] | None = None) -> list[str]:
-    """Delete the cluster's IAM role / instance profile (global) only where no stack
-    still uses them: a role tagged with its stack's region goes once that region's stack
-    is gone; an untagged role (made before the tag) or a profile without a role only once
-    no enabled region has the stack. ``names``: ``_iam_names``, when already listed.
-    Returns what was kept, and why."""
+def _iam(rt: Runtime, cluster: str, names: IamNames | None = None) -> list[str]:
+    """Delete the cluster's IAM role / instance profile (global) where no stack still
+    uses them (``plan_iam``). ``names``: ``_iam_names``, when already listed. Returns what
+    was kept, and why."""
     s = rt.session
-    role_names, profile_names = names or _iam_names(rt, cluster)
-    roles = {r: teardown.role_region(s, r) for r in role_names}
-    profiles = {p: teardown.profile_roles(s, p) for p in profile_names}
-    if not roles and not profiles:
+    names = names if names is not None else _iam_names(rt, cluster)
+    seen = IamSeen({r: teardown.role_region(s, r) for r in names.roles},
+                   {p: tuple(teardown.profile_roles(s, p)) for p in names.profiles})
+    if not seen:
         return []
-    everywhere = None in roles.values() or not all(profiles.values())
-    live = _stack_regions(rt, cluster, [] if everywhere else sorted(set(roles.values())))
-
-    def free(role: str) -> bool:
-        region = roles.get(role)
-        return region not in live if region else not live
-
-    kept: list[str] = []
-    for prof, its_roles in profiles.items():
-        if all(free(r) for r in its_roles) if its_roles else not live:
-            _delete_iam(rt, "instance profile", prof, teardown.delete_instance_profile)
-        else:
-            kept.append(f"instance profile {prof}")
-    for role in roles:
-        if free(role):
-            _delete_iam(rt, "IAM role", role, teardown.delete_role)
-        else:
-            kept.append(f"IAM role {role}")
-    if kept:
-        rt.warn(f"kept {', '.join(kept)}: the cluster's stack in "
+    live = _stack_regions(rt, cluster, seen.stack_regions())
+    iam = plan_iam(seen, live)
+    for prof in iam.profiles:
+        _delete_iam(rt, "instance profile", prof, teardown.delete_instance_profile)
+    for role in iam.roles:
+        _delete_iam(rt, "IAM role", role, teardown.delete_role)
+    if iam.kept:
+        rt.warn(f"kept {', '.join(iam.kept)}: the cluster's stack in "
                 f"{', '.join(sorted(live))} still uses them", level=1, stage=Stage.DOWN)
-    return kept
+    return list(iam.kept)
 
 
 def _delete_iam(rt: Runtime, kind: str, name: str,
@@ -240,39 +296,18 @@ def _delete_iam(rt: Runtime, kind: str, name: str,
     _deleted(rt, kind, name)
 
 
-def down_region(rt: Runtime, cluster: str, region: str, *, timeout: float,
-                delete_efs: bool = False) -> None:
-    deadline = rt.clock() + timeout
-    _instances(rt, cluster, region, deadline)
-    _volumes(rt, cluster, region, deadline)
-    _mount_targets(rt, cluster, region, deadline)
-    status = stackops.delete(rt, region, stack_name(cluster), timeout=timeout)
-    if status is not None:
-        _deleted(rt, "stack", f"{stack_name(cluster)} ({status})")
-    _sweep(rt, cluster, region, deadline, delete_efs)
-    if status is not None and status != "DELETE_COMPLETE":  # retry once the sweep freed it
-        stackops.delete(rt, region, stack_name(cluster), timeout=timeout)
-
-
-def _show(rt: Runtime, found: dict[str, dict[str, list[str]]]) -> None:
-    for region, inv in found.items():
-        for kind, ids in inv.items():
-            rt.info(f"{region}: {kind}: {', '.join(ids)}")
-
-
-def _confirm(cluster: str, delete_efs: bool, *, yes: bool,
-             confirm: Callable[[str], bool] | None) -> None:
+def _confirm(plan: DownPlan, *, yes: bool, confirm: Callable[[str], bool] | None) -> None:
     """Declining (or no answer: Ctrl-C) is exit 1 with nothing deleted; no terminal to
     ask on (``confirm`` None) without ``yes`` is exit 2, as for `up`."""
-    extra = ", the kept EFS file systems (their data is lost) too" if delete_efs else ""
     if yes:
         return
     if confirm is None:
-        raise UsageError(f"`down` would delete cluster {cluster} and there is no terminal to "
-                         "ask on: nothing deleted", "pass --yes to delete without asking")
-    if confirm(f"delete cluster {cluster} and all of the above{extra}?"):
+        raise UsageError(f"`down` would delete cluster {plan.cluster} and there is no "
+                         "terminal to ask on: nothing deleted",
+                         "pass --yes to delete without asking")
+    if confirm(plan.question()):
         return
-    raise ClusterkitError(f"not confirmed: nothing deleted of cluster {cluster}",
+    raise ClusterkitError(f"not confirmed: nothing deleted of cluster {plan.cluster}",
                           "answer yes, or pass --yes to skip the question")
 
 
@@ -291,11 +326,13 @@ def _forget(rt: Runtime, cluster: str, searched: Sequence[str], iam_kept: bool) 
     return True
 
 
-def _left(rt: Runtime, cluster: str, regions: Sequence[str],
-          delete_efs: bool) -> dict[str, dict[str, list[str]]]:
-    """What is still there after the teardown (kept EFS aside unless deleted)."""
-    after = per_region(regions, lambda r: _to_delete(inventory(rt, cluster, r), delete_efs))
-    return {r: inv for r, inv in after.items() if inv}
+def _left(rt: Runtime, plan: DownPlan) -> DownPlan:
+    """What is still there after the teardown, as a plan of the planned regions (kept EFS
+    aside unless deleted)."""
+    after = per_region([r.region for r in plan.regions],
+                       lambda r: observe_region(rt, plan.cluster, r))
+    return plan_down(DownObserved(plan.cluster, plan.searched, tuple(after.values()), True),
+                     plan.delete_efs)
 
 
 def down(rt: Runtime, cluster: str, regions: Sequence[str], **options: Any) -> DownResult:
@@ -304,54 +341,53 @@ def down(rt: Runtime, cluster: str, regions: Sequence[str], **options: Any) -> D
         return _down(rt, cluster, regions, **options)
 
 
+def _nothing(rt: Runtime, plan: DownPlan, result: DownResult) -> DownResult:
+    """No resource in any region searched: an unknown name is an error; a known cluster
+    has its IAM leftovers cleaned and its local state dropped."""
+    if plan.verdict is Verdict.NO_SUCH_CLUSTER:
+        raise ClusterkitError(plan.summary(), "check the name: `clusterkit status` lists your "
+                              "clusters (and `--region` narrows the search)")
+    iam_kept = _iam(rt, plan.cluster, plan.iam)
+    rt.done(Stage.DOWN, plan.summary())
+    for line in plan.lines():
+        rt.info(line)
+    _forget(rt, plan.cluster, plan.searched, bool(iam_kept))
+    return result
+
+
 def _down(rt: Runtime, cluster: str, regions: Sequence[str], *, yes: bool,
           confirm: Callable[[str], bool] | None = None, timeout: float = 1800.0,
           delete_efs: bool = False) -> DownResult:
     """Delete the cluster in every region of ``regions`` (every enabled region when
     empty, searched in parallel) where it has anything."""
     searched = search_regions(rt, regions)
-    scan = per_region(searched, lambda r: inventory(rt, cluster, r))
-    found = {r: _to_delete(inv, delete_efs) for r, inv in scan.items()}
-    found = {r: inv for r, inv in found.items() if inv}
-    kept = kept_efs.kept(rt, cluster, [r for r, inv in scan.items() if KEPT in inv])
-    result = DownResult(cluster, searched, found, [] if delete_efs else kept)
-    if not found:
-        iam_names = _iam_names(rt, cluster)
-        known = record.read(cluster) is not None or bool(kept) or any(iam_names)
-        where = ", ".join(searched) if len(searched) <= 3 else f"{len(searched)} regions"
-        if not known:  # a typo must not look like success
-            raise ClusterkitError(f"no cluster named {cluster} in {where}",
-                                  "check the name: `clusterkit status` lists your clusters "
-                                  "(and `--region` narrows the search)")
-        iam_kept = _iam(rt, cluster, iam_names)
-        rt.done(Stage.DOWN, f"cluster {cluster}: nothing to delete in {where}")
-        _report_kept(rt, cluster, result.kept_efs)
-        _forget(rt, cluster, searched, bool(iam_kept))
-        return result
-    _show(rt, found)
-    _report_kept(rt, cluster, [] if delete_efs else kept)
-    _confirm(cluster, delete_efs, yes=yes, confirm=confirm)
-    for region in found:
-        rt.started(Stage.DOWN, f"deleting cluster {cluster} in {region}")
-        down_region(rt, cluster, region, timeout=timeout, delete_efs=delete_efs)
+    plan = plan_down(observe(rt, cluster, searched), delete_efs)
+    result = DownResult(cluster, searched, plan.deleted(),
+                        [fs.priced() for fs in plan.kept_efs])
+    if not plan.todo:
+        return _nothing(rt, plan, result)
+    for line in plan.lines():
+        rt.info(line)
+    _confirm(plan, yes=yes, confirm=confirm)
+    if not yes:  # the user took time to answer: the world may have moved
+        _unchanged(rt, cluster, plan)
+    for rp in plan.regions:
+        rt.started(Stage.DOWN, f"deleting cluster {cluster} in {rp.region}")
+        down_region(rt, cluster, rp, timeout=timeout,
+                    kept=[fs for fs in plan.kept_efs if fs.region == rp.region])
     iam_kept = _iam(rt, cluster)
-    left = _left(rt, cluster, list(found), delete_efs)
-    if left:
+    left = _left(rt, plan)
+    if left.todo:
         raise AwsError(f"cluster {cluster} is not gone: still there: " + "; ".join(
-            f"{r}: {k} {', '.join(ids)}" for r, inv in left.items() for k, ids in inv.items()),
+            f"{r.region}: {d.kind} {', '.join(d.ids)}" for r in left.regions for d in r.deletions),
             f"run `clusterkit down {cluster}` again")
     kept = f" (kept: {len(result.kept_efs)} EFS file system(s))" if result.kept_efs else ""
     if _forget(rt, cluster, searched, bool(iam_kept)):
         rt.done(Stage.DOWN, f"cluster {cluster} is gone{kept}")
     else:
-        rt.done(Stage.DOWN, f"cluster {cluster} is deleted in {', '.join(found)}{kept}")
+        rt.done(Stage.DOWN, f"cluster {cluster} is deleted in "
+                f"{', '.join(r.region for r in plan.regions)}{kept}")
     return result
-
-
-def _report_kept(rt: Runtime, cluster: str, kept: Sequence[dict[str, Any]]) -> None:
-    for fs in kept:
-        rt.info(f"kept EFS file system {kept_efs.describe(fs)} ({kept_efs.PRICE_NOTE}); "
-                f"`clusterkit down {cluster} --delete-efs` deletes it")
 
 
 def do_down(target: str, *, yes: bool, region: str | None = None, profile: str | None = None,

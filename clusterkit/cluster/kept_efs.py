@@ -14,23 +14,21 @@ from typing import Any
 from clusterkit.aws import teardown
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.cluster.target import per_region
-from clusterkit.plan.spend import EFS_GB_MONTH
+from clusterkit.plan.down import PRICE_NOTE, KeptEfs, describe_priced  # noqa: F401
 from clusterkit.spec.model import Spec
 
-GB = 1e9
-PRICE_NOTE = f"EFS Standard ${EFS_GB_MONTH:.2f}/GB-month (us-east-1 list price, storage only)"
+
+def _kept(fs: Mapping[str, Any]) -> KeptEfs:
+    return KeptEfs(fs["id"], fs.get("region") or "", fs.get("size_bytes", 0),
+                   fs.get("created", ""))
 
 
 def priced(fs: Mapping[str, Any]) -> dict[str, Any]:
     """A kept file system as status / down show it: id, region, size, $/month."""
-    size_gb = fs.get("size_bytes", 0) / GB
-    return {"id": fs["id"], "region": fs.get("region"), "created": fs.get("created", ""),
-            "size_gb": round(size_gb, 3), "usd_per_month": round(size_gb * EFS_GB_MONTH, 2)}
+    return _kept(fs).priced()
 
 
-def describe(kept: Mapping[str, Any]) -> str:
-    return (f"{kept['id']} in {kept['region']}: {kept['size_gb']:.3f} GB, "
-            f"${kept['usd_per_month']:.2f}/month")
+describe = describe_priced  # status and down show a priced one with it
 
 
 def kept(rt: Runtime, cluster: str, regions: Sequence[str]) -> list[dict[str, Any]]:

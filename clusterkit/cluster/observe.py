@@ -121,9 +121,11 @@ def recheck(rt: Runtime, spec: Spec, observed: Observed) -> None:
         raise drift_error(spec, changed)
 
 
-def drift_error(spec: Spec, changed: Sequence[str]) -> PlanDriftError:
+def drift_error(spec: Spec, changed: Sequence[str], again: str = "") -> PlanDriftError:
+    """PlanDriftError naming each change; ``again``: how to plan afresh (default: run
+    `clusterkit up` again)."""
     return PlanDriftError(
         f"cluster {spec.name} changed since the plan was made, so it is not applied:\n"
         + "\n".join(f"  {line}" for line in changed),
-        "nothing was changed: run `clusterkit up` again to plan from what is there now "
-        "(another `up` or `down` of the cluster may be running)")
+        f"nothing was changed: {again or 'run `clusterkit up` again'} to plan from what is "
+        "there now (another `up` or `down` of the cluster may be running)")

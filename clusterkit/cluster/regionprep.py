@@ -19,6 +19,7 @@ from clusterkit.events import Stage
 from clusterkit.kinds import KeyPairAction, StackAction
 from clusterkit.plan.launch import base_tags
 from clusterkit.plan.observed import Observed, StackSeen
+from clusterkit.plan.provision import StackRecord
 from clusterkit.plan.stack import key_pair_name, stack_action, stack_name, stack_parameters
 from clusterkit.plan.up import UpPlan
 from clusterkit.remote.probe import local_public_key
@@ -65,9 +66,8 @@ def _described(seen: StackSeen | None) -> dict[str, Any] | None:
             "outputs": dict(seen.outputs), "reason": ""}
 
 
-def prepare_region(rt: Runtime, spec: Spec, todo: RegionPlan, timeout: float) -> dict[str, Any]:
-    """Key pair and stack in ``todo.region`` as ``todo`` says; the stack record (its id,
-    outputs, the VPC)."""
+def prepare_region(rt: Runtime, spec: Spec, todo: RegionPlan, timeout: float) -> StackRecord:
+    """Key pair and stack in ``todo.region`` as ``todo`` says; the stack's record."""
     if todo.import_key:
         rt.started(Stage.KEY_PAIR,
                    f"importing your SSH public key as key pair {key_pair_name(spec.name)}")
@@ -76,8 +76,7 @@ def prepare_region(rt: Runtime, spec: Spec, todo: RegionPlan, timeout: float) ->
     stack = stackops.deploy(rt, todo.region, stack_name(spec.name), todo.action,
                             todo.parameters, base_tags(spec), timeout=timeout,
                             current=_described(todo.current))
-    stack["vpc_id"] = todo.vpc_id
-    return stack
+    return StackRecord.of(todo.region, stack, todo.vpc_id)
 
 
 def subnet_for(rt: Runtime, todo: RegionPlan, az: str) -> str:

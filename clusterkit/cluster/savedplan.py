@@ -59,7 +59,9 @@ class SavedPlan:
         if changed:
             from clusterkit.spec import load
 
-            raise drift_error(load(self.spec_file), changed)
+            raise drift_error(load(self.spec_file), changed,
+                              f"make the plan again (`clusterkit plan {self.spec_file} --out "
+                              f"{self.path}`)")
         return self.observed
 
 

@@ -41,6 +41,7 @@ from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.drift import refused, spec_drift
 from clusterkit.plan.nodes import Node, node_actions, node_order
 from clusterkit.plan.observed import Observed
+from clusterkit.plan.provision import ProvisionRecord, StackRecord
 from clusterkit.plan.up import UpPlan, plan_lines, plan_up
 from clusterkit.remote import known_hosts
 from clusterkit.remote.address import address_or_none
@@ -161,18 +162,16 @@ def _check_plan(rt: Runtime, plan: UpPlan, *, yes: bool, confirm: Confirm | None
     return True
 
 
-def _mount_target(rt: Runtime, spec: Spec, region: str, stack: dict[str, Any],
-                  nodes: Sequence[Node], deadline: float) -> None:
+def _mount_target(rt: Runtime, stack: StackRecord, nodes: Sequence[Node],
+                  deadline: float) -> None:
     """The EFS mount target in the nodes' AZ (created here, not by the stack: the AZ is
     known only after the launch, and moving it would need a stack update per fallback)."""
-    outputs = stack.get("outputs", {})
-    fs_id = (outputs.get("DeletedFileSystemId") or outputs.get("RetainedFileSystemId")
-             or outputs.get("ExistingFileSystemId"))  # a kept one, mounted again
+    fs_id = stack.efs_id  # created, or a kept one mounted again
     subnet = next((n.subnet_id for n in nodes if n.subnet_id), None)
     if not fs_id or not subnet:
         return
-    if efs.ensure_mount_target(rt.session, region, fs_id, subnet,
-                               outputs["SecurityGroupId"]):
+    region = stack.region
+    if efs.ensure_mount_target(rt.session, region, fs_id, subnet, stack.security_group):
         rt.done(Stage.MOUNT_TARGET, f"created EFS mount target for {fs_id} in {nodes[0].az}")
     rt.wait_until(lambda: (efs.mount_target_ready(rt.session, region, fs_id, subnet), None),
                   deadline=deadline, late=lambda _: AwsError(
@@ -191,7 +190,7 @@ def _retag(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node]) -> None:
                                   group.tags)
 
 
-def _launch(rt: Runtime, spec: Spec, plan: UpPlan, stacks: dict[str, dict[str, Any]],
+def _launch(rt: Runtime, spec: Spec, plan: UpPlan, stacks: dict[str, StackRecord],
             todo: RegionPlan, timeout: float, trail: Trail) -> tuple[str, list[Node]]:
     """Walk the confirmed candidates, in the order shown, until one has capacity. The
     plan's region is prepared as the plan says; a region the plan did not read (or one
@@ -208,10 +207,9 @@ def _launch(rt: Runtime, spec: Spec, plan: UpPlan, stacks: dict[str, dict[str, A
         here = todos.get(offer.region, todo)
         stack = stacks[offer.region]
         launched = launch.gang_launch(
-            rt, spec, offer, plan.nodes.launch,
-            launch_template_id=stack["outputs"]["LaunchTemplateId"],
-            subnet_id=subnet_for(rt, here, offer.az or ""), stack_id=stack["id"],
-            placement_group=stack["outputs"].get("PlacementGroupName", ""))
+            rt, spec, offer, plan.nodes.launch, launch_template_id=stack.launch_template_id,
+            subnet_id=subnet_for(rt, here, offer.az or ""), stack_id=stack.stack_id,
+            placement_group=stack.placement_group)
         trail.touch(offer.region, launched)
         return launched
 
@@ -298,14 +296,23 @@ def _apply(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *, deadlin
            wait_ssh: bool, timeout: float, trail: Trail,
            accept_host_keys: Sequence[str] = (),
            force_steps: Sequence[str] | None = ()) -> UpResult:
-    """The changes `up` confirmed: stack, surplus nodes, launch, tags, mount target, SSH,
-    bootstrap (``force_steps`` None: no bootstrap)."""
+    """The changes `up` confirmed (``provision``), then SSH and the bootstrap
+    (``force_steps`` None: no bootstrap)."""
+    made = provision(rt, spec, plan, observed, deadline=deadline, timeout=timeout,
+                     trail=trail)
+    return _reach(rt, spec, made, deadline, accept_host_keys, force_steps, wait_ssh)
+
+
+def provision(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *,
+              deadline: float, timeout: float, trail: Trail) -> ProvisionRecord:
+    """Stack, surplus nodes, started nodes, launch, tags, mount target: what the plan
+    says and nothing else."""
     actions = plan.nodes
     region = plan.region
     record.save(spec, region)
     if not actions.empty:
         nodecache.forget(spec.name)
-    stacks: dict[str, dict[str, Any]] = {}
+    stacks: dict[str, StackRecord] = {}
     todo = from_plan(plan, observed)
     if plan.existing:
         stacks[region] = prepare_region(rt, spec, todo, timeout)
@@ -314,27 +321,28 @@ def _apply(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *, deadlin
         instances.terminate_instances(rt.session, region, actions.terminate)
     stopped.start_stopped(rt, region, actions.start, deadline=deadline)
     new: list[Node] = []
-    started: list[Node] = []
     if actions.launch:
-        region, new = _launch(rt, spec, plan, stacks, todo, timeout, trail)
-        started = _wait_new(rt, region, new, deadline)
+        region, launched = _launch(rt, spec, plan, stacks, todo, timeout, trail)
+        new = _wait_new(rt, region, launched, deadline)
     record.save(spec, region)
     kept = [n for n in plan.existing if n.live and n.instance_id not in actions.terminate]
-    settled = not actions.start and all(n.state == InstanceState.RUNNING for n in kept)
-    # nothing else started: the nodes kept as found, and the new ones as they came up
-    running = [*kept, *started] if settled else launch.wait_running(
-        rt, region, [n.instance_id for n in kept + new], deadline=deadline)
-    _retag(rt, spec, region, running)  # described running: root volume ids are known
-    _mount_target(rt, spec, region, stacks[region], running, deadline)
-    return _reach(rt, spec, region, running, new, stacks[region], deadline,
-                  accept_host_keys, force_steps, wait_ssh)
+    if actions.start or any(n.state != InstanceState.RUNNING for n in kept):
+        kept = launch.wait_running(rt, region, [n.instance_id for n in kept],
+                                   deadline=deadline)
+    # else the nodes kept as found, and the new ones as they came up: none read again
+    made = ProvisionRecord(stacks[region], new=tuple(new),
+                           started=tuple(n for n in kept if n.instance_id in actions.start),
+                           kept=tuple(n for n in kept if n.instance_id not in actions.start))
+    _retag(rt, spec, region, made.nodes)  # described running: root volume ids are known
+    _mount_target(rt, made.stack, made.nodes, deadline)
+    return made
 
 
-def _reach(rt: Runtime, spec: Spec, region: str, running: Sequence[Node],
-           new: Sequence[Node], stack: dict[str, Any], deadline: float,
+def _reach(rt: Runtime, spec: Spec, made: ProvisionRecord, deadline: float,
            accept_host_keys: Sequence[str], force_steps: Sequence[str] | None,
            wait_ssh: bool) -> UpResult:
     """SSH on every node (host keys checked and recorded), then the bootstrap."""
+    running, new, region = list(made.nodes), list(made.new), made.region
     pinned = hostkeys.pinned_keys(spec.name, running, new, accept_host_keys)
     host_keys = _wait_ssh(rt, spec, region, running, new, deadline, pinned) if wait_ssh else {}
     hostkeys.check_and_record(rt, spec.name, running, host_keys, port=spec.ssh.port,
@@ -342,8 +350,8 @@ def _reach(rt: Runtime, spec: Spec, region: str, running: Sequence[Node],
     known = record_host_keys(spec, running, host_keys)
     booted = None
     if force_steps is not None:
-        booted = bootstrap_nodes(rt, spec, region, running, stack.get("outputs", {}),
-                                 force=force_steps, timeout=max(60.0, deadline - rt.clock()),
+        booted = bootstrap_nodes(rt, spec, made, force=force_steps,
+                                 timeout=max(60.0, deadline - rt.clock()),
                                  dataset=view_for_up(rt, spec, region, running))
         if booted.ok:  # every node ready: `train` may start on these without asking AWS
             nodecache.save(spec.name, running)

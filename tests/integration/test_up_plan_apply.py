@@ -103,6 +103,7 @@ def test_a_saved_plan_applies_as_saved_and_a_second_apply_is_refused(calls: Call
         do_up(None, plan_file=out, rt=_rt(calls), wait_ssh=False)
     message = caught.value.message
     assert "appeared, running" in message and "the stack appeared" in message
+    assert f"clusterkit plan {spec} --out {out}" in caught.value.hint
     assert calls.mutating() == {}
     do_down(spec, yes=True, rt=_rt(None))
     assert leftovers(name) == {}
