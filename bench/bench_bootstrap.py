@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import nodecpu  # noqa: E402
 from bench.sandbox_spec import spec_text  # noqa: E402
-from clusterkit.cluster.down import do_down  # noqa: E402
+from clusterkit.cluster.provision.down import do_down  # noqa: E402
+from clusterkit.cluster.provision.up import do_up  # noqa: E402
 from clusterkit.cluster.runtime import Runtime  # noqa: E402
-from clusterkit.cluster.up import do_up  # noqa: E402
 from clusterkit.events import Event, Kind, Stage  # noqa: E402
 
 GOAL_RATIO = 1.5

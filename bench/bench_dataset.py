@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_dataset_deploy import deploy_section  # noqa: E402
 from bench.bench_up import _start  # noqa: E402
 from clusterkit.aws import ebs_direct  # noqa: E402
-from clusterkit.cluster.publish import publish_directory  # noqa: E402
+from clusterkit.cluster.dataset.publish import publish_directory  # noqa: E402
 from clusterkit.cluster.runtime import Runtime  # noqa: E402
 from clusterkit.dataset import ext4image  # noqa: E402
 

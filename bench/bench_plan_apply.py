@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 import clusterkit  # noqa: E402
 from bench.bench_up import _mutating, _runtime, _start, warm_up  # noqa: E402
 from bench.sandbox_spec import spec_text  # noqa: E402
-from clusterkit.cluster.down import do_down  # noqa: E402
-from clusterkit.cluster.up import do_up  # noqa: E402
+from clusterkit.cluster.provision.down import do_down  # noqa: E402
+from clusterkit.cluster.provision.up import do_up  # noqa: E402
 
 NODES = 2
 GOALS = {"first up": 23, "no-op up": 5}  # issue 24, "Done when": at most this many calls

@@ -45,9 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_bootstrap import _runtime, _start  # noqa: E402
 from bench.sandbox_spec import spec_text  # noqa: E402
-from clusterkit.cluster.down import do_down  # noqa: E402
-from clusterkit.cluster.jobs import open_cluster  # noqa: E402
-from clusterkit.cluster.up import do_up  # noqa: E402
+from clusterkit.cluster.jobs.control import open_job_cluster  # noqa: E402
+from clusterkit.cluster.provision.down import do_down  # noqa: E402
+from clusterkit.cluster.provision.up import do_up  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "mxnet_dist_sync.py"
@@ -127,7 +127,7 @@ def timed(argv: list[str], run_id: str, want: int, **kwargs: object) -> dict[str
 
 def ssh_wrapper(tmp: Path, cluster: str) -> Path:
     """A bin dir whose ``ssh`` logs in to the sandbox nodes as clusterkit does."""
-    jc = open_cluster(_runtime(), cluster)
+    jc = open_job_cluster(_runtime(), cluster)
     config = tmp / f"ssh_config-{cluster}"
     config.write_text("Host *\n"
                       f"    User {jc.login.user}\n"
@@ -146,7 +146,7 @@ def hostfile(tmp: Path, cluster: str) -> Path:
     """launch.py's hosts: ``address:port`` per node (the address is DMLC_NODE_HOST)."""
     from clusterkit.remote.address import ssh_address
 
-    jc = open_cluster(_runtime(), cluster)
+    jc = open_job_cluster(_runtime(), cluster)
     path = tmp / f"hosts-{cluster}"
     path.write_text("".join(f"{ssh_address(n, via_gateway=True)}:{jc.login.port}\n"
                             for n in jc.nodes))

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from clusterkit.catalog import instances, prices
-from clusterkit.cluster.planning import do_plan
+from clusterkit.cluster.provision.planning import do_plan
 from clusterkit.spec import load
 from clusterkit.spec.doc import key_table
 

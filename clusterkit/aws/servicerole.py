@@ -18,9 +18,12 @@ STACK_NAME = "iam-for-clusterkit"
 DENIED = ("AccessDenied", "AccessDeniedException")
 
 
-def find_role(session: boto3.Session, name: str = ROLE_NAME) -> tuple[str | None, str | None]:
+def find_role(session: boto3.Session, name: str = ROLE_NAME,
+              region: str | None = None) -> tuple[str | None, str | None]:
     """(the role's ARN, None) when it exists; (None, the error code) when it does not
-    (NoSuchEntity) or the caller may not read it (AccessDenied)."""
+    (NoSuchEntity) or the caller may not read it (AccessDenied). IAM is global:
+    ``region`` (the stack's) only signs the call where the session has none."""
     with aws_call("GetRole", name, expected=("NoSuchEntity", *DENIED)) as call:
-        return str(client(session, "iam").get_role(RoleName=name)["Role"]["Arn"]), None
+        iam = client(session, "iam", region)
+        return str(iam.get_role(RoleName=name)["Role"]["Arn"]), None
     return None, call.expected_error

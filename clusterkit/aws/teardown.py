@@ -94,59 +94,64 @@ def delete_file_system(session: boto3.Session, region: str, fs_id: str) -> None:
     _call(session, "efs", region, "delete_file_system", fs_id, FileSystemId=fs_id)
 
 
+# IAM is global; ``region`` (the cluster's) only picks the endpoint and signing region a
+# client without one would lack (a custom AWS_ENDPOINT_URL and no AWS_REGION).
+
+
 def iam_path(cluster: str) -> str:
     """The IAM path the stack gives the cluster's role and instance profile."""
     return f"/clusterkit/{cluster}/"
 
 
-def _iam_list(session: boto3.Session, op: str, key: str, cluster: str) -> list[str]:
+def _iam_list(session: boto3.Session, op: str, key: str, cluster: str,
+              region: str | None) -> list[str]:
     path = iam_path(cluster)
     with aws_call(op, path):
-        pages = client(session, "iam").get_paginator(op).paginate(PathPrefix=path)
+        pages = client(session, "iam", region).get_paginator(op).paginate(PathPrefix=path)
         return sorted(r[key[:-1] + "Name"] for page in pages for r in page[key]
                       if r.get("Path") == path)
 
 
-def iam_roles(session: boto3.Session, cluster: str) -> list[str]:
-    return _iam_list(session, "list_roles", "Roles", cluster)
+def iam_roles(session: boto3.Session, cluster: str, region: str | None = None) -> list[str]:
+    return _iam_list(session, "list_roles", "Roles", cluster, region)
 
 
-def instance_profiles(session: boto3.Session, cluster: str) -> list[str]:
-    return _iam_list(session, "list_instance_profiles", "InstanceProfiles", cluster)
+def instance_profiles(session: boto3.Session, cluster: str, region: str | None = None) -> list[str]:
+    return _iam_list(session, "list_instance_profiles", "InstanceProfiles", cluster, region)
 
 
-def role_region(session: boto3.Session, name: str) -> str | None:
+def role_region(session: boto3.Session, name: str, region: str | None = None) -> str | None:
     """The region of the stack that made the role (its ``clusterkit:region`` tag), or
     None for a role without it (made before the tag existed)."""
-    out = _call(session, "iam", None, "list_role_tags", name, RoleName=name)
+    out = _call(session, "iam", region, "list_role_tags", name, RoleName=name)
     return to_dict((out or {}).get("Tags")).get(REGION_TAG)
 
 
-def profile_roles(session: boto3.Session, name: str) -> list[str]:
-    prof = _call(session, "iam", None, "get_instance_profile", name, InstanceProfileName=name)
+def profile_roles(session: boto3.Session, name: str, region: str | None = None) -> list[str]:
+    prof = _call(session, "iam", region, "get_instance_profile", name, InstanceProfileName=name)
     return sorted(r["RoleName"] for r in (prof or {}).get("InstanceProfile", {}).get("Roles", []))
 
 
-def delete_instance_profile(session: boto3.Session, name: str) -> None:
-    prof = _call(session, "iam", None, "get_instance_profile", name, InstanceProfileName=name)
+def delete_instance_profile(session: boto3.Session, name: str, region: str | None = None) -> None:
+    prof = _call(session, "iam", region, "get_instance_profile", name, InstanceProfileName=name)
     for role in (prof or {}).get("InstanceProfile", {}).get("Roles", []):
-        _call(session, "iam", None, "remove_role_from_instance_profile", name,
+        _call(session, "iam", region, "remove_role_from_instance_profile", name,
               InstanceProfileName=name, RoleName=role["RoleName"])
-    _call(session, "iam", None, "delete_instance_profile", name, InstanceProfileName=name)
+    _call(session, "iam", region, "delete_instance_profile", name, InstanceProfileName=name)
 
 
-def delete_role(session: boto3.Session, name: str) -> None:
-    for policy in (_call(session, "iam", None, "list_role_policies", name, RoleName=name)
+def delete_role(session: boto3.Session, name: str, region: str | None = None) -> None:
+    for policy in (_call(session, "iam", region, "list_role_policies", name, RoleName=name)
                    or {}).get("PolicyNames", []):
-        _call(session, "iam", None, "delete_role_policy", name, RoleName=name,
+        _call(session, "iam", region, "delete_role_policy", name, RoleName=name,
               PolicyName=policy)
-    attached = _call(session, "iam", None, "list_attached_role_policies", name, RoleName=name)
+    attached = _call(session, "iam", region, "list_attached_role_policies", name, RoleName=name)
     for policy in (attached or {}).get("AttachedPolicies", []):
-        _call(session, "iam", None, "detach_role_policy", name, RoleName=name,
+        _call(session, "iam", region, "detach_role_policy", name, RoleName=name,
               PolicyArn=policy["PolicyArn"])
-    profiles = _call(session, "iam", None, "list_instance_profiles_for_role", name,
+    profiles = _call(session, "iam", region, "list_instance_profiles_for_role", name,
                      RoleName=name)
     for prof in (profiles or {}).get("InstanceProfiles", []):
-        _call(session, "iam", None, "remove_role_from_instance_profile", name,
+        _call(session, "iam", region, "remove_role_from_instance_profile", name,
               InstanceProfileName=prof["InstanceProfileName"], RoleName=name)
-    _call(session, "iam", None, "delete_role", name, RoleName=name)
+    _call(session, "iam", region, "delete_role", name, RoleName=name)

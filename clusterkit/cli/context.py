@@ -193,7 +193,7 @@ def check_target_argument(_ctx: click.Context, _param: click.Parameter,
                           value: str | None) -> str | None:
     """Argument callback for NAME / SPEC|NAME: a cluster name, or an existing spec file
     that validates (exit 2 otherwise), checked before the command does anything."""
-    from clusterkit.cluster.target import check_target
+    from clusterkit.cluster.access.target import check_target
     from clusterkit.spec import load
 
     if check_target(value) and value is not None:

@@ -14,7 +14,7 @@ from clusterkit.cli.render import print_json
 from clusterkit.errors import UsageError
 
 if TYPE_CHECKING:
-    from clusterkit.cluster.dataset import DeployResult
+    from clusterkit.cluster.dataset.deploy import DeployResult
 
 TIMEOUT_HELP = "Give up waiting after this many seconds (default 1800)."
 
@@ -60,7 +60,7 @@ def deploy_dataset(spec_file: str, snapshot: str | None, verify: str, prewarm: b
       clusterkit deploy-dataset examples/sandbox-cpu.yaml --snapshot snap-0123456789abcdef0
     """
     from clusterkit.cli.provision import _ask, runtime
-    from clusterkit.cluster.dataset import do_deploy_dataset
+    from clusterkit.cluster.dataset.deploy import do_deploy_dataset
 
     ctx = get_ctx()
     result = do_deploy_dataset(spec_file, snapshot=snapshot, verify=verify, prewarm=prewarm,

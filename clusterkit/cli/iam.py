@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from clusterkit.cluster.iampolicy import PolicyRole, policy_text, service_role_stack
+from clusterkit.cluster.ops.iampolicy import PolicyRole, policy_text, service_role_stack
 from clusterkit.errors import UsageError
 
 

@@ -18,7 +18,7 @@ from clusterkit.errors import ClusterkitError
 
 if TYPE_CHECKING:
     from clusterkit.bootstrap.run import BootstrapResult
-    from clusterkit.cluster.up import UpResult
+    from clusterkit.cluster.provision.up import UpResult
 
 TIMEOUT_HELP = "Give up waiting after this many seconds (default 1800)."
 
@@ -48,7 +48,7 @@ def plan(spec_file: str, offline: bool, out: str | None) -> None:
       clusterkit plan examples/imagenet-p4d-spot.yaml --offline
       clusterkit plan cluster.yaml --out plan.json && clusterkit up --plan plan.json
     """
-    from clusterkit.cluster.planning import do_plan
+    from clusterkit.cluster.provision.planning import do_plan
     from clusterkit.plan.up import plan_lines
 
     ctx = get_ctx()
@@ -117,7 +117,7 @@ def up(spec_file: str | None, plan_file: str | None, timeout: float, no_wait_ssh
       clusterkit --sandbox up examples/sandbox-cpu.yaml --yes
       clusterkit up --plan plan.json
     """
-    from clusterkit.cluster.up import do_up
+    from clusterkit.cluster.provision.up import do_up
 
     ctx = get_ctx()
     ask = _ask if _terminal() else None
@@ -196,7 +196,7 @@ def status(name: str | None, wide: bool) -> None:
       clusterkit status sandbox --wide
     """
     from clusterkit.cli.status_view import render_status
-    from clusterkit.cluster.status import do_status
+    from clusterkit.cluster.ops.status import do_status
 
     ctx = get_ctx()
     result = do_status(name, region=ctx.region, rt=runtime())
@@ -229,7 +229,7 @@ def down(target: str, yes: bool, timeout: float, delete_efs: bool) -> None:
     Example:
       clusterkit down examples/sandbox-cpu.yaml --yes
     """
-    from clusterkit.cluster.down import do_down
+    from clusterkit.cluster.provision.down import do_down
 
     ctx = get_ctx()
     result = do_down(target, yes=yes or ctx.yes, region=ctx.region, rt=runtime(),

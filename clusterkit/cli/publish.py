@@ -14,7 +14,7 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
 
 if TYPE_CHECKING:
-    from clusterkit.cluster.publish import PublishResult
+    from clusterkit.cluster.dataset.publish import PublishResult
 
 
 @click.command("snapshot-dataset")
@@ -45,7 +45,7 @@ def snapshot_dataset(source: str, label: str | None, node: str | None, mount: st
     or, with --path, a cluster NAME or spec file. The snapshot is always encrypted.
     Prints the snapshot id.
     """
-    from clusterkit.cluster import publish
+    from clusterkit.cluster.dataset import publish
 
     ctx = get_ctx()
     rt = Runtime.make(region=ctx.region, profile=ctx.profile)
@@ -59,7 +59,7 @@ def snapshot_dataset(source: str, label: str | None, node: str | None, mount: st
                                                  rt=rt, threads=threads, tmp_dir=tmp_dir,
                                                  kms_key=kms_key)
         else:
-            from clusterkit.cluster.target import check_target
+            from clusterkit.cluster.access.target import check_target
 
             check_target(source)
             result = publish.do_snapshot_volume(source, node=node, path=mount, label=label,

@@ -88,7 +88,7 @@ def exec_(name: str, command: tuple[str, ...], nodes: tuple[str, ...],
     pass -A. Exit 1 if the command fails on any node (--json: the error object's
     "results" holds every node's result). NAME is a cluster name (looked up in --region)
     or a spec file (its regions)."""
-    from clusterkit.cluster.remote_ops import do_exec
+    from clusterkit.cluster.access.remote_ops import do_exec
 
     ctx = get_ctx()
     # A failure raises GroupError; under --json its error object carries every node's
@@ -137,7 +137,7 @@ def ssh(name: str, node: str | None, print_only: bool, accept_host_keys: tuple[s
     that from the node you reach the others by name; `ssh-add -c` makes each use of a key
     ask you first. NAME is a cluster name (looked up in --region) or a spec file (its
     regions)."""
-    from clusterkit.cluster.remote_ops import do_ssh
+    from clusterkit.cluster.access.remote_ops import do_ssh
 
     ctx = get_ctx()
     command = click.get_current_context().meta.get("remote_command", ())

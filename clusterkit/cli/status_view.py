@@ -10,8 +10,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from clusterkit.cluster import kept_efs
-from clusterkit.cluster.status import StatusResult, StatusRow
+from clusterkit.cluster.ops.status import StatusResult, StatusRow
+from clusterkit.cluster.provision import kept_efs
 from clusterkit.kinds import Role
 
 DEFAULT_COLUMNS = ("node", "type", "AZ", "market", "state", "launched", "$/h", "cost")

@@ -18,7 +18,7 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
 
 if TYPE_CHECKING:  # the job layer imports paramiko: loaded by the commands that use it
-    from clusterkit.cluster.jobresults import JobOutcome, StopResult
+    from clusterkit.cluster.jobs.results import JobOutcome, StopResult
     from clusterkit.training.jobfiles import ProcessState
 
 JOB_HELP = "The job id (default: the cluster's newest job)."
@@ -98,7 +98,7 @@ def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
 
     Exit 0 when every worker exited 0, 1 when the job failed (the failed node and role
     and the last lines of its log are shown). Ctrl-C asks whether to stop the job."""
-    from clusterkit.cluster.train import do_train
+    from clusterkit.cluster.jobs.train import do_train
 
     ctx = get_ctx()
     outcome = do_train(spec_file, command=command, workdir_option=workdir_option,
@@ -130,7 +130,7 @@ def logs(name: str, follow: bool, nodes: tuple[str, ...], roles: tuple[str, ...]
     Example:
       clusterkit logs sandbox -f --role worker
     """
-    from clusterkit.cluster.jobs import do_logs
+    from clusterkit.cluster.jobs.control import do_logs
 
     ctx = get_ctx()
     outcome = do_logs(name, job_id=job_id, follow=follow, nodes=nodes, roles=roles,
@@ -177,7 +177,7 @@ def stop(name: str, job_id: str | None, grace: float | None) -> None:
     Example:
       clusterkit stop sandbox --grace 30
     """
-    from clusterkit.cluster.jobs import do_stop
+    from clusterkit.cluster.jobs.control import do_stop
 
     ctx = get_ctx()
     _render_stop(do_stop(name, job_id=job_id, grace=grace, region=ctx.region,

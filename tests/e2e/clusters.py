@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from clusterkit.cluster.down import do_down
-from clusterkit.cluster.up import UpResult, do_up
+from clusterkit.cluster.provision.down import do_down
+from clusterkit.cluster.provision.up import UpResult, do_up
 from tests import support
 from tests.e2e.test_up_down import SANDBOX_AMI
 from tests.integration.conftest import leftovers, runtime

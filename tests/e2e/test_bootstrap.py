@@ -25,8 +25,8 @@ import pytest
 
 from clusterkit.bootstrap.run import BootstrapError, BootstrapResult, Outcome
 from clusterkit.bootstrap.steps import STEP_NAMES, host_names
-from clusterkit.cluster.remote_ops import do_exec
-from clusterkit.cluster.up import UpResult, do_up
+from clusterkit.cluster.access.remote_ops import do_exec
+from clusterkit.cluster.provision.up import UpResult, do_up
 from clusterkit.plan.nodes import node_name
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session

@@ -29,7 +29,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from clusterkit.cluster.remote_ops import do_exec
+from clusterkit.cluster.access.remote_ops import do_exec
 from clusterkit.plan import dataset as pd
 from tests import support
 from tests.e2e.clusters import user_session

@@ -20,10 +20,10 @@ from pathlib import Path
 import boto3
 import pytest
 
-from clusterkit.cluster.dataset import DeployResult, do_deploy_dataset
-from clusterkit.cluster.publish import publish_directory
-from clusterkit.cluster.remote_ops import do_exec
-from clusterkit.cluster.up import do_up
+from clusterkit.cluster.access.remote_ops import do_exec
+from clusterkit.cluster.dataset.deploy import DeployResult, do_deploy_dataset
+from clusterkit.cluster.dataset.publish import publish_directory
+from clusterkit.cluster.provision.up import do_up
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.plan import dataset as pd
 from tests import support
@@ -200,7 +200,7 @@ def test_snapshot_in_the_spec_clones_at_launch_and_down_removes_them(cluster: Cl
     (BlockDeviceMappings), `up`'s bootstrap mounts them, deploy-dataset then changes
     nothing, `status` shows hydration "unknown" (the emulator reports none), and `down`
     leaves no volume. A snapshot `up` would refuse is refused before any mutating call."""
-    from clusterkit.cluster.status import do_status
+    from clusterkit.cluster.ops.status import do_status
 
     name = support.unique_name("dl")
     spec = cluster.where / f"{name}.yaml"

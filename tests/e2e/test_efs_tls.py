@@ -16,8 +16,8 @@ import pytest
 
 from clusterkit.bootstrap.run import Outcome
 from clusterkit.bootstrap.steps import EFS_TLS_OPTIONS
-from clusterkit.cluster.remote_ops import do_exec
-from clusterkit.cluster.up import UpResult, do_up
+from clusterkit.cluster.access.remote_ops import do_exec
+from clusterkit.cluster.provision.up import UpResult, do_up
 from clusterkit.sandbox.node import EFS_MOUNTS
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session

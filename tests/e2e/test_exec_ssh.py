@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from clusterkit.cluster.remote_ops import cluster_nodes, do_exec, do_ssh
-from clusterkit.cluster.up import do_up
+from clusterkit.cluster.access.remote_ops import cluster_nodes, do_exec, do_ssh
+from clusterkit.cluster.provision.up import do_up
 from clusterkit.errors import GroupError, RemoteError
 from clusterkit.events import Collect, Kind
 from clusterkit.plan.nodes import node_name

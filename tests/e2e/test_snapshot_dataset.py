@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.cluster import publish
-from clusterkit.cluster.remote_ops import do_exec
+from clusterkit.cluster.access.remote_ops import do_exec
+from clusterkit.cluster.dataset import publish
 from clusterkit.errors import UsageError
 from tests import support
 from tests.e2e.clusters import point_at_sandbox, running

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.cluster.jobs import node_jobs, open_cluster
-from clusterkit.cluster.remote_ops import do_exec
-from clusterkit.cluster.train import do_train
+from clusterkit.cluster.access.remote_ops import do_exec
+from clusterkit.cluster.jobs.control import node_jobs, open_job_cluster
+from clusterkit.cluster.jobs.train import do_train
 from clusterkit.errors import ClusterkitError
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session
@@ -79,9 +79,9 @@ class Cluster:
                               stdin=subprocess.DEVNULL, env=os.environ.copy())
 
     def active(self) -> list[str]:
-        from clusterkit.cluster.jobs import active_jobs
+        from clusterkit.cluster.jobs.control import active_jobs
 
-        return active_jobs(node_jobs(open_cluster(runtime(), self.name)))
+        return active_jobs(node_jobs(open_job_cluster(runtime(), self.name)))
 
 
 def new_cluster(where: Path, name: str, count: int) -> Cluster:
@@ -208,7 +208,7 @@ def test_train_starts_on_the_kept_nodes_without_aws_and_asks_aws_when_they_do_no
         cluster: Cluster):
     """`up` kept the node list; `train` uses it without one AWS call, and goes to AWS
     (and keeps the right list again) when the master's hosts block names other nodes."""
-    from clusterkit.cluster import nodecache
+    from clusterkit.cluster.access import nodecache
 
     kept = nodecache.load(cluster.name)
     assert kept is not None and sorted(n.index for n in kept) == [0, 1, 2]

@@ -9,8 +9,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from clusterkit.cluster.down import do_down
-from clusterkit.cluster.up import do_up
+from clusterkit.cluster.provision.down import do_down
+from clusterkit.cluster.provision.up import do_up
 from clusterkit.remote import known_hosts
 from tests import support
 from tests.integration.conftest import Calls, leftovers, runtime, write_spec

@@ -7,7 +7,7 @@ import boto3
 
 from clusterkit.aws import volumes
 from clusterkit.aws.session import make_session
-from clusterkit.cluster.dataset_checks import hydration
+from clusterkit.cluster.dataset.checks import hydration
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.plan import dataset as pd
 from tests import support

@@ -8,9 +8,9 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from clusterkit.cluster.dataset import do_deploy_dataset
-from clusterkit.cluster.down import do_down
-from clusterkit.cluster.up import do_up
+from clusterkit.cluster.dataset.deploy import do_deploy_dataset
+from clusterkit.cluster.provision.down import do_down
+from clusterkit.cluster.provision.up import do_up
 from clusterkit.errors import AwsError, ClusterkitError
 from clusterkit.events import Collect, Kind
 from clusterkit.plan import dataset as pd
@@ -71,7 +71,7 @@ def test_the_aws_side_makes_per_node_only_the_per_volume_calls(moto_env, tmp_pat
     every volume: 6 nodes take as many DescribeVolumes as 1 would. The bootstrap is
     stubbed (moto's instances have no sshd here); the tests in tests/e2e run it."""
     from clusterkit.bootstrap.run import BootstrapResult
-    from clusterkit.cluster import dataset
+    from clusterkit.cluster.dataset import deploy as dataset
 
     monkeypatch.setattr(dataset, "bootstrap_nodes", lambda *a, **kw: BootstrapResult(()))
     spec = write_spec(tmp_path, count=6, placement_group=False)
@@ -96,7 +96,7 @@ def test_the_aws_side_makes_per_node_only_the_per_volume_calls(moto_env, tmp_pat
 
 def test_clones_are_encrypted_with_the_spec_kms_key(moto_env, tmp_path, monkeypatch):
     from clusterkit.bootstrap.run import BootstrapResult
-    from clusterkit.cluster import dataset
+    from clusterkit.cluster.dataset import deploy as dataset
 
     monkeypatch.setattr(dataset, "bootstrap_nodes", lambda *a, **kw: BootstrapResult(()))
     key = boto3.client("kms", REGION).create_key()["KeyMetadata"]["Arn"]

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from clusterkit.aws import ebs_direct
 from clusterkit.cli.main import cli
-from clusterkit.cluster import publish
+from clusterkit.cluster.dataset import publish
 from clusterkit.dataset import manifest
 from clusterkit.events import Collect, Event, Kind
 from clusterkit.sandbox import ebs_direct as sandbox_ebs

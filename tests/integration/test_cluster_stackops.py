@@ -14,8 +14,8 @@ import pytest
 
 from clusterkit.aws import keypairs, lookup
 from clusterkit.aws.servicerole import BOUNDARY_NAME, ROLE_NAME, SERVICE_PATH, STACK_NAME
-from clusterkit.cluster import stackops
-from clusterkit.cluster.cfnrole import ENV
+from clusterkit.cluster.provision import stackops
+from clusterkit.cluster.provision.cfnrole import ENV
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterBusyError, UsageError
 from clusterkit.events import Event, Kind

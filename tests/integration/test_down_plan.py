@@ -9,8 +9,9 @@ from collections import Counter
 import boto3
 import pytest
 
-from clusterkit.cluster.down import do_down
-from clusterkit.cluster.up import do_up
+from clusterkit.cluster.provision.down import do_down
+from clusterkit.cluster.provision.up import do_up
+from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
 from tests.integration.conftest import (
     AMI,
@@ -98,3 +99,23 @@ def test_with_yes_nothing_is_read_between_the_plan_and_the_apply(moto_env, tmp_p
     asked = _down_reads(tmp_path, "dpask", yes=False, confirm=lambda q: True)
     assert asked - with_yes == Counter({"DescribeInstances": 1}), (asked, with_yes)
     assert with_yes - asked == Counter()
+
+
+def test_iam_is_cleaned_in_the_clusters_region_when_no_region_is_set(calls: Calls, tmp_path,
+                                                                      monkeypatch):
+    """Only AWS_ENDPOINT_URL set (no AWS_REGION, no AWS_DEFAULT_REGION, no --region): the
+    session has no region, so the IAM calls are signed for the cluster's, from its record."""
+    spec = write_spec(tmp_path, count=1)
+    name = spec.name.rsplit("-", 1)[0]
+    do_up(str(spec), yes=True, rt=runtime(), wait_ssh=False)
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(var, raising=False)
+    session = boto3.Session()
+    assert session.region_name is None
+    signed: list[str] = []
+    session.events.register("before-call.iam", lambda request_signer=None, **_: signed.append(
+        request_signer._region_name))
+    do_down(name, yes=True, rt=Runtime(session=session, report=lambda _: None, poll=0.05))
+    assert signed and set(signed) == {REGION}
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)  # for the test's own IAM listing
+    assert leftovers(name) == {}

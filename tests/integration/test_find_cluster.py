@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from clusterkit import statedir
 from clusterkit.cli import provision
 from clusterkit.cli.main import cli
-from clusterkit.cluster import record
-from clusterkit.cluster.down import do_down
-from clusterkit.cluster.status import do_status
-from clusterkit.cluster.up import do_up
+from clusterkit.cluster.access import record
+from clusterkit.cluster.ops.status import do_status
+from clusterkit.cluster.provision.down import do_down
+from clusterkit.cluster.provision.up import do_up
 from clusterkit.errors import ClusterkitError
 from tests.integration.conftest import Calls, leftovers, runtime, write_spec
 

@@ -13,9 +13,9 @@ from rich.console import Console
 from clusterkit.aws import instances
 from clusterkit.cli.provision import render_up
 from clusterkit.cli.status_view import node_name as status_name
-from clusterkit.cluster.down import do_down
-from clusterkit.cluster.status import do_status
-from clusterkit.cluster.up import do_up
+from clusterkit.cluster.ops.status import do_status
+from clusterkit.cluster.provision.down import do_down
+from clusterkit.cluster.provision.up import do_up
 from clusterkit.errors import ClusterkitError, QuotaError, UsageError
 from clusterkit.events import Event, Kind, Stage
 from clusterkit.plan.selection import select
@@ -390,7 +390,7 @@ def test_node_terminated_while_waiting_for_ssh_aborts_at_once(calls: Calls, tmp_
 
 def test_plan_is_read_only(calls: Calls, tmp_path):
     """`plan` of a new cluster and of an existing one makes no mutating AWS call."""
-    from clusterkit.cluster.planning import do_plan
+    from clusterkit.cluster.provision.planning import do_plan
 
     spec = str(write_spec(tmp_path, name="ro", count=2))
     data = do_plan(spec, rt=runtime(calls)).to_json()
@@ -406,7 +406,7 @@ def test_plan_is_read_only(calls: Calls, tmp_path):
 
 def test_status_searches_every_region_of_the_spec(calls: Calls, tmp_path):
     """The cluster is found from its tags alone, in whichever allowed region it is."""
-    from clusterkit.cluster.status import do_status
+    from clusterkit.cluster.ops.status import do_status
 
     spec = write_spec(tmp_path, name="where", count=1)
     do_up(str(spec), yes=True, rt=runtime(), wait_ssh=False)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.cluster.down import do_down
-from clusterkit.cluster.up import do_up
+from clusterkit.cluster.provision.down import do_down
+from clusterkit.cluster.provision.up import do_up
 from clusterkit.errors import AwsError, CapacityError, ClusterkitError
 from tests import support
 from tests.integration.conftest import (

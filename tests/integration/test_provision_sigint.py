@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.cluster.down import do_down
-from clusterkit.cluster.up import do_up
+from clusterkit.cluster.provision.down import do_down
+from clusterkit.cluster.provision.up import do_up
 from tests.integration.conftest import leftovers, runtime, write_spec
 
 CLUSTERKIT = Path(sys.executable).parent / "clusterkit"

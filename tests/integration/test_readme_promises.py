@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from clusterkit.cli.main import cli
-from clusterkit.cluster.down import do_down
-from clusterkit.cluster.up import do_up
+from clusterkit.cluster.provision.down import do_down
+from clusterkit.cluster.provision.up import do_up
 from clusterkit.errors import AwsError, ClusterkitError
 from tests import support
 from tests.integration.conftest import AMI, CLUSTER_TAG, REGION, Calls, leftovers, runtime

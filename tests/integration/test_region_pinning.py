@@ -10,8 +10,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from clusterkit.cluster.planning import do_plan
-from clusterkit.cluster.up import up
+from clusterkit.cluster.provision.planning import do_plan
+from clusterkit.cluster.provision.up import up
 from clusterkit.errors import UsageError
 from clusterkit.plan.up import plan_lines
 from tests.integration.conftest import AMI, runtime

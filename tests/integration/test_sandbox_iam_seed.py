@@ -8,8 +8,8 @@ import json
 from urllib.parse import unquote
 
 from clusterkit.aws.servicerole import BOUNDARY_NAME, ROLE_NAME, SERVICE_PATH
-from clusterkit.cluster.cfnrole import stack_role
-from clusterkit.cluster.iampolicy import PolicyRole, policy
+from clusterkit.cluster.ops.iampolicy import PolicyRole, policy
+from clusterkit.cluster.provision.cfnrole import stack_role
 from clusterkit.cluster.runtime import Runtime
 
 

@@ -12,10 +12,10 @@ import boto3
 import pytest
 
 from clusterkit.aws.instances import to_node
-from clusterkit.cluster.down import do_down
-from clusterkit.cluster.remote_ops import do_exec
-from clusterkit.cluster.status import do_status
-from clusterkit.cluster.up import do_up
+from clusterkit.cluster.access.remote_ops import do_exec
+from clusterkit.cluster.ops.status import do_status
+from clusterkit.cluster.provision.down import do_down
+from clusterkit.cluster.provision.up import do_up
 from clusterkit.errors import ClusterkitError
 from tests.integration.conftest import REGION, Calls, leftovers, runtime, write_spec
 

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from clusterkit.cli.main import cli
-from clusterkit.cluster.down import do_down
-from clusterkit.cluster.up import do_up
+from clusterkit.cluster.provision.down import do_down
+from clusterkit.cluster.provision.up import do_up
 from clusterkit.errors import ClusterkitError, UsageError
 from tests.integration.conftest import (
     REGION,

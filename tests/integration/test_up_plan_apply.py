@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from clusterkit.cli.main import cli
-from clusterkit.cluster import up as up_module
-from clusterkit.cluster.down import do_down
-from clusterkit.cluster.planning import do_plan
+from clusterkit.cluster.provision import up as up_module
+from clusterkit.cluster.provision.down import do_down
+from clusterkit.cluster.provision.planning import do_plan
+from clusterkit.cluster.provision.up import do_up
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.cluster.up import do_up
 from clusterkit.errors import ClusterkitError, PlanDriftError, UsageError
 from clusterkit.events import Collect, Kind
 from clusterkit.plan.up import plan_lines

@@ -10,7 +10,7 @@ import pytest
 from botocore.stub import Stubber
 
 from clusterkit.aws import volumes
-from clusterkit.cluster.dataset_checks import hydration
+from clusterkit.cluster.dataset.checks import hydration
 from clusterkit.cluster.runtime import Runtime
 
 

@@ -67,7 +67,7 @@ def test_offline_plan_marks_local_zone_and_never_picks_it(tmp_path) -> None:
     $10.24/h in the recorded prices). Offline, opt-in and subnet cannot be checked."""
     from pathlib import Path
 
-    from clusterkit.cluster.planning import do_plan
+    from clusterkit.cluster.provision.planning import do_plan
     from clusterkit.plan.up import plan_lines
 
     example = Path(__file__).parents[2] / "examples" / "imagenet-p4d-spot.yaml"

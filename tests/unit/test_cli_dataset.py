@@ -12,7 +12,7 @@ from rich.console import Console
 
 from clusterkit.cli.dataset import render_deploy
 from clusterkit.cli.main import cli
-from clusterkit.cluster.dataset import DeployResult, NodeDeploy
+from clusterkit.cluster.dataset.deploy import DeployResult, NodeDeploy
 
 SID = "snap-0123456789abcdef0"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sandbox-cpu.yaml"

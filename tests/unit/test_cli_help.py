@@ -121,7 +121,7 @@ def test_sandbox_status_json_when_not_running(tmp_path):
 
 def test_ssh_print_json(monkeypatch):
     """`ssh --print --json`: the argv as JSON (do_ssh is replaced: it needs a cluster)."""
-    from clusterkit.cluster import remote_ops
+    from clusterkit.cluster.access import remote_ops
 
     argv = ["ssh", "-A", "-o", "UserKnownHostsFile=/k h", "ubuntu@127.0.0.2"]
     monkeypatch.setattr(remote_ops, "do_ssh", lambda *a, **k: argv)

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from clusterkit.aws.servicerole import BOUNDARY_NAME, ROLE_NAME, SERVICE_PATH
 from clusterkit.cli.main import cli
-from clusterkit.cluster.iampolicy import PolicyRole, policy
+from clusterkit.cluster.ops.iampolicy import PolicyRole, policy
 from tests import support
 
 

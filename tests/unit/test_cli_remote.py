@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from clusterkit.cli.main import cli
-from clusterkit.cluster.remote_ops import check_login_options, login_for
+from clusterkit.cluster.access.remote_ops import check_login_options, login_for
 from clusterkit.errors import UsageError
 
 BAD_USERS = ['x"\nMatch exec "touch /tmp/pwned"', "root\n", "a b", "-oProxyCommand=x",

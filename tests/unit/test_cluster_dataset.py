@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.cluster import dataset
+from clusterkit.cluster.dataset import deploy as dataset
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError
 from clusterkit.plan.dataset import Clone

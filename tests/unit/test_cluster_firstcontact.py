@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from clusterkit import statedir
-from clusterkit.cluster import firstcontact, hostkeys
+from clusterkit.cluster.access import firstcontact, hostkeys
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError, RemoteError
 from clusterkit.events import Collect, Kind

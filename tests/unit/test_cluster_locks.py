@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.cluster.locks import cluster_lock
+from clusterkit.cluster.provision.locks import cluster_lock
 from clusterkit.errors import ClusterkitError, UsageError
 
 HOLD = """
 import sys, time
-from clusterkit.cluster.locks import cluster_lock
+from clusterkit.cluster.provision.locks import cluster_lock
 with cluster_lock(sys.argv[1], "up"):
     print("held", flush=True)
     sys.stdin.read()  # until the test closes our stdin

@@ -1,5 +1,5 @@
-"""The nodes `up` last saw (cluster/nodecache.py) and when `train` may trust them
-(jobs.cached_nodes_hold, jobs.open_cluster(cached=True)): kept only whole and running,
+"""The nodes `up` last saw (cluster/access/nodecache.py) and when `train` may trust them
+(jobs.cached_nodes_hold, jobs.open_job_cluster(cached=True)): kept only whole and running,
 read back equal, dropped on change, and checked against the master's hosts block."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import json
 import pytest
 
 from clusterkit import statedir
-from clusterkit.cluster import jobs, nodecache
+from clusterkit.cluster.access import nodecache
+from clusterkit.cluster.jobs import control as jobs
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.kinds import Market
 from clusterkit.plan.nodes import Node
@@ -70,7 +71,7 @@ def test_forget_drops_the_list_and_refuses_a_bad_name(home):
 def _kept(home, nodes) -> jobs.JobCluster | None:
     nodecache.save(NAME, nodes)
     known_hosts.record(NAME, {"127.0.0.10": "ssh-ed25519 AAAA"}, 22)
-    return jobs.open_cluster(Runtime(session=None), NAME, "us-east-1", cached=True)
+    return jobs.open_job_cluster(Runtime(session=None), NAME, "us-east-1", cached=True)
 
 
 def _hosts(*lines: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.cluster import publish
+from clusterkit.cluster.dataset import publish
 from clusterkit.errors import UsageError
 
 EBS = "nvme-Amazon_Elastic_Block_Store_"

@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 import pytest
 
 from clusterkit import statedir
-from clusterkit.cluster import record
-from clusterkit.cluster.target import resolve_target
+from clusterkit.cluster.access import record
+from clusterkit.cluster.access.target import open_cluster, resolve_target
 from clusterkit.spec import loads
 
 SPEC = """\
@@ -75,3 +75,15 @@ def test_regions_to_search(home, tmp_path):
     assert (name, regions) == ("rec1", ["us-east-2", "us-west-2"]) and spec is not None
     assert resolve_target(str(spec_file), "eu-west-1")[1] == ["eu-west-1"]
     assert resolve_target(None, None) == (None, [], None)  # status: every cluster, everywhere
+
+
+def test_open_cluster_is_resolve_target_and_a_loaded_spec_keeps_its_own_regions(home,
+                                                                                 tmp_path):
+    record.save(loads(SPEC), "us-west-2")
+    ref = open_cluster("rec1")
+    assert (ref.name, ref.regions, ref.spec) == ("rec1", ("us-west-2", "us-east-2"), None)
+    assert open_cluster("rec1", "eu-west-1").regions == ("eu-west-1",)
+    spec = loads(SPEC.replace("regions: [us-east-2, us-west-2]\n", ""))
+    loaded = open_cluster(spec)  # `up`/`plan`: where this spec may create, not the record's
+    assert (loaded.name, loaded.regions, loaded.spec) == ("rec1", spec.regions, spec)
+    assert open_cluster(None).name is None  # status: every cluster

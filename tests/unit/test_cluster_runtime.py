@@ -10,7 +10,7 @@ import pytest
 
 
 def test_runtime_and_the_train_path_load_no_boto3_until_a_call():
-    probe = ("import sys, clusterkit.cluster.train as t; "
+    probe = ("import sys, clusterkit.cluster.jobs.train as t; "
              "from clusterkit.cluster.runtime import Runtime; "
              "rt = Runtime.make(region='eu-west-1'); loaded = 'boto3' in sys.modules; "
              "print(loaded, rt.session.region_name, 'boto3' in sys.modules)")

@@ -1,4 +1,4 @@
-"""The pure parts of cluster/train.py and cluster/jobs.py: the command, the job archive,
+"""The pure parts of cluster/jobs/train.py and cluster/jobs/control.py: the command, the job archive,
 which job is active or newest, the supervisor's stop report."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from clusterkit.cluster import jobs, train
-from clusterkit.cluster.jobresults import NodeStop
+from clusterkit.cluster.jobs import control as jobs
+from clusterkit.cluster.jobs import train
+from clusterkit.cluster.jobs.results import NodeStop
 from clusterkit.errors import RemoteError, UsageError
 from clusterkit.spec.model import Spec, Train
 from clusterkit.training import jobfiles

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from clusterkit.cluster.up import record_host_keys
+from clusterkit.cluster.provision.reach import record_host_keys
 from clusterkit.plan.nodes import Node
 from clusterkit.remote import known_hosts
 from clusterkit.spec.model import Ssh
@@ -43,7 +43,7 @@ def test_a_stack_in_progress_refuses_before_anything_is_asked_or_changed():
     moto finishes every stack at once, so the observation is given here."""
     import pytest
 
-    from clusterkit.cluster import up
+    from clusterkit.cluster.provision import up
     from clusterkit.errors import ClusterBusyError
     from clusterkit.spec import loads
     from tests import support

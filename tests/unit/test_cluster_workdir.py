@@ -1,4 +1,4 @@
-"""cluster/workdir.py: which local files `train` ships, and where they land."""
+"""cluster/jobs/workdir.py: which local files `train` ships, and where they land."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.cluster import workdir
+from clusterkit.cluster.jobs import workdir
 from clusterkit.errors import UsageError
 from clusterkit.spec.model import Efs, Spec, Storage, Train
 

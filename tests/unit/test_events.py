@@ -94,7 +94,7 @@ def test_a_failing_command_closes_its_bar():
 
 
 def _ssh_wait(report: ConsoleReporter) -> None:
-    """The SSH wait of a 2-node `up`, as cluster/up.py reports it."""
+    """The SSH wait of a 2-node `up`, as cluster/provision/up.py reports it."""
     report(Event(Kind.STAGE_STARTED, "waiting for SSH on 2 node(s)", stage=Stage.SSH))
     report(Event(Kind.PROGRESS, "waiting for SSH: 0/2 ready, 0s elapsed", stage=Stage.SSH,
                  done=0, total=2, level=1))

@@ -13,7 +13,7 @@ import paramiko
 import pytest
 
 from clusterkit import statedir
-from clusterkit.cluster import hostkeys
+from clusterkit.cluster.access import hostkeys
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import RemoteError
 from clusterkit.events import Collect, Kind

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.cluster.launch import capacity_hint
-from clusterkit.cluster.running import running_lines
+from clusterkit.cluster.provision.launch import capacity_hint
+from clusterkit.cluster.provision.running import running_lines
 from clusterkit.plan.drift import Apply, refused, spec_drift
 from clusterkit.plan.nodes import Node, wanted_tags
 from clusterkit.plan.spend import spend

@@ -10,8 +10,8 @@ import yaml
 from click.testing import CliRunner
 
 from clusterkit.cli.main import cli
+from clusterkit.cluster.provision.up import _check_plan
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.cluster.up import _check_plan
 from clusterkit.events import Collect, Kind
 from clusterkit.plan.up import UpPlan, gpu_warnings, plan_lines, plan_up
 from clusterkit.spec import loads

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from clusterkit.aws.servicerole import ROLE_NAME, SERVICE_PATH
-from clusterkit.cluster.iampolicy import PolicyRole, policy, service_role_stack
+from clusterkit.cluster.ops.iampolicy import PolicyRole, policy, service_role_stack
 from clusterkit.plan.stack import STACK_PREFIX
 from tests import support
 

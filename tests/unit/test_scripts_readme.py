@@ -90,8 +90,8 @@ def _client_error(code: str, message: str) -> ClientError:
 
 
 def _troubles(monkeypatch: pytest.MonkeyPatch) -> list[ClusterkitError]:
-    from clusterkit.cluster import train
-    from clusterkit.cluster.launch import capacity_hint
+    from clusterkit.cluster.jobs import train
+    from clusterkit.cluster.provision.launch import capacity_hint
     from clusterkit.plan.dataset import check_snapshot
     from clusterkit.plan.pinning import MISSING, PinKind, Pinned, PinReport
     from clusterkit.remote import known_hosts

@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from clusterkit.cli.status_view import WIDE_COLUMNS, local_time, render_status, usd
-from clusterkit.cluster.status import StatusResult, node_row
+from clusterkit.cluster.ops.status import StatusResult, node_row
 from clusterkit.plan.nodes import CLUSTER_TAG, Node
 
 LAUNCH = datetime(2026, 11, 23, 16, 5, tzinfo=timezone.utc)
@@ -106,7 +106,7 @@ def test_local_time_has_the_zone(paris):
 
 
 def test_dataset_clones_are_listed_with_hydration_and_in_json(paris):
-    from clusterkit.cluster.status import DatasetRow
+    from clusterkit.cluster.ops.status import DatasetRow
 
     rows = [DatasetRow(0, "i-0", "vol-0a", "snap-0123456789abcdef0", 150, "42% (~3 min left)"),
             DatasetRow(1, "i-1", "vol-1b", "snap-0123456789abcdef0", 150, "unknown")]
@@ -122,7 +122,7 @@ def test_dataset_clones_are_listed_with_hydration_and_in_json(paris):
 
 
 def test_the_newest_job_shows_its_cause_the_later_failures_and_every_node(paris):
-    from clusterkit.cluster.jobresults import JobSummary, report_failures
+    from clusterkit.cluster.jobs.results import JobSummary, report_failures
     from clusterkit.training import jobfiles
 
     master = jobfiles.state_of({

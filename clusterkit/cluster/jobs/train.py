@@ -1,6 +1,6 @@
 """`clusterkit train`: one job on every node of a running cluster.
 
-1. the cluster's nodes: those `up` last saw (``cluster/nodecache.py``) when they are
+1. the cluster's nodes: those `up` last saw (``cluster/access/nodecache.py``) when they are
    kept, else from AWS (running nodes, host keys checked);
 2. one call per node says what the start needs: the node's jobs, and on the master
    free ports (bind test there, per job), ``$HOME``, the spec's node workdir resolved,
@@ -9,12 +9,12 @@
 3. refuse while a job is active on any node (``replace``: stop it first), so a stale
    server never meets a new scheduler; CUDA warnings of the spec's packages against
    the instance type;
-4. the workdir synced (``cluster/workdir.py``): to EFS through the master first, or
+4. the workdir synced (``cluster/jobs/workdir.py``): to EFS through the master first, or
    to every node inside step 5's call;
 5. every node's job.json (0600) and the supervisor's files (``jobfiles.node_files``)
    sent as one tar over SSH stdin into the job dir, and the node's supervisor started,
    every node at once;
-6. unless ``detach``, every log streamed live until the job ends (``cluster/jobs.py``).
+6. unless ``detach``, every log streamed live until the job ends (``cluster/jobs/control.py``).
 
 Two SSH round trips per node before the job runs (three with EFS), on one connection
 each.
@@ -36,8 +36,9 @@ from typing import TextIO
 
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.catalog.instances import lookup as instance_type
-from clusterkit.cluster import jobs, workdir
-from clusterkit.cluster.jobs import JobCluster, JobOutcome, job_dir, node_python
+from clusterkit.cluster.jobs import control as jobs
+from clusterkit.cluster.jobs import workdir
+from clusterkit.cluster.jobs.control import JobCluster, JobOutcome, job_dir, node_python
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, RemoteError, UsageError
 from clusterkit.events import Stage
@@ -246,7 +247,7 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
     stream every log to ``out`` until it ends. On Ctrl-C, ``confirm_stop(job_id)``
     decides whether the job is stopped (True) or left running."""
     rt = rt or Runtime.make(region=region, profile=profile)
-    jc = jobs.open_cluster(rt, spec_file, region, cached=True)
+    jc = jobs.open_job_cluster(rt, spec_file, region, cached=True)
     spec = jc.spec
     if spec is None or spec.train is None:
         raise UsageError(f"{spec_file}: no train section", "add `train:` to the spec")
@@ -254,7 +255,7 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
     plan = workdir.plan(spec, workdir_option)
     with contextlib.ExitStack() as stack:  # one SSH handshake per node in all
         jc, ready = ready_cluster(rt, stack, jc, None if plan else spec.train.workdir,
-                                  lambda: jobs.open_cluster(rt, spec_file, region))
+                                  lambda: jobs.open_job_cluster(rt, spec_file, region))
         return _run_job(rt, jc, spec, text, plan, ready, detach=detach, replace=replace,
                         out=out, confirm_stop=confirm_stop)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from clusterkit.cluster import firstcontact
-from clusterkit.cluster.firstcontact import ConsoleReader
+from clusterkit.cluster.access import firstcontact
+from clusterkit.cluster.access.firstcontact import ConsoleReader
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, RemoteError
 from clusterkit.plan import selection

@@ -21,7 +21,7 @@ def facts(rt: Runtime, spec: Spec, region: str, *, current: dict[str, str] | Non
     newer AMI release never mixes AMIs within one cluster. A file system the cluster
     kept (``deletion_policy: retain``) is mounted again instead of making another.
     ``ssh_cidr``: the SSH rule's source (cluster.caller, looked up once per command)."""
-    from clusterkit.cluster.kept_efs import reuse_id
+    from clusterkit.cluster.provision.kept_efs import reuse_id
 
     vpc = lookup.default_vpc(rt.session, region)
     if current and current.get("ImageId") and not spec.nodes.image.id:

@@ -7,9 +7,9 @@ import re
 from collections.abc import Sequence
 from typing import TextIO
 
-from clusterkit.cluster import hostkeys
+from clusterkit.cluster.access import hostkeys
+from clusterkit.cluster.access.target import find_nodes, open_cluster
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.cluster.target import find_nodes, resolve_target
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.kinds import InstanceState
 from clusterkit.plan import selection
@@ -24,8 +24,8 @@ from clusterkit.spec.model import Ssh
 
 def _ssh_settings(target: str, region: str | None) -> tuple[str, list[str], Ssh]:
     """NAME or spec file -> (cluster, regions, ssh settings: the spec's or the defaults)."""
-    cluster, regions, spec = resolve_target(target, region)
-    return cluster or target, regions, spec.ssh if spec else Ssh()
+    ref = open_cluster(target, region)
+    return ref.name or target, list(ref.regions), ref.spec.ssh if ref.spec else Ssh()
 
 
 def check_login_options(user: str | None, identity_file: str | None = None) -> None:

@@ -12,8 +12,8 @@ from typing import Any
 
 from clusterkit.aws import keypairs, lookup
 from clusterkit.aws import stack as cfn
-from clusterkit.cluster import stackops
-from clusterkit.cluster.lookups import facts, key_pair_missing
+from clusterkit.cluster.provision import stackops
+from clusterkit.cluster.provision.lookups import facts, key_pair_missing
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.events import Stage
 from clusterkit.kinds import KeyPairAction, StackAction

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusterkit import statedir
-from clusterkit.cluster.record import write_atomic
+from clusterkit.cluster.access.record import write_atomic
 from clusterkit.kinds import InstanceState, Market
 from clusterkit.plan.nodes import Node
 

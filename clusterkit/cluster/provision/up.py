@@ -4,7 +4,7 @@ from the spec is changed; a difference it cannot apply to running nodes is refus
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,25 +12,26 @@ from typing import Any
 from clusterkit.aws import efs, instances
 from clusterkit.bootstrap.run import BootstrapResult
 from clusterkit.catalog.ranking import Offer
-from clusterkit.cluster import hostkeys, launch, nodecache, record, savedplan, stopped
-from clusterkit.cluster.bootstrap import bootstrap_nodes, check_steps
-from clusterkit.cluster.caller import ssh_source_cidr
-from clusterkit.cluster.dataset_checks import view_for_up
-from clusterkit.cluster.locks import cluster_lock
-from clusterkit.cluster.observe import observe_up, recheck
-from clusterkit.cluster.regionprep import (
+from clusterkit.cluster.access import hostkeys, nodecache, record
+from clusterkit.cluster.dataset.checks import view_for_up
+from clusterkit.cluster.provision import launch, savedplan, stopped
+from clusterkit.cluster.provision.bootstrap import bootstrap_nodes, check_steps
+from clusterkit.cluster.provision.caller import ssh_source_cidr
+from clusterkit.cluster.provision.locks import cluster_lock
+from clusterkit.cluster.provision.observe import observe_up, recheck
+from clusterkit.cluster.provision.reach import record_host_keys, wait_for_ssh
+from clusterkit.cluster.provision.regionprep import (
     RegionPlan,
     from_plan,
     prepare_region,
     read_region,
     subnet_for,
 )
-from clusterkit.cluster.running import Trail, report_failure
+from clusterkit.cluster.provision.running import Trail, report_failure
+from clusterkit.cluster.provision.savedplan import SavedPlan
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.cluster.savedplan import SavedPlan
 from clusterkit.errors import (
     AwsError,
-    CapacityError,
     ClusterBusyError,
     ClusterkitError,
     UsageError,
@@ -43,9 +44,7 @@ from clusterkit.plan.nodes import Node, node_actions, node_order
 from clusterkit.plan.observed import Observed
 from clusterkit.plan.provision import ProvisionRecord, StackRecord
 from clusterkit.plan.up import UpPlan, plan_lines, plan_up
-from clusterkit.remote import known_hosts
 from clusterkit.remote.address import address_or_none
-from clusterkit.remote.probe import wait_reachable
 from clusterkit.spec.model import Spec
 
 Confirm = Callable[[str], bool]
@@ -344,7 +343,7 @@ def _reach(rt: Runtime, spec: Spec, made: ProvisionRecord, deadline: float,
     """SSH on every node (host keys checked and recorded), then the bootstrap."""
     running, new, region = list(made.nodes), list(made.new), made.region
     pinned = hostkeys.pinned_keys(spec.name, running, new, accept_host_keys)
-    host_keys = _wait_ssh(rt, spec, region, running, new, deadline, pinned) if wait_ssh else {}
+    host_keys = wait_for_ssh(rt, spec, region, running, new, deadline, pinned) if wait_ssh else {}
     hostkeys.check_and_record(rt, spec.name, running, host_keys, port=spec.ssh.port,
                               accept=accept_host_keys)
     known = record_host_keys(spec, running, host_keys)
@@ -356,69 +355,6 @@ def _reach(rt: Runtime, spec: Spec, made: ProvisionRecord, deadline: float,
         if booted.ok:  # every node ready: `train` may start on these without asking AWS
             nodecache.save(spec.name, running)
     return up_result(spec, region, running, host_keys, known, booted)
-
-
-def _elapsed(seconds: float) -> str:
-    seconds = int(max(0.0, seconds))
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
-
-
-class _SshProgress:
-    """Progress of the SSH wait: each node as it answers, and k/N ready with the elapsed
-    time at the first round and then every ``every`` seconds."""
-
-    def __init__(self, rt: Runtime, total: int, every: float = 10.0) -> None:
-        self.rt, self.total, self.every = rt, total, every
-        self.start = rt.clock()
-        self.ready = 0
-        self.last: float | None = None
-
-    def on_ready(self, iid: str, address: str) -> None:
-        self.ready += 1
-        self.rt.emit(Kind.PROGRESS, f"{iid} reachable at {address} ({self.ready}/{self.total} "
-                     f"ready, {_elapsed(self.rt.clock() - self.start)})", stage=Stage.SSH,
-                     node=iid, done=self.ready, total=self.total, level=1)
-
-    def on_round(self, ready: int, total: int) -> None:
-        now = self.rt.clock()
-        if self.last is None or now - self.last >= self.every:
-            self.last = now
-            self.rt.emit(Kind.PROGRESS, f"waiting for SSH: {ready}/{total} ready, "
-                         f"{_elapsed(now - self.start)} elapsed", stage=Stage.SSH,
-                         done=ready, total=total, level=1)
-
-
-def _wait_ssh(rt: Runtime, spec: Spec, region: str, running: Sequence[Node],
-              new: Sequence[Node], deadline: float,
-              pinned: Mapping[str, str]) -> dict[str, str]:
-    """SSH on every node until the deadline (nodes with a ``pinned`` key: banner only);
-    a node terminated meanwhile (spot reclaim) aborts at once, and the nodes of this
-    launch are terminated (never half a cluster)."""
-    rt.started(Stage.SSH, f"waiting for SSH on {len(running)} node(s)")
-    ids = [n.instance_id for n in running]
-    progress = _SshProgress(rt, len(running))
-    try:
-        return wait_reachable(
-            running, port=spec.ssh.port, deadline=deadline,
-            on_ready=progress.on_ready, on_round=progress.on_round, clock=rt.clock,
-            interval=rt.poll, check=lambda: launch.check_alive(rt, region, ids),
-            pinned=pinned)
-    except CapacityError:
-        if new:
-            rt.emit(Kind.ERROR, f"terminating the {len(new)} node(s) of this launch",
-                    stage=Stage.TERMINATE)
-            instances.terminate_instances(rt.session, region, [n.instance_id for n in new])
-        raise
-
-
-def record_host_keys(spec: Spec, nodes: Sequence[Node],
-                     host_keys: dict[str, str]) -> Path | None:
-    """Write the probed host keys to the cluster's known_hosts, under the address you dial
-    and the one the master dials (`clusterkit ssh`/`exec` reach workers through it); the
-    file, or None when no key was probed."""
-    keys = {addr: host_keys[n.instance_id] for n in nodes for via in (False, True)
-            if (addr := address_or_none(n, via_gateway=via)) and host_keys.get(n.instance_id)}
-    return known_hosts.record(spec.name, keys, spec.ssh.port) if keys else None
 
 
 def up_result(spec: Spec, region: str, nodes: Sequence[Node], host_keys: dict[str, str],

@@ -315,8 +315,8 @@ def probe_volume(rt: Runtime, target: str, node: str | None, path: str,
     """(region, node label, what is mounted at ``path`` on that node)."""
     import shlex
 
-    from clusterkit.cluster import hostkeys
-    from clusterkit.cluster.remote_ops import cluster_nodes, login_for, require_running
+    from clusterkit.cluster.access import hostkeys
+    from clusterkit.cluster.access.remote_ops import cluster_nodes, login_for, require_running
     from clusterkit.plan import selection
     from clusterkit.remote import fanout
     from clusterkit.remote.address import targets
@@ -336,7 +336,7 @@ def probe_volume(rt: Runtime, target: str, node: str | None, path: str,
 
 def spec_kms_key(target: str) -> str | None:
     """storage.kms_key of the spec file ``target`` (None for a cluster NAME)."""
-    from clusterkit.cluster.target import check_target
+    from clusterkit.cluster.access.target import check_target
     from clusterkit.spec import load
 
     return load(os.path.expanduser(target)).storage.kms_key if check_target(target) else None

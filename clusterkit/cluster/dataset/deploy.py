@@ -15,10 +15,10 @@ from typing import Any
 from clusterkit.aws import stack as cfn
 from clusterkit.aws import volumes
 from clusterkit.bootstrap.run import BootstrapError, BootstrapResult, NodeBootstrap, Outcome
-from clusterkit.cluster.bootstrap import bootstrap_nodes
-from clusterkit.cluster.dataset_checks import checked_snapshot, dataset_view
+from clusterkit.cluster.access.target import open_cluster
+from clusterkit.cluster.dataset.checks import checked_snapshot, dataset_view
+from clusterkit.cluster.provision.bootstrap import bootstrap_nodes
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.cluster.target import find_nodes
 from clusterkit.errors import AwsError, ClusterkitError, UsageError
 from clusterkit.events import Kind, Stage
 from clusterkit.kinds import InstanceState
@@ -87,7 +87,7 @@ def do_deploy_dataset(spec_file: str, *, snapshot: str | None = None, verify: st
 
 
 def _running(rt: Runtime, spec: Spec) -> tuple[str, list[Node]]:
-    region, nodes = find_nodes(rt, spec.name, spec.regions)
+    region, nodes = open_cluster(spec).find(rt)
     live = [n for n in nodes if n.live]
     if region is None or not live:
         raise ClusterkitError(f"no cluster {spec.name} in {', '.join(spec.regions)}",

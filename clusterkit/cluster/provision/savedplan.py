@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clusterkit.cluster.observe import drift_error
+from clusterkit.cluster.provision.observe import drift_error
 from clusterkit.errors import UsageError
 from clusterkit.plan.observed import Observed, differences
 from clusterkit.plan.up import UpPlan, plan_lines

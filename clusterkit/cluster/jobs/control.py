@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from clusterkit.bootstrap.steps import host_names
-from clusterkit.cluster import hostkeys, nodecache
-from clusterkit.cluster.jobresults import (
+from clusterkit.cluster.access import hostkeys, nodecache
+from clusterkit.cluster.access.remote_ops import cluster_nodes, login_for, require_running
+from clusterkit.cluster.jobs.results import (
     JobOutcome,
     JobSummary,
     NodeStop,
     StopResult,
     report_failures,
 )
-from clusterkit.cluster.remote_ops import cluster_nodes, login_for, require_running
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.kinds import InstanceState
@@ -47,7 +47,7 @@ from clusterkit.training.jobstate import JobStateName
 
 JOBS_DIR = follower.JOBS
 __all__ = ["JobOutcome", "StopResult", "JobSummary", "JobCluster", "do_stop", "do_logs",
-           "job_summary", "open_cluster"]
+           "job_summary", "open_job_cluster"]
 TAIL_LINES = 20  # of the failed process's log shown with the failure
 DRAIN_S = 2.0  # the other nodes' streams get this long to finish after the master's ends
 # A kept node that does not answer this soon sends `train` to AWS (a reclaimed spot node).
@@ -105,16 +105,16 @@ class JobCluster:
         return self.targets[0]
 
 
-def open_cluster(rt: Runtime, target: str, region: str | None = None, *,
+def open_job_cluster(rt: Runtime, target: str, region: str | None = None, *,
                  cached: bool = False) -> JobCluster:
     """NAME or spec file -> the cluster's nodes, every one running, host keys checked.
     ``cached``: the nodes kept by nodecache when there are any (and known_hosts), with
     ``JobCluster.cached`` set: the caller checks them on its first call
     (``cached_nodes_hold``) and comes back without ``cached`` when they do not hold."""
     login, regions = login_for(target, region)
-    from clusterkit.cluster.target import resolve_target
+    from clusterkit.cluster.access.target import open_cluster
 
-    spec = resolve_target(target, region)[2]
+    spec = open_cluster(target, region).spec
     kept = _kept_cluster(login, spec) if cached else None
     if kept is not None:
         return kept
@@ -236,7 +236,7 @@ def do_stop(target: str, *, job_id: str | None = None, grace: float | None = Non
             rt: Runtime | None = None) -> StopResult:
     """Stop the cluster's running job (or ``job_id``) on every node."""
     rt = rt or Runtime.make(region=region, profile=profile)
-    jc = open_cluster(rt, target, region)
+    jc = open_job_cluster(rt, target, region)
     if job_id is None:
         by_node = node_jobs(jc)
         running = active_jobs(by_node)
@@ -322,7 +322,7 @@ def do_logs(target: str, *, job_id: str | None = None, follow: bool = False,
     """Print the job's logs (the newest job unless ``job_id``) from every node, or the
     ``nodes`` / ``roles`` chosen; with ``follow`` until the job ends."""
     rt = rt or Runtime.make(region=region, profile=profile)
-    jc = open_cluster(rt, target, region)
+    jc = open_job_cluster(rt, target, region)
     job_id, _ = choose_job(jc, job_id)
     printer = follow_logs(jc, job_id, keep_following=follow, chosen=jc.pick(nodes),
                           roles=roles, out=out)
@@ -337,7 +337,7 @@ def job_summary(rt: Runtime, cluster: str, region: str | None = None) -> JobSumm
     node's processes; None when there is none or the nodes cannot be read (status must
     answer without them)."""
     try:
-        jc = open_cluster(rt, cluster, region)
+        jc = open_job_cluster(rt, cluster, region)
         by_node = node_jobs(jc)
     except ClusterkitError:
         return None

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clusterkit.aws import teardown
+from clusterkit.cluster.access.target import per_region
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.cluster.target import per_region
 from clusterkit.plan.down import PRICE_NOTE, KeptEfs, describe_priced  # noqa: F401
 from clusterkit.spec.model import Spec
 

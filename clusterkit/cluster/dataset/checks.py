@@ -9,8 +9,8 @@ from typing import Any
 
 from clusterkit.aws import volumes
 from clusterkit.aws.regions import enabled_regions
+from clusterkit.cluster.access.target import per_region
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.cluster.target import per_region
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.plan import dataset as pd
 from clusterkit.plan.nodes import Node

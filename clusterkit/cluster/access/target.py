@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TypeVar
 
 from clusterkit import statedir
-from clusterkit.cluster import record
+from clusterkit.cluster.access import record
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
 from clusterkit.plan.nodes import Node
@@ -61,6 +62,32 @@ def resolve_target(target: str | None, region: str | None,
         return target, [region], None
     rec = record.read(target) if target else None
     return target, rec.search if rec else [], None
+
+
+@dataclass(frozen=True)
+class ClusterRef:
+    """Which cluster a command means: its name (None: every cluster, for `status`), the
+    regions to look in (empty: every enabled region), and its spec when one was given."""
+
+    name: str | None
+    regions: tuple[str, ...]
+    spec: Spec | None = None
+
+    def find(self, rt: Runtime) -> tuple[str | None, list[Node]]:
+        """The region of its live nodes and those nodes (``find_nodes``)."""
+        return find_nodes(rt, self.name or "", self.regions)
+
+
+def open_cluster(target: str | Spec | None, region: str | None = None) -> ClusterRef:
+    """The one way every command opens its cluster, before any AWS call: a NAME or a spec
+    file (``resolve_target``'s rules: ``region``, the explicit --region, narrows the
+    search to itself; else the spec's regions and its local record's), or the spec a
+    command that creates (`up`, `plan`, `deploy-dataset`) loaded: its own regions only,
+    where it may create."""
+    if isinstance(target, Spec):
+        return ClusterRef(target.name, tuple(target.regions or (target.region,)), target)
+    name, regions, spec = resolve_target(target, region)
+    return ClusterRef(name, tuple(regions), spec)
 
 
 def search_regions(rt: Runtime, regions: Sequence[str]) -> list[str]:

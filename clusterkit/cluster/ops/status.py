@@ -9,11 +9,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from clusterkit.aws import instances, volumes
-from clusterkit.cluster import kept_efs
-from clusterkit.cluster.dataset_checks import hydration
-from clusterkit.cluster.jobresults import JobSummary
+from clusterkit.cluster.access.target import open_cluster, per_region, search_regions
+from clusterkit.cluster.dataset.checks import hydration
+from clusterkit.cluster.jobs.results import JobSummary
+from clusterkit.cluster.provision import kept_efs
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.cluster.target import per_region, resolve_target, search_regions
 from clusterkit.kinds import InstanceState, Market, Role
 from clusterkit.plan.cost import cluster_hourly, node_cost
 from clusterkit.plan.dataset import clone_index
@@ -135,10 +135,11 @@ def status(rt: Runtime, name: str | None, regions: Sequence[str],
 def do_status(name: str | None, *, region: str | None = None, profile: str | None = None,
               rt: Runtime | None = None) -> StatusResult:
     rt = rt or Runtime.make(region=region, profile=profile)
-    cluster, regions, _ = resolve_target(name, region)
+    ref = open_cluster(name, region)
+    cluster, regions = ref.name, list(ref.regions)
     result = status(rt, cluster, regions)
     if cluster and result.nodes and all(r.state == InstanceState.RUNNING for r in result.nodes):
-        from clusterkit.cluster.jobs import job_summary
+        from clusterkit.cluster.jobs.control import job_summary
 
         where = region or result.nodes[0].region  # found already: no second search
         result = dataclasses.replace(result, job=job_summary(rt, name or cluster, where))

@@ -12,13 +12,13 @@ from clusterkit.aws import instances, lookup
 from clusterkit.aws import stack as cfn
 from clusterkit.aws.offers import search_offers
 from clusterkit.catalog.ranking import Offer
-from clusterkit.cluster.caller import ssh_source_cidr
-from clusterkit.cluster.dataset_checks import checked_snapshot
-from clusterkit.cluster.launch import first_candidate
-from clusterkit.cluster.lookups import facts, key_pair_missing
-from clusterkit.cluster.pins import checked_regions, pin_report, same_region
+from clusterkit.cluster.access.target import open_cluster
+from clusterkit.cluster.dataset.checks import checked_snapshot
+from clusterkit.cluster.provision.caller import ssh_source_cidr
+from clusterkit.cluster.provision.launch import first_candidate
+from clusterkit.cluster.provision.lookups import facts, key_pair_missing
+from clusterkit.cluster.provision.pins import checked_regions, pin_report, same_region
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.cluster.target import find_nodes
 from clusterkit.errors import AwsError, PlanDriftError
 from clusterkit.plan.candidates import plan_candidates
 from clusterkit.plan.nodes import Node, node_actions
@@ -98,7 +98,7 @@ def observe_up(rt: Runtime, spec: Spec, only_region: str | None,
     (``on_nodes`` sees them first: `up` refuses a spec it cannot apply before reading
     more), then the launch side and the region."""
     allowed = checked_regions(spec, only_region)
-    region, nodes = find_nodes(rt, spec.name, spec.regions)
+    region, nodes = open_cluster(spec).find(rt)
     same_region(spec, region, only_region)
     if on_nodes is not None:
         on_nodes(region, nodes)

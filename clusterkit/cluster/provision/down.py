@@ -11,10 +11,11 @@ from typing import Any
 
 from clusterkit.aws import instances, keypairs, teardown, volumes
 from clusterkit.aws import stack as cfn
-from clusterkit.cluster import record, stackops
-from clusterkit.cluster.locks import cluster_lock
+from clusterkit.cluster.access import record
+from clusterkit.cluster.access.target import open_cluster, per_region, search_regions
+from clusterkit.cluster.provision import stackops
+from clusterkit.cluster.provision.locks import cluster_lock
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.cluster.target import per_region, resolve_target, search_regions
 from clusterkit.errors import (
     AwsError,
     ClusterkitError,
@@ -253,41 +254,49 @@ def _stack_regions(rt: Runtime, cluster: str, regions: Sequence[str]) -> set[str
     return {r for r, st in found.items() if st}
 
 
+def _iam_region(rt: Runtime, cluster: str) -> str | None:
+    """The region IAM calls are signed for: the session's, else the cluster's own (its
+    record's), as a custom endpoint with no AWS_REGION has none."""
+    rec = None if rt.session.region_name else record.read(cluster)
+    return rt.session.region_name or (rec.region if rec else None)
+
+
 def _iam_names(rt: Runtime, cluster: str) -> IamNames:
     """The cluster's IAM roles and instance profiles (listed once per `down`)."""
-    return IamNames(tuple(teardown.iam_roles(rt.session, cluster)),
-                    tuple(teardown.instance_profiles(rt.session, cluster)))
+    region = _iam_region(rt, cluster)
+    return IamNames(tuple(teardown.iam_roles(rt.session, cluster, region)),
+                    tuple(teardown.instance_profiles(rt.session, cluster, region)))
 
 
 def _iam(rt: Runtime, cluster: str, names: IamNames | None = None) -> list[str]:
     """Delete the cluster's IAM role / instance profile (global) where no stack still
     uses them (``plan_iam``). ``names``: ``_iam_names``, when already listed. Returns what
     was kept, and why."""
-    s = rt.session
+    s, region = rt.session, _iam_region(rt, cluster)
     names = names if names is not None else _iam_names(rt, cluster)
-    seen = IamSeen({r: teardown.role_region(s, r) for r in names.roles},
-                   {p: tuple(teardown.profile_roles(s, p)) for p in names.profiles})
+    seen = IamSeen({r: teardown.role_region(s, r, region) for r in names.roles},
+                   {p: tuple(teardown.profile_roles(s, p, region)) for p in names.profiles})
     if not seen:
         return []
     live = _stack_regions(rt, cluster, seen.stack_regions())
     iam = plan_iam(seen, live)
     for prof in iam.profiles:
-        _delete_iam(rt, "instance profile", prof, teardown.delete_instance_profile)
+        _delete_iam(rt, "instance profile", prof, teardown.delete_instance_profile, region)
     for role in iam.roles:
-        _delete_iam(rt, "IAM role", role, teardown.delete_role)
+        _delete_iam(rt, "IAM role", role, teardown.delete_role, region)
     if iam.kept:
         rt.warn(f"kept {', '.join(iam.kept)}: the cluster's stack in "
                 f"{', '.join(sorted(live))} still uses them", level=1, stage=Stage.DOWN)
     return list(iam.kept)
 
 
-def _delete_iam(rt: Runtime, kind: str, name: str,
-                delete: Callable[[Any, str], None]) -> None:
+def _delete_iam(rt: Runtime, kind: str, name: str, delete: Callable[[Any, str, str | None], None],
+                region: str | None) -> None:
     """A leftover of a stack whose delete failed. The user's policy has no IAM write
     (`clusterkit iam-policy`): the service role deletes the stack's roles, so a refusal
     here is said and left, not a failure of the whole `down`."""
     try:
-        delete(rt.session, name)
+        delete(rt.session, name, region)
     except CredentialsError as err:
         rt.warn(f"left {kind} {name} ({err.message}): clusterkit's user policy has no IAM "
                 "write; an administrator deletes it (`aws iam`), or the service role with "
@@ -396,7 +405,8 @@ def do_down(target: str, *, yes: bool, region: str | None = None, profile: str |
     """``region``: an explicit --region, narrowing the search to it. Without it the
     local record says where the cluster is, else every enabled region is searched."""
     rt = rt or Runtime.make(region=region, profile=profile)
-    cluster, regions, _ = resolve_target(target, region)
+    ref = open_cluster(target, region)
+    cluster, regions = ref.name, list(ref.regions)
     assert cluster is not None
     return down(rt, cluster, regions, yes=yes, confirm=confirm, timeout=timeout,
                 delete_efs=delete_efs)

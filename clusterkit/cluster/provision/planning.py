@@ -10,9 +10,9 @@ from clusterkit.catalog import instances as catalog
 from clusterkit.catalog.prices import on_demand_price, spot_snapshot
 from clusterkit.catalog.ranking import Offer
 from clusterkit.catalog.zones import ZoneType, label, zone_block, zone_type
-from clusterkit.cluster import launch, savedplan
-from clusterkit.cluster.observe import observe_up
-from clusterkit.cluster.pins import checked_regions
+from clusterkit.cluster.provision import launch, savedplan
+from clusterkit.cluster.provision.observe import observe_up
+from clusterkit.cluster.provision.pins import checked_regions
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
 from clusterkit.kinds import Market

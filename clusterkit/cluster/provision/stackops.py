@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from clusterkit.aws import stack as cfn
-from clusterkit.cluster.cfnrole import ENV, StackRole, stack_role
+from clusterkit.cluster.provision.cfnrole import ENV, StackRole, stack_role
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError, ClusterBusyError, CredentialsError
 from clusterkit.events import Kind, Stage
@@ -92,7 +92,8 @@ def deploy(rt: Runtime, region: str, name: str, action: StackAction | str,
     if action == StackAction.RECREATE and current:
         delete(rt, region, name, timeout=timeout)
         action = StackAction.CREATE
-    role = stack_role(rt) if action in (StackAction.CREATE, StackAction.UPDATE) else StackRole()
+    role = stack_role(rt, region) if action in (StackAction.CREATE,
+                                                StackAction.UPDATE) else StackRole()
     params = {**params, **role.params()}
     if action == StackAction.CREATE:
         rt.started(Stage.STACK, f"creating stack {name} in {region}")
@@ -129,6 +130,6 @@ def delete(rt: Runtime, region: str, name: str, *, timeout: float) -> str | None
     seen = _seen_before(rt, region, current["id"])
     if current["status"].endswith("_IN_PROGRESS"):
         wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)
-    role = stack_role(rt)
+    role = stack_role(rt, region)
     _as_role(role, lambda: cfn.delete_stack(rt.session, region, name, role.arn))
     return wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)["status"]

@@ -56,13 +56,13 @@ def _with_boundary(arn: str) -> StackRole:
                           f"{servicerole.SERVICE_PATH}{servicerole.BOUNDARY_NAME}")
 
 
-def _lookup(rt: Runtime) -> StackRole:
+def _lookup(rt: Runtime, region: str | None) -> StackRole:
     override = os.environ.get(ENV, "").strip()
     if override.lower() == "none":
         return StackRole()
     if override:
         return _with_boundary(override)
-    arn, error = servicerole.find_role(rt.session)
+    arn, error = servicerole.find_role(rt.session, region=region)
     if arn:
         return _with_boundary(arn)
     why = ("does not exist in this account" if error == "NoSuchEntity"
@@ -74,9 +74,10 @@ def _lookup(rt: Runtime) -> StackRole:
     return StackRole()
 
 
-def stack_role(rt: Runtime) -> StackRole:
-    """The role of the session's stack calls, looked up (and warned about) once."""
+def stack_role(rt: Runtime, region: str | None = None) -> StackRole:
+    """The role of the session's stack calls, looked up (and warned about) once
+    (``region``: the stack's, signing the IAM lookup where the session has none)."""
     with _lock:
         if rt.session not in _found:
-            _found[rt.session] = _lookup(rt)
+            _found[rt.session] = _lookup(rt, region)
         return _found[rt.session]

@@ -1,0 +1,1 @@
+"""Training jobs: `train` (code sync, start, follow), `logs`, `stop`, job state read from the nodes."""
