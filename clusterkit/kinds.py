@@ -89,3 +89,13 @@ class KeyPairAction(_Text):
 
     IMPORT = "import"  # the user's public key, as clusterkit-<cluster>
     NONE = "none"
+
+
+class NodeAction(_Text):
+    """What `up` does to one node (or, LAUNCH, one missing index)."""
+
+    LAUNCH = "launch"
+    START = "start"  # stopped: started again
+    TERMINATE = "terminate"  # surplus, or a duplicate of an index
+    RETAG = "retag"  # its role tag written
+    KEEP = "keep"  # nothing

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from clusterkit.kinds import LIVE_STATES, STOPPED_STATES, Market, Role
+from clusterkit.kinds import LIVE_STATES, STOPPED_STATES, Market, NodeAction, Role
 
 CLUSTER_TAG = "clusterkit:cluster"
 ROLE_TAG = "clusterkit:role"
@@ -173,6 +173,18 @@ class NodeActions:
     @property
     def empty(self) -> bool:
         return not (self.launch or self.terminate or self.retag or self.start)
+
+    def by_node(self, nodes: Sequence[Node]) -> dict[str, NodeAction]:
+        """Each live node's action (instance id -> NodeAction), and each missing index's
+        (``"index N"`` -> LAUNCH): the plan per node, as `plan --json` lists it."""
+        out: dict[str, NodeAction] = {}
+        retag = set(self.retag_ids)
+        for node in (n for n in nodes if n.live):
+            iid = node.instance_id
+            out[iid] = (NodeAction.TERMINATE if iid in self.terminate
+                        else NodeAction.START if iid in self.start
+                        else NodeAction.RETAG if iid in retag else NodeAction.KEEP)
+        return {**out, **{f"index {i}": NodeAction.LAUNCH for i in self.launch}}
 
 
 def node_actions(cluster: str, count: int, nodes: Sequence[Node]) -> NodeActions:

@@ -97,6 +97,7 @@ class UpPlan:
             "launch_indexes": list(self.nodes.launch),
             "terminate": list(self.nodes.terminate),
             "retag": list(self.nodes.retag_ids),
+            "nodes": {k: str(v) for k, v in self.nodes.by_node(self.existing).items()},
             "choice": None if self.choice is None else self.choice.__dict__,
             "candidates": [{"instance_type": o.instance_type, "region": o.region,
                             "az": o.az or o.az_id, "market": str(o.market), "price": o.price}

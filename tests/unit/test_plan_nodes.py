@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from clusterkit.kinds import NodeAction
 from clusterkit.plan.nodes import (
     INDEX_TAG,
     ROLE_TAG,
@@ -170,3 +171,14 @@ def test_node_order_master_first_unindexed_last():
     nodes = [node("i-b", None), node("i-2", 2), node("i-a", None), node("i-0", 0)]
     assert [n.instance_id for n in sorted(nodes, key=node_order)] == \
         ["i-0", "i-2", "i-a", "i-b"]
+
+
+def test_each_node_has_one_action_and_each_missing_index_a_launch():
+    nodes = [node("i-0", 0), node("i-1", 1, tags={}), node("i-2", 2, state="stopped"),
+             node("i-5", 5), node("i-x", 0, launched="2026-02-01"),
+             node("i-t", 3, state="terminated")]
+    actions = node_actions("c", 5, nodes)
+    assert actions.by_node(nodes) == {
+        "i-0": NodeAction.KEEP, "i-1": NodeAction.RETAG, "i-2": NodeAction.START,
+        "i-5": NodeAction.TERMINATE, "i-x": NodeAction.TERMINATE,  # surplus; a duplicate
+        "index 3": NodeAction.LAUNCH, "index 4": NodeAction.LAUNCH}
