@@ -28,17 +28,29 @@ def sandbox() -> None:
 
 @sandbox.command()
 @DIR_OPTION
+@click.option("--timings", "timings", default=None, metavar="aws[:SCALE]",
+              help="Wait as AWS does, scaled by SCALE (default 0.1): each API call's round "
+              "trip, an instance's pending -> running and running -> SSH. Off by default; "
+              "`sandbox status --json` shows the table in force.")
 @json_option
-def start(directory: str | None) -> None:
+def start(directory: str | None, timings: str | None) -> None:
     """Start the emulator and the node agent in the background.
 
     \b
     Example:
       clusterkit sandbox start --dir /tmp/ck-sandbox
+      clusterkit sandbox start --timings aws:0.1
     """
+    from clusterkit.errors import UsageError
     from clusterkit.sandbox.control import do_start
+    from clusterkit.sandbox.timings import parse
 
-    result = do_start(directory)
+    try:
+        table = parse(timings)
+    except ValueError as exc:
+        raise UsageError(str(exc), "e.g. --timings aws (AWS's waits x 0.1) or "
+                         "--timings aws:1 (AWS's own)") from None
+    result = do_start(directory, table)
     _render(result, "already running" if result["already_running"] else "started")
 
 

@@ -20,6 +20,8 @@ from clusterkit.sandbox import node as nodes
 from clusterkit.sandbox.disks import Disks
 from clusterkit.sandbox.moto_models import InstanceView, read_instances
 from clusterkit.sandbox.state import ADDRESSES_FILE, NODES_FILE, read_json, write_json
+from clusterkit.sandbox.timed import Recorder
+from clusterkit.sandbox.timings import Timings, Wait
 
 log = logging.getLogger("clusterkit.sandbox.agent")
 TICK = 0.1
@@ -58,8 +60,12 @@ def address_for(index: int, block: int = 0) -> str:
 
 
 class Agent:
-    def __init__(self, state_dir: Path, caps: dict[str, Any], block: int = 0) -> None:
+    def __init__(self, state_dir: Path, caps: dict[str, Any], block: int = 0, *,
+                 timings: Timings | None = None, recorder: Recorder | None = None) -> None:
         self.dir = state_dir
+        self.timings = timings or Timings()
+        self.recorder = recorder or Recorder(None)
+        self.running_since: dict[str, float] = {}  # instance id -> when it was seen running
         self.block = block
         self.run_dir = state_dir / "run"
         self.caps = caps
@@ -135,7 +141,9 @@ class Agent:
             self.nodes[view.instance_id] = node
         node.view = view
         if view.state == "running" and node.state == "stopped":
-            return node
+            return node if self._ssh_due(view.instance_id) else None
+        if view.state != "running":
+            self.running_since.pop(view.instance_id, None)
         if view.state != "running" and node.state in ("ready", "booting", "failed"):
             self._halt(node)
         if view.state == "terminated" and node.state != "terminated":
@@ -144,6 +152,18 @@ class Agent:
             shutil.rmtree(node.root, ignore_errors=True)
             node.state = "terminated"
         return None
+
+    def _ssh_due(self, iid: str) -> bool:
+        """Whether a running instance's sshd may answer now: at once untimed, else once
+        it has been running for the SSH wait (recorded when it is over)."""
+        wait = self.timings.wait(Wait.SSH_ANSWERS)
+        if wait <= 0:
+            return True
+        since = self.running_since.setdefault(iid, time.time())
+        if time.time() < since + wait:
+            return False
+        self.recorder.add("wait", Wait.SSH_ANSWERS.value, iid, since, time.time())
+        return True
 
     def _spec(self, node: EmulatedNode) -> nodes.NodeSpec:
         return nodes.NodeSpec(node.view.instance_id, node.address, node.view.hostname,

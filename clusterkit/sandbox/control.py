@@ -24,12 +24,15 @@ from clusterkit.sandbox.state import (
     RUN_DIR,
     RUN_MARKER,
     STATE_FILE,
+    TIMINGS_FILE,
     is_daemon,
     pid_alive,
     read_json_dict,
     running_state,
     state_dir,
+    write_json,
 )
+from clusterkit.sandbox.timings import Timings
 
 START_TIMEOUT = 15.0
 SECRET_PREFIXES = ("AWS_", "SSH_")  # credentials and agent: the emulator needs none of them
@@ -41,13 +44,25 @@ def daemon_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(SECRET_PREFIXES)}
 
 
-def do_start(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Start the daemon (or return the one already running). Returns status."""
+def do_start(directory: str | os.PathLike[str] | None = None,
+             timings: Timings | None = None) -> dict[str, Any]:
+    """Start the daemon (or return the one already running: SandboxError when it runs
+    with other timings than asked). ``timings``: AWS's waits, scaled (None: untimed).
+    Returns status."""
     where = state_dir(directory)
+    timings = timings or Timings()
     if running_state(where):
-        return {**do_status(where), "already_running": True}
+        status = do_status(where)
+        if timings.on and status["timings"]["scale"] != timings.scale:
+            raise SandboxError(f"the sandbox in {where} runs with timings "
+                               f"{status['timings']['profile']} at scale "
+                               f"{status['timings']['scale']}, not {timings.scale}",
+                               "`clusterkit sandbox stop`, then start it with the timings "
+                               "you want")
+        return {**status, "already_running": True}
     _check_usable(where)
     sweep(where)
+    write_json(where / TIMINGS_FILE, timings.to_json())  # the daemon reads it at start
     with open(where / LOG_FILE, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", DAEMON_MODULE, str(where)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
@@ -179,6 +194,8 @@ def do_status(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]
         "pid": state["pid"] if state else None,
         "nodes": list(nodes.values()) if state else [],
         "capabilities": read_json_dict(where / CAPS_FILE),
+        "timings": Timings.from_json(read_json_dict(where / TIMINGS_FILE)
+                                     if state else None).to_json(),
     }
 
 

@@ -101,3 +101,16 @@ def direct_snapshot_ec2(ebs_backend: Any, snapshot_id: str) -> Any:
     """The EC2 snapshot model behind an EBS direct-API snapshot (``ec2_backend``,
     ``snapshots``), whose ``status`` and ``volume`` the sandbox's gap patch adjusts."""
     return ebs_backend.ec2_backend.snapshots[snapshot_id]
+
+
+def set_instance_state(instance: Any, name: str, only_from: str | None = None) -> bool:
+    """Put a moto instance in state ``name`` (the timed sandbox's pending -> running);
+    with ``only_from``, only if it is in that state now (a terminated instance stays
+    so). True when it changed. moto has no public setter: this is the one write of an
+    underscore attribute (``_state``), kept here with the reads."""
+    codes = {"pending": 0, "running": 16}
+    state = instance._state
+    if only_from is not None and state.name != only_from:
+        return False
+    state.name, state.code = name, codes[name]
+    return True

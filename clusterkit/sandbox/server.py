@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clusterkit.sandbox import ebs_direct, ec2_gaps, iam_seed, spot_prices
+from clusterkit.sandbox import ebs_direct, ec2_gaps, iam_seed, spot_prices, timed
 from clusterkit.sandbox.state import (
     ADDRESSES_FILE,
     CAPS_FILE,
@@ -26,8 +26,11 @@ from clusterkit.sandbox.state import (
     RUN_DIR,
     RUN_MARKER,
     STATE_FILE,
+    TIMINGS_FILE,
+    read_json,
     write_json,
 )
+from clusterkit.sandbox.timings import Timings
 
 log = logging.getLogger("clusterkit.sandbox")
 
@@ -79,13 +82,15 @@ def _serve(state_dir: Path) -> None:
     (state_dir / RUN_DIR / RUN_MARKER).touch()  # first: stop may delete run/ only if ours
     caps = capabilities()
     write_json(state_dir / CAPS_FILE, caps)
+    timings = Timings.from_json(read_json(state_dir / TIMINGS_FILE, None))
     server = ThreadedMotoServer("127.0.0.1", 0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
+    recorder = timed.install(server, timings, state_dir / RUN_DIR)
     _install_extras()
     iam_seed.install()
     block, _claim = claim_block()
-    agent = Agent(state_dir, caps, block)
+    agent = Agent(state_dir, caps, block, timings=timings, recorder=recorder)
     ebs_direct.install(agent.disks.image)  # direct-API snapshots become image files
     thread = threading.Thread(target=agent.run, name="node-agent", daemon=True)
     thread.start()
@@ -95,7 +100,8 @@ def _serve(state_dir: Path) -> None:
     write_json(state_dir / STATE_FILE, {"endpoint": f"http://{host}:{port}", "pid": os.getpid(),
                                         "started": time.time(), "dir": str(state_dir),
                                         "address_block": f"127.{block}.0.0/16"})
-    log.info("sandbox up: http://%s:%s", host, port)
+    log.info("sandbox up: http://%s:%s (timings: %s)", host, port,
+             f"aws x {timings.scale}" if timings.on else "none")
     while not stop.wait(1.0):
         pass
     log.info("stopping")

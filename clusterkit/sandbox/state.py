@@ -26,6 +26,7 @@ STATE_FILE = "state.json"
 ADDRESSES_FILE = "addresses.json"
 NODES_FILE = "nodes.json"
 CAPS_FILE = "capabilities.json"
+TIMINGS_FILE = "timings.json"  # the timings table in force (sandbox.timings)
 LOG_FILE = "sandbox.log"
 RUN_DIR = "run"
 RUN_MARKER = ".clusterkit-sandbox"  # in run/: this directory is the sandbox's to delete
