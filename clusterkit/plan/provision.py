@@ -58,6 +58,7 @@ class ProvisionRecord:
     new: tuple[Node, ...] = ()  # launched by this `up`
     started: tuple[Node, ...] = ()  # were stopped, started by this `up`
     kept: tuple[Node, ...] = ()  # ran before and were kept
+    efs_subnet: str | None = None  # the EFS mount target made there, maybe not ready yet
 
     @property
     def region(self) -> str:

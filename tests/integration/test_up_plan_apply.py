@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from clusterkit.cli.main import cli
+from clusterkit.cluster.ops import uprecord
 from clusterkit.cluster.provision import up as up_module
 from clusterkit.cluster.provision.down import do_down
 from clusterkit.cluster.provision.planning import do_plan
@@ -98,11 +99,16 @@ def test_a_saved_plan_applies_as_saved_and_a_second_apply_is_refused(calls: Call
     assert saved["lines"] == plan_lines(planned) and saved["spec_file"] == spec
     result = do_up(None, plan_file=out, rt=_rt(calls), wait_ssh=False)
     assert len(result.nodes) == 2 and len(live_instances(name)) == 2
+    last = uprecord.load(name)  # what `up --timeline` / `status --timeline` chart
+    assert last is not None and last["ok"] is True
+    assert {"key-pair", "stack", "launch"} <= {m.stage for m in last["marks"]
+                                              if m.kind == "stage-started"}
     calls.reset()
     with pytest.raises(PlanDriftError) as caught:  # the world is no longer what it saw
         do_up(None, plan_file=out, rt=_rt(calls), wait_ssh=False)
     message = caught.value.message
     assert "appeared, running" in message and "the stack appeared" in message
+    assert uprecord.load(name)["ok"] is True  # a refused `up` keeps the last one's record
     assert f"clusterkit plan {spec} --out {out}" in caught.value.hint
     assert calls.mutating() == {}
     do_down(spec, yes=True, rt=_rt(None))

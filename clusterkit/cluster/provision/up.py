@@ -5,7 +5,7 @@ from the spec is changed; a difference it cannot apply to running nodes is refus
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from clusterkit.bootstrap.run import BootstrapResult
 from clusterkit.catalog.ranking import Offer
 from clusterkit.cluster.access import hostkeys, nodecache, record
 from clusterkit.cluster.dataset.checks import view_for_up
+from clusterkit.cluster.ops import uprecord
 from clusterkit.cluster.provision import launch, savedplan, stopped
 from clusterkit.cluster.provision.bootstrap import bootstrap_nodes, check_steps
 from clusterkit.cluster.provision.caller import ssh_source_cidr
@@ -161,17 +162,26 @@ def _check_plan(rt: Runtime, plan: UpPlan, *, yes: bool, confirm: Confirm | None
     return True
 
 
-def _mount_target(rt: Runtime, stack: StackRecord, nodes: Sequence[Node],
-                  deadline: float) -> None:
+def _mount_target(rt: Runtime, stack: StackRecord, nodes: Sequence[Node]) -> str | None:
     """The EFS mount target in the nodes' AZ (created here, not by the stack: the AZ is
-    known only after the launch, and moving it would need a stack update per fallback)."""
+    known only after the launch, and moving it would need a stack update per fallback).
+    Not waited for here: it becomes available while the nodes boot (``_mount_ready``);
+    the subnet to wait on, or None when there is none to wait for."""
     fs_id = stack.efs_id  # created, or a kept one mounted again
     subnet = next((n.subnet_id for n in nodes if n.subnet_id), None)
     if not fs_id or not subnet:
-        return
-    region = stack.region
-    if efs.ensure_mount_target(rt.session, region, fs_id, subnet, stack.security_group):
+        return None
+    if efs.ensure_mount_target(rt.session, stack.region, fs_id, subnet, stack.security_group):
         rt.done(Stage.MOUNT_TARGET, f"created EFS mount target for {fs_id} in {nodes[0].az}")
+    return subnet
+
+
+def _mount_ready(rt: Runtime, made: ProvisionRecord, deadline: float) -> None:
+    """Wait until the mount target ``provision`` created is available: before the
+    bootstrap mounts EFS, after the SSH wait it overlapped with."""
+    fs_id, subnet, region = made.stack.efs_id, made.efs_subnet, made.region
+    if not fs_id or not subnet:
+        return
     rt.wait_until(lambda: (efs.mount_target_ready(rt.session, region, fs_id, subnet), None),
                   deadline=deadline, late=lambda _: AwsError(
                       f"EFS mount target of {fs_id} not available in time",
@@ -232,9 +242,18 @@ def _wait_new(rt: Runtime, region: str, new: Sequence[Node], deadline: float) ->
 
 
 def up(rt: Runtime, spec: Spec, **options: Any) -> UpResult:
-    """`up` of ``spec``, one at a time per cluster on this machine (``locks``)."""
+    """`up` of ``spec``, one at a time per cluster on this machine (``locks``); what it
+    reported, with when, is kept as the cluster's last `up` (``uprecord``)."""
     with cluster_lock(spec.name, "up"):
-        return _up(rt, spec, **options)
+        recording = uprecord.Recording(rt.report)
+        ok = False
+        try:
+            result = _up(replace(rt, report=recording), spec, **options)
+            ok = True
+            return result
+        finally:
+            if any(m.kind == Kind.STAGE_STARTED.value for m in recording.marks):
+                uprecord.save(spec.name, recording, ok)  # it did something: chart it
 
 
 def _up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = True,
@@ -333,8 +352,7 @@ def provision(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *,
                            started=tuple(n for n in kept if n.instance_id in actions.start),
                            kept=tuple(n for n in kept if n.instance_id not in actions.start))
     _retag(rt, spec, region, made.nodes)  # described running: root volume ids are known
-    _mount_target(rt, made.stack, made.nodes, deadline)
-    return made
+    return replace(made, efs_subnet=_mount_target(rt, made.stack, made.nodes))
 
 
 def _reach(rt: Runtime, spec: Spec, made: ProvisionRecord, deadline: float,
@@ -347,6 +365,7 @@ def _reach(rt: Runtime, spec: Spec, made: ProvisionRecord, deadline: float,
     hostkeys.check_and_record(rt, spec.name, running, host_keys, port=spec.ssh.port,
                               accept=accept_host_keys)
     known = record_host_keys(spec, running, host_keys)
+    _mount_ready(rt, made, deadline)  # created before the SSH wait, ready by now mostly
     booted = None
     if force_steps is not None:
         booted = bootstrap_nodes(rt, spec, made, force=force_steps,
