@@ -10,11 +10,13 @@ import click
 from rich.console import Console
 
 from clusterkit.bootstrap.steps import STEP_NAMES
+from clusterkit.cli import upchart
 from clusterkit.cli.context import check_target_argument, get_ctx, json_option
 from clusterkit.cli.remote import accept_option
 from clusterkit.cli.render import print_json
+from clusterkit.cli.upchart import TIMELINE_OPTION
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.errors import ClusterkitError
+from clusterkit.errors import ClusterkitError, UsageError
 
 if TYPE_CHECKING:
     from clusterkit.bootstrap.run import BootstrapResult
@@ -94,10 +96,11 @@ def _ask(question: str) -> bool:
 @click.option("--no-bootstrap", is_flag=True, help="Stop once SSH answers: leave the "
               "nodes as they are (no hosts file, scratch, EFS or environment).")
 @accept_option
+@TIMELINE_OPTION
 @json_option
 def up(spec_file: str | None, plan_file: str | None, timeout: float, no_wait_ssh: bool,
        yes: bool, force_steps: tuple[str, ...], no_bootstrap: bool,
-       accept_host_keys: tuple[str, ...]) -> None:
+       accept_host_keys: tuple[str, ...], timeline: str | None) -> None:
     """Provision the cluster, wait for SSH, bootstrap every node. Idempotent: a second run
     changes nothing.
 
@@ -116,16 +119,20 @@ def up(spec_file: str | None, plan_file: str | None, timeout: float, no_wait_ssh
     Example:
       clusterkit --sandbox up examples/sandbox-cpu.yaml --yes
       clusterkit up --plan plan.json
+      clusterkit up cluster.yaml --timeline up.png
     """
     from clusterkit.cluster.provision.up import do_up
 
     ctx = get_ctx()
+    upchart.check_path(timeline)
     ask = _ask if _terminal() else None
     result = do_up(spec_file, rt=runtime(), timeout=timeout, wait_ssh=not no_wait_ssh,
                    yes=yes or ctx.yes, confirm=ask, region=ctx.region,
                    accept_host_keys=accept_host_keys, bootstrap=not no_bootstrap,
                    force_steps=force_steps, plan_file=plan_file)
     render_up(ctx.console, result)
+    if timeline:
+        upchart.draw(ctx.console, result.cluster, timeline)
     if ctx.json:
         print_json(result.to_json())
 
@@ -184,8 +191,9 @@ def render_bootstrap(console: Console, result: BootstrapResult) -> None:
 @click.command()
 @click.argument("name", required=False, callback=check_target_argument)
 @click.option("--wide", is_flag=True, help="Every column (instance id, addresses, region).")
+@TIMELINE_OPTION
 @json_option
-def status(name: str | None, wide: bool) -> None:
+def status(name: str | None, wide: bool, timeline: str | None) -> None:
     """Nodes, roles, AZ, market, addresses, state and cost so far (found by tags).
 
     NAME is a cluster name (looked up in --region) or a spec file (its regions); without
@@ -194,11 +202,21 @@ def status(name: str | None, wide: bool) -> None:
     \b
     Example:
       clusterkit status sandbox --wide
+      clusterkit status sandbox --timeline up.png   # the last `up`, drawn
     """
     from clusterkit.cli.status_view import render_status
     from clusterkit.cluster.ops.status import do_status
 
     ctx = get_ctx()
+    if timeline:  # the record of the last `up` on this machine: no AWS call
+        if not name:
+            raise UsageError("--timeline needs the cluster's NAME (or spec file)",
+                             "`clusterkit status NAME --timeline FILE.png`")
+        upchart.check_path(timeline)
+        from clusterkit.cluster.access.target import open_cluster
+
+        upchart.draw(ctx.console, open_cluster(name).name or name, timeline)
+        return
     result = do_status(name, region=ctx.region, rt=runtime())
     if name and not result.nodes:  # not found: exit 1 (JSON error under --json)
         raise ClusterkitError(f"no cluster {result.cluster or name} in "

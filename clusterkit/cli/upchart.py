@@ -1,0 +1,48 @@
+"""`clusterkit up --timeline FILE.png` and `clusterkit status NAME --timeline FILE.png`:
+the last `up` of a cluster on this machine (cluster.ops.uprecord) drawn as a timeline
+(plan.uptimeline's bars, cli.timeline's PNG): a row per stage and per node."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from clusterkit.errors import ClusterkitError, UsageError
+
+TIMELINE_OPTION = click.option(
+    "--timeline", "timeline", type=click.Path(dir_okay=False), default=None,
+    metavar="FILE.png", help="Draw what the last `up` of the cluster waited for, as a PNG "
+    "timeline: a row per stage and per node.")
+
+
+def check_path(path: str | None) -> None:
+    """UsageError (exit 2) before anything runs when the chart cannot be written there."""
+    if path is None:
+        return
+    folder = Path(path).expanduser().parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise UsageError(f"--timeline {path}: {folder} is not a directory you can write to",
+                         "give a path in an existing, writable directory")
+
+
+def draw(console: Console, cluster: str, path: str) -> Path:
+    """Write the chart of the last `up` of ``cluster`` to ``path``; ClusterkitError (exit
+    1) when this machine has no record of one."""
+    from clusterkit.cli import timeline as chart
+    from clusterkit.cluster.ops import uprecord
+    from clusterkit.plan.uptimeline import bars
+
+    last = uprecord.load(cluster)
+    drawn = bars(last["marks"], end=last["seconds"]) if last else []
+    if last is None or not drawn:
+        raise ClusterkitError(f"no record of an `up` of cluster {cluster} on this machine",
+                              f"`clusterkit up SPEC --timeline {path}` records and draws one")
+    outcome = "" if last["ok"] else ", failed"
+    written = chart.write(Path(path).expanduser(), drawn,
+                          title=f"clusterkit up {cluster}: {last['seconds']:.1f} s{outcome}")
+    console.print(f"timeline of the last `up` of {cluster}: {written}", markup=False,
+                  highlight=False)
+    return written
