@@ -8,6 +8,8 @@ Each part sits between ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME --
   example-costs  per example: the offline plan's offer and $/h, the vCPU quotas it needs
   iam-policy     docs/iam-policy.json (scripts/iam_policy.py), to paste into IAM
   install-tools  what scripts/install.sh installs, from scripts/tools.txt
+  sandbox-timings  the timed sandbox's figures, scaled, with their sources
+                 (clusterkit.sandbox.timings, the one table)
 """
 
 from __future__ import annotations
@@ -119,11 +121,35 @@ def install_tools() -> str:
             f"present, never installed: {optional}.\n")
 
 
+ROUND_TRIP_NAMES = {"describe": "API round trip: a read (`Describe*`, `List*`, `Get*`, `Head*`)",
+                    "mutate": "API round trip: any other call",
+                    "run_instances": "API round trip: `RunInstances`"}
+
+
+def _seconds(value: float) -> str:
+    return f"{round(value, 4):g} s"
+
+
+def sandbox_timings() -> str:
+    """The timed sandbox's table: each figure as AWS takes it, as the sandbox takes it at
+    the default scale, and its source."""
+    from clusterkit.sandbox.timings import DEFAULT_SCALE, ROUND_TRIPS, WAITS
+
+    head = (f"| wait | AWS | sandbox (`--timings aws`: x {DEFAULT_SCALE:g}) | source |\n"
+            "|---|---|---|---|\n")
+    rows = [(ROUND_TRIP_NAMES.get(name, name), fig) for name, fig in ROUND_TRIPS.items()]
+    rows += [(wait.value, fig) for wait, fig in WAITS.items()]
+    return head + "".join(f"| {what} | {_seconds(fig.seconds)} | "
+                          f"{_seconds(fig.seconds * DEFAULT_SCALE)} | {fig.source} |\n"
+                          for what, fig in rows)
+
+
 PARTS: dict[str, Callable[[], str]] = {
     "spec-keys": key_table,
     "example-costs": example_costs,
     "iam-policy": iam_policy,
     "install-tools": install_tools,
+    "sandbox-timings": sandbox_timings,
 }
 
 

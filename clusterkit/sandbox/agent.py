@@ -11,14 +11,14 @@ import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from clusterkit.sandbox import console
 from clusterkit.sandbox import node as nodes
-from clusterkit.sandbox.disks import Disks
-from clusterkit.sandbox.moto_models import InstanceView, read_instances
+from clusterkit.sandbox.disks import Disks, VolumeView
+from clusterkit.sandbox.moto_models import InstanceView, read_instances, unsettled_volume_ids
 from clusterkit.sandbox.state import ADDRESSES_FILE, NODES_FILE, read_json, write_json
 from clusterkit.sandbox.timed import Recorder
 from clusterkit.sandbox.timings import Timings, Wait
@@ -101,6 +101,8 @@ class Agent:
 
     def tick(self) -> None:
         views, volumes, snapshots = read_instances()
+        if self.timings.on:
+            volumes = self._settled(volumes)
         booting = [node for view in views if (node := self._follow(view)) is not None]
         if booting:
             self._boot_all(booting)
@@ -108,6 +110,14 @@ class Agent:
                  if n.state in ("ready", "booting")}
         self.disks.sync(volumes, snapshots, by_id)
         self._publish()
+
+    @staticmethod
+    def _settled(volumes: list[VolumeView]) -> list[VolumeView]:
+        """The timed sandbox's volumes, one still creating or attaching shown unattached:
+        its device appears in the node when AWS's wait is over."""
+        unsettled = unsettled_volume_ids()
+        return [replace(v, instance_id=None) if v.volume_id in unsettled else v
+                for v in volumes]
 
     def _address(self, iid: str) -> str:
         if iid not in self.addresses:

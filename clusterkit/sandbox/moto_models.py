@@ -11,6 +11,11 @@ Only public names of moto's models are used (``all_instances()``, ``Instance.sta
 ``tags``, ``key_pairs``, ``volumes``, ``snapshots``, ``INSTANCE_TYPES``; never an
 underscore attribute). moto gives these no stability promise: a moto upgrade that breaks
 the sandbox breaks here, and nowhere else.
+
+The timed sandbox's writes are here too (the states AWS shows for a while: an instance
+pending, a volume creating or attaching, a snapshot pending, EFS creating) and its reads
+and writes of a CloudFormation stack (template, conditions, one resource at a time,
+events).
 """
 
 from __future__ import annotations
@@ -114,3 +119,97 @@ def set_instance_state(instance: Any, name: str, only_from: str | None = None) -
         return False
     state.name, state.code = name, codes[name]
     return True
+
+
+# -- the timed sandbox's reads and writes (sandbox.timed*): states AWS shows for a while ----
+
+_shown_volume_state: dict[str, str] = {}  # volume id -> the state shown instead of moto's
+_volume_patch: dict[str, bool] = {"installed": False}
+
+
+def _set(obj: Any, attr: str, name: str, only_from: str | None) -> bool:
+    if obj is None or (only_from is not None and getattr(obj, attr) != only_from):
+        return False
+    setattr(obj, attr, name)
+    return True
+
+
+def set_snapshot_state(snapshot: Any, name: str, only_from: str | None = None) -> bool:
+    """A snapshot's ``status`` (pending, completed); True when it changed."""
+    return _set(snapshot, "status", name, only_from)
+
+
+def set_attachment_state(volume: Any, name: str, only_from: str | None = None) -> bool:
+    """The state of a volume's attachment (attaching, attached); False when detached."""
+    return _set(volume.attachment, "status", name, only_from)
+
+
+def set_lifecycle_state(efs_resource: Any, name: str, only_from: str | None = None) -> bool:
+    """An EFS file system's or mount target's ``life_cycle_state``."""
+    return _set(efs_resource, "life_cycle_state", name, only_from)
+
+
+def set_volume_state(volume: Any, name: str | None) -> bool:
+    """Show ``name`` as the volume's state (None: moto's own again, in-use or available:
+    moto computes it and has no setter, so ``Volume.status`` is wrapped once to read this
+    table first). True when it changed."""
+    if not _volume_patch["installed"]:
+        from moto.ec2.models.elastic_block_store import Volume
+
+        own = Volume.status
+        Volume.status = property(lambda self: _shown_volume_state.get(self.id) or own.fget(self))
+        _volume_patch["installed"] = True
+    if name is None:
+        return _shown_volume_state.pop(volume.id, None) is not None
+    _shown_volume_state[volume.id] = name
+    return True
+
+
+def unsettled_volume_ids() -> set[str]:
+    """Volumes still ``creating``, or whose attachment is still ``attaching``: a node
+    shows neither device yet."""
+    found: set[str] = set()
+    for _region, backend in _backends():
+        for vol in list(backend.volumes.values()):
+            att = vol.attachment
+            if vol.status == "creating" or (att is not None and att.status == "attaching"):
+                found.add(vol.id)
+    return found
+
+
+def launch_clones(instance: Any) -> list[Any]:
+    """The volumes a launch made from snapshots, besides the root volume (moto's
+    ``get_block_device_mapping``, ``root_device_name``, ``get_volume``)."""
+    backend = instance.ec2_backend
+    volumes = [backend.get_volume(bdt.volume_id)
+               for device, bdt in instance.get_block_device_mapping
+               if device != getattr(instance, "root_device_name", "")]
+    return [vol for vol in volumes if vol.snapshot_id]
+
+
+def stack_resources_json(stack: Any) -> dict[str, Any]:
+    """A CloudFormation stack's ``Resources``, as moto parsed its template."""
+    return dict((stack.template_dict or {}).get("Resources") or {})
+
+
+def stack_condition(stack: Any, name: str) -> bool:
+    """Whether the stack's condition ``name`` holds (moto's ``lazy_condition_map``)."""
+    return bool(stack.resource_map.lazy_condition_map[name])
+
+
+def make_stack_resource(stack: Any, logical_id: str) -> tuple[Any, str]:
+    """Create one resource of the stack now (moto's lazy ``resource_map`` makes each once,
+    what it refers to first); (the model, or None for a type moto skips; physical id)."""
+    made = stack.resource_map[logical_id]
+    return made, str(getattr(made, "physical_resource_id", "") or "")
+
+
+def add_stack_event(stack: Any, logical_id: str, physical_id: str, resource_type: str,
+                    status: str, reason: str | None = None) -> None:
+    """One more event in DescribeStackEvents (moto's ``Event``, ``stack.events``)."""
+    from moto.cloudformation.models import Event
+
+    stack.events.append(Event(stack_id=stack.stack_id, stack_name=stack.name,
+                              logical_resource_id=logical_id, physical_resource_id=physical_id,
+                              resource_type=resource_type, resource_status=status,
+                              resource_status_reason=reason, resource_properties=None))

@@ -5,6 +5,11 @@
   thread (a sleep: no CPU), before moto answers it.
 - A launched instance is ``pending`` until a timer makes it ``running``; the node agent
   starts its sshd only once the instance has been running for the SSH wait.
+- A stack is ``*_IN_PROGRESS`` for the critical path of its resources (``timed_cfn``);
+  a volume from a snapshot ``creating``, an attachment ``attaching``, a snapshot
+  ``pending`` (``timed_ebs``); an EFS file system or mount target ``creating``
+  (``timed_efs``). Each is a state set at once and a timer that sets the next one, so a
+  wait costs no CPU; each ends with a wait line.
 - ``run/timeline.jsonl`` gets one line per call and per wait (what, the resource, start
   and end, wall-clock seconds), the sandbox's own record of what AWS made clusterkit wait
   for: the benches compute the critical path from it.
@@ -16,7 +21,8 @@ import io
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -24,6 +30,7 @@ from urllib.parse import parse_qs
 from clusterkit.sandbox.timings import Timings, Wait
 
 TIMELINE_FILE = "timeline.jsonl"
+_serving = threading.local()  # .operation: the API call this request thread serves
 
 
 class Recorder:
@@ -78,26 +85,56 @@ def timed_app(app: Callable[..., Iterable[bytes]], timings: Timings,
         operation, environ = operation_of(environ)
         start = time.time()
         time.sleep(timings.round_trip(operation))
-        result = app(environ, start_response)
+        if timings.on:
+            with serving_call(operation):
+                result = app(environ, start_response)
+        else:
+            result = app(environ, start_response)
         recorder.add("call", operation, "", start, time.time())
         return result
 
     return wrapped
 
 
-def _set_running_later(instance: Any, seconds: float, recorder: Recorder) -> None:
-    from clusterkit.sandbox.moto_models import set_instance_state
+@contextmanager
+def serving_call(operation: str) -> Iterator[None]:
+    """This thread serves the API call ``operation`` meanwhile (``serving``)."""
+    before = getattr(_serving, "operation", None)
+    _serving.operation = operation
+    try:
+        yield
+    finally:
+        _serving.operation = before
 
+
+def serving() -> str | None:
+    """The API call this thread serves (the timed server's request threads), else None
+    (a stack's own thread, the agent, moto making its AMIs' snapshots at start): the
+    timed models hold back only what a call itself made."""
+    return getattr(_serving, "operation", None)
+
+
+def hold(what: Wait, resource: str, seconds: float, release: Callable[[], bool],
+         recorder: Recorder) -> None:
+    """After ``seconds`` (a timer: no CPU), ``release`` the state held since now; a wait
+    line when it changed something (False: the resource went meanwhile)."""
     start = time.time()
-    set_instance_state(instance, "pending")
 
     def done() -> None:
-        if set_instance_state(instance, "running", only_from="pending"):
-            recorder.add("wait", Wait.INSTANCE_RUNNING.value, instance.id, start, time.time())
+        if release():
+            recorder.add("wait", what.value, resource, start, time.time())
 
     timer = threading.Timer(seconds, done)
     timer.daemon = True
     timer.start()
+
+
+def _set_running_later(instance: Any, seconds: float, recorder: Recorder) -> None:
+    from clusterkit.sandbox.moto_models import set_instance_state
+
+    set_instance_state(instance, "pending")
+    hold(Wait.INSTANCE_RUNNING, instance.id, seconds,
+         lambda: set_instance_state(instance, "running", only_from="pending"), recorder)
 
 
 def install_instance_waits(timings: Timings, recorder: Recorder) -> None:
@@ -122,8 +159,12 @@ def install(server: Any, timings: Timings, run_dir: Path) -> Recorder:
     """Put the timings into a started ThreadedMotoServer and moto's models; the
     recorder (writing ``run/timeline.jsonl``, also when untimed: the calls are recorded
     all the same, at no wait)."""
+    from clusterkit.sandbox import timed_cfn, timed_ebs, timed_efs
+
     recorder = Recorder(run_dir / TIMELINE_FILE)
     inner = server._server  # werkzeug's server: its ``app`` serves every request
     inner.app = timed_app(inner.app, timings, recorder)
     install_instance_waits(timings, recorder)
+    for module in (timed_cfn, timed_ebs, timed_efs):
+        module.install(timings, recorder)
     return recorder

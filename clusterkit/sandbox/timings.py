@@ -19,10 +19,25 @@ PROFILE = "aws"
 
 
 class Wait(str, Enum):
-    """A wait AWS imposes, apart from the API round trip."""
+    """A wait AWS imposes, apart from the API round trip (its value is the ``what`` of
+    the timeline's wait lines)."""
 
     INSTANCE_RUNNING = "instance pending -> running"
     SSH_ANSWERS = "instance running -> sshd answers"
+    STACK_SECURITY_GROUP = "stack resource AWS::EC2::SecurityGroup created"
+    STACK_INGRESS = "stack resource AWS::EC2::SecurityGroupIngress created"
+    STACK_PLACEMENT_GROUP = "stack resource AWS::EC2::PlacementGroup created"
+    STACK_IAM_ROLE = "stack resource AWS::IAM::Role created"
+    STACK_INSTANCE_PROFILE = "stack resource AWS::IAM::InstanceProfile created"
+    STACK_LAUNCH_TEMPLATE = "stack resource AWS::EC2::LaunchTemplate created"
+    STACK_EFS = "stack resource AWS::EFS::FileSystem created"
+    STACK_OTHER = "stack resource of another type created"
+    STACK_DELETE = "stack resource deleted"
+    VOLUME_FROM_SNAPSHOT = "volume from a snapshot creating -> available"
+    VOLUME_ATTACH = "volume attaching -> attached"
+    SNAPSHOT_COMPLETE = "snapshot pending -> completed"
+    EFS_FILE_SYSTEM = "EFS file system creating -> available"
+    EFS_MOUNT_TARGET = "EFS mount target creating -> available"
 
 
 @dataclass(frozen=True)
@@ -46,8 +61,57 @@ WAITS: Mapping[Wait, Figure] = MappingProxyType({
                                        "upper bound: brevdev/ec2-coldboot-research)"),
     Wait.SSH_ANSWERS: Figure(5.0, "running -> SSH accepts 3-6 s with cloud-init (brevdev/"
                                   "ec2-coldboot-research; daemonology.net)"),
+    Wait.STACK_SECURITY_GROUP: Figure(1.0, "~1 s from CREATE_IN_PROGRESS to CREATE_COMPLETE "
+                                           "in a stack's events (amazon-archives/"
+                                           "ecs-mxnet-example #4)"),
+    Wait.STACK_INGRESS: Figure(1.0, "no published figure: a stated small default, as a "
+                                    "security group's"),
+    Wait.STACK_PLACEMENT_GROUP: Figure(1.0, "no published figure: a stated small default, "
+                                            "as a security group's"),
+    Wait.STACK_IAM_ROLE: Figure(12.0, "IAM role in CloudFormation ~12 s (pgarbe/tatsu-hubot "
+                                      "#1; 20 s in one stack's events: unbounce/iidy #145)"),
+    Wait.STACK_INSTANCE_PROFILE: Figure(120.0, "instance profile in CloudFormation ~120 s: "
+                                               "AWS's \"hardcoded 2min delay\" (its forum, "
+                                               "quoted in hashicorp/terraform #15341; "
+                                               "pgarbe/tatsu-hubot #1)"),
+    Wait.STACK_LAUNCH_TEMPLATE: Figure(1.0, "no published figure: a stated small default, "
+                                            "as a security group's"),
+    Wait.STACK_EFS: Figure(12.0, "EFS file system creating -> available ~12 s (turbot/"
+                                 "steampipe-plugin-aws PR #426)"),
+    Wait.STACK_OTHER: Figure(1.0, "no published figure: a stated small default for a type "
+                                  "without its own row"),
+    Wait.STACK_DELETE: Figure(2.0, "no published figure for deleting a stack's resource: a "
+                                   "stated default per resource, dependents first"),
+    Wait.VOLUME_FROM_SNAPSHOT: Figure(5.0, "no measurement published (\"a few seconds\" "
+                                           "before a new volume can be attached: fog/fog PR "
+                                           "#1758): a stated default"),
+    Wait.VOLUME_ATTACH: Figure(7.0, "attach + mount cycle ~7 s (crewjam/withebs README)"),
+    Wait.SNAPSHOT_COMPLETE: Figure(180.0, ">= ~3 min even for a small volume (aws/"
+                                          "aws-sdk-ruby #978; 16 min for 50 GB gp3: pingcap/"
+                                          "docs-tidb-operator PR #2108); no SLA"),
+    Wait.EFS_FILE_SYSTEM: Figure(12.0, "EFS file system creating -> available ~12 s (turbot/"
+                                       "steampipe-plugin-aws PR #426)"),
+    Wait.EFS_MOUNT_TARGET: Figure(60.0, "EFS mount target creating -> available > 60 s, "
+                                        "sometimes > 10 min (turbot/steampipe-plugin-aws PR "
+                                        "#426; hashicorp/terraform-provider-aws #15278): its "
+                                        "lower bound"),
+})
+# A stack resource's type -> its creation figure (any other type: Wait.STACK_OTHER).
+STACK_RESOURCES: Mapping[str, Wait] = MappingProxyType({
+    "AWS::EC2::SecurityGroup": Wait.STACK_SECURITY_GROUP,
+    "AWS::EC2::SecurityGroupIngress": Wait.STACK_INGRESS,
+    "AWS::EC2::PlacementGroup": Wait.STACK_PLACEMENT_GROUP,
+    "AWS::IAM::Role": Wait.STACK_IAM_ROLE,
+    "AWS::IAM::InstanceProfile": Wait.STACK_INSTANCE_PROFILE,
+    "AWS::EC2::LaunchTemplate": Wait.STACK_LAUNCH_TEMPLATE,
+    "AWS::EFS::FileSystem": Wait.STACK_EFS,
 })
 READ_PREFIXES = ("Describe", "List", "Get", "Head")
+
+
+def stack_wait(resource_type: str) -> Wait:
+    """The wait that creating a stack resource of ``resource_type`` takes."""
+    return STACK_RESOURCES.get(resource_type, Wait.STACK_OTHER)
 
 
 def family(operation: str) -> str:
@@ -75,6 +139,14 @@ class Timings:
 
     def wait(self, what: Wait) -> float:
         return self.scale * self.waits[what].seconds if self.on else 0.0
+
+    def stack_create(self, resource_type: str) -> float:
+        """Seconds CloudFormation takes to create a resource of ``resource_type``."""
+        return self.wait(stack_wait(resource_type))
+
+    def stack_delete(self) -> float:
+        """Seconds CloudFormation takes to delete a resource (one figure for every type)."""
+        return self.wait(Wait.STACK_DELETE)
 
     def to_json(self) -> dict[str, Any]:
         """The table as `sandbox status --json` shows it: AWS's figure, the scaled one,

@@ -1,14 +1,24 @@
 """sandbox.timed without a server: a request's operation is read from each protocol's
 place (its body stays readable), and the timed app holds a call back by its round trip
-without spending CPU on it, recording each call."""
+without spending CPU on it, recording each call; a state held for a wait is released by a
+timer (no CPU either) and recorded; the models know which API call a thread serves."""
 
 from __future__ import annotations
 
 import io
+import threading
 import time
 
-from clusterkit.sandbox.timed import Recorder, operation_of, read_timeline, timed_app
-from clusterkit.sandbox.timings import ROUND_TRIPS, Timings
+from clusterkit.sandbox.timed import (
+    Recorder,
+    hold,
+    operation_of,
+    read_timeline,
+    serving,
+    serving_call,
+    timed_app,
+)
+from clusterkit.sandbox.timings import ROUND_TRIPS, WAITS, Timings, Wait
 
 
 def _environ(body: bytes = b"", query: str = "", ctype: str = "", **extra: str) -> dict:
@@ -52,3 +62,45 @@ def test_a_call_is_held_back_by_its_round_trip_at_no_cpu_and_recorded(tmp_path):
     (line,) = read_timeline(tmp_path / "timeline.jsonl")
     assert line["kind"] == "call" and line["what"] == "RunInstances"
     assert line["end"] - line["start"] >= held - 0.01
+
+
+def test_a_held_state_is_released_by_a_timer_at_no_cpu_and_recorded(tmp_path):
+    recorder = Recorder(tmp_path / "timeline.jsonl")
+    seconds = Timings(0.002).wait(Wait.SNAPSHOT_COMPLETE)  # 0.36 s
+    released = threading.Event()
+
+    def release() -> bool:
+        released.set()
+        return True
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    hold(Wait.SNAPSHOT_COMPLETE, "snap-1", seconds, release, recorder)
+    assert not released.is_set()  # held now, released later
+    assert released.wait(10)
+    time.sleep(0.05)  # the line is written just after the release
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    assert wall >= seconds and cpu < seconds / 5
+    (line,) = read_timeline(tmp_path / "timeline.jsonl")
+    assert (line["kind"], line["what"], line["resource"]) == (
+        "wait", Wait.SNAPSHOT_COMPLETE.value, "snap-1")
+    assert line["end"] - line["start"] >= 0.002 * WAITS[Wait.SNAPSHOT_COMPLETE].seconds - 0.01
+
+
+def test_a_release_that_changed_nothing_records_nothing(tmp_path):
+    recorder = Recorder(tmp_path / "timeline.jsonl")
+    done = threading.Event()
+    hold(Wait.VOLUME_ATTACH, "vol-1", 0.01, lambda: done.set() or False, recorder)
+    assert done.wait(10)
+    time.sleep(0.05)
+    assert read_timeline(tmp_path / "timeline.jsonl") == []
+
+
+def test_the_models_know_the_call_a_thread_serves():
+    seen: list[str | None] = []
+    assert serving() is None
+    with serving_call("CreateVolume"):
+        seen.append(serving())
+        other = threading.Thread(target=lambda: seen.append(serving()))
+        other.start()
+        other.join()
+    assert seen == ["CreateVolume", None] and serving() is None

@@ -51,3 +51,42 @@ def test_status_json_round_trips_the_scale():
         WAITS[Wait.SSH_ANSWERS].seconds * 0.2, 4)
     assert Timings.from_json(table) == Timings(0.2)
     assert Timings().to_json()["profile"] == "none"
+
+
+def test_each_stack_resource_type_has_its_figure_and_others_a_default():
+    from clusterkit.sandbox.timings import STACK_RESOURCES, stack_wait
+
+    timed = Timings(0.5)
+    for kind, wait in STACK_RESOURCES.items():
+        assert stack_wait(kind) is wait
+        assert timed.stack_create(kind) == 0.5 * WAITS[wait].seconds
+    assert stack_wait("AWS::SQS::Queue") is Wait.STACK_OTHER
+    assert timed.stack_delete() == 0.5 * WAITS[Wait.STACK_DELETE].seconds
+    assert Timings().stack_create("AWS::IAM::InstanceProfile") == 0.0
+    # the figures the issue names: instance profile ~120 s after its role's ~12 s, EFS ~12 s
+    assert WAITS[Wait.STACK_INSTANCE_PROFILE].seconds == 120.0
+    assert WAITS[Wait.STACK_IAM_ROLE].seconds == WAITS[Wait.STACK_EFS].seconds == 12.0
+
+
+def test_storage_figures_and_their_stated_defaults():
+    assert WAITS[Wait.VOLUME_ATTACH].seconds == 7.0
+    assert WAITS[Wait.SNAPSHOT_COMPLETE].seconds >= 180.0
+    assert WAITS[Wait.EFS_MOUNT_TARGET].seconds >= 60.0
+    # where nothing is published the source says so, never a made-up citation alone
+    for wait in (Wait.VOLUME_FROM_SNAPSHOT, Wait.STACK_INGRESS, Wait.STACK_LAUNCH_TEMPLATE,
+                 Wait.STACK_PLACEMENT_GROUP, Wait.STACK_OTHER, Wait.STACK_DELETE):
+        assert "no " in WAITS[wait].source and "default" in WAITS[wait].source, wait
+    table = Timings(0.1).to_json()
+    assert set(table["waits"]) == {w.value for w in Wait}
+
+
+def test_readme_table_has_every_figure_scaled_with_its_source():
+    from tests import support
+
+    table = support.load_script("readme").sandbox_timings()
+    rows = table.splitlines()[2:]
+    assert len(rows) == len(ROUND_TRIPS) + len(WAITS)
+    for wait, figure in WAITS.items():
+        row = next(r for r in rows if r.startswith(f"| {wait.value} |"))
+        assert f"| {figure.seconds:g} s | {round(figure.seconds * DEFAULT_SCALE, 4):g} s |" \
+            in row and figure.source in row

@@ -162,18 +162,17 @@ def _check_plan(rt: Runtime, plan: UpPlan, *, yes: bool, confirm: Confirm | None
     return True
 
 
-def _mount_target(rt: Runtime, stack: StackRecord, nodes: Sequence[Node]) -> str | None:
-    """The EFS mount target in the nodes' AZ (created here, not by the stack: the AZ is
-    known only after the launch, and moving it would need a stack update per fallback).
-    Not waited for here: it becomes available while the nodes boot (``_mount_ready``);
-    the subnet to wait on, or None when there is none to wait for."""
+def _mount_target(rt: Runtime, stack: StackRecord, subnet: str | None, az: str) -> None:
+    """The EFS mount target in the launch's AZ, made just before the launch so that it
+    becomes available while the nodes boot (``_mount_ready`` waits for it before the
+    bootstrap). Made here, not by the stack: the AZ is each launch attempt's, and moving
+    it would need a stack update per fallback (an attempt that found no capacity leaves
+    its mount target on the cluster's file system, deleted with it by `down`)."""
     fs_id = stack.efs_id  # created, or a kept one mounted again
-    subnet = next((n.subnet_id for n in nodes if n.subnet_id), None)
     if not fs_id or not subnet:
-        return None
+        return
     if efs.ensure_mount_target(rt.session, stack.region, fs_id, subnet, stack.security_group):
-        rt.done(Stage.MOUNT_TARGET, f"created EFS mount target for {fs_id} in {nodes[0].az}")
-    return subnet
+        rt.done(Stage.MOUNT_TARGET, f"created EFS mount target for {fs_id} in {az}")
 
 
 def _mount_ready(rt: Runtime, made: ProvisionRecord, deadline: float) -> None:
@@ -215,10 +214,11 @@ def _launch(rt: Runtime, spec: Spec, plan: UpPlan, stacks: dict[str, StackRecord
             stacks[offer.region] = prepare_region(rt, spec, todos[offer.region], timeout)
         here = todos.get(offer.region, todo)
         stack = stacks[offer.region]
+        subnet = subnet_for(rt, here, offer.az or "")
+        _mount_target(rt, stack, subnet, offer.az or "")  # ready by the time SSH answers
         launched = launch.gang_launch(
             rt, spec, offer, plan.nodes.launch, launch_template_id=stack.launch_template_id,
-            subnet_id=subnet_for(rt, here, offer.az or ""), stack_id=stack.stack_id,
-            placement_group=stack.placement_group)
+            subnet_id=subnet, stack_id=stack.stack_id, placement_group=stack.placement_group)
         trail.touch(offer.region, launched)
         return launched
 
@@ -352,7 +352,10 @@ def provision(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *,
                            started=tuple(n for n in kept if n.instance_id in actions.start),
                            kept=tuple(n for n in kept if n.instance_id not in actions.start))
     _retag(rt, spec, region, made.nodes)  # described running: root volume ids are known
-    return replace(made, efs_subnet=_mount_target(rt, made.stack, made.nodes))
+    subnet = next((n.subnet_id for n in made.nodes if n.subnet_id), None)
+    if not new:  # no launch made it: a kept file system on running nodes gets it here
+        _mount_target(rt, made.stack, subnet, made.nodes[0].az if made.nodes else "")
+    return replace(made, efs_subnet=subnet)
 
 
 def _reach(rt: Runtime, spec: Spec, made: ProvisionRecord, deadline: float,
