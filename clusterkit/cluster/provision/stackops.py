@@ -24,9 +24,12 @@ def _kind(status: str) -> Kind:
 def wait_stack(rt: Runtime, region: str, stack_id: str, *, timeout: float,
                seen: set[str] | None = None) -> dict[str, Any]:
     """Poll until the stack leaves *_IN_PROGRESS; report each new stack event once. The
-    stack as its last poll read it (aws.stack.stack_record: outputs and all)."""
+    stack as its last poll read it (aws.stack.stack_record: outputs and all). The status
+    is read before the events: the poll that sees the stack done then reports every
+    event up to its end (events first would miss those that came between the reads)."""
     seen = set() if seen is None else seen
-    def probe() -> tuple[bool, str]:
+    def probe() -> tuple[bool, dict[str, Any]]:
+        record = cfn.stack_record(rt.session, region, stack_id)
         for ev in cfn.stack_events(rt.session, region, stack_id):
             if ev["id"] in seen:
                 continue
@@ -34,7 +37,6 @@ def wait_stack(rt: Runtime, region: str, stack_id: str, *, timeout: float,
             reason = f"  {ev['reason']}" if ev["reason"] else ""
             rt.emit(_kind(ev["status"]), f"stack {ev['resource']:<26} {ev['status']}{reason}",
                     stage=Stage.STACK, level=1)
-        record = cfn.stack_record(rt.session, region, stack_id)
         return not record["status"].endswith("_IN_PROGRESS"), record
 
     return rt.wait_until(probe, deadline=rt.clock() + timeout, late=lambda record: AwsError(
