@@ -44,5 +44,5 @@ def draw(console: Console, cluster: str, path: str) -> Path:
     written = chart.write(Path(path).expanduser(), drawn,
                           title=f"clusterkit up {cluster}: {last['seconds']:.1f} s{outcome}")
     console.print(f"timeline of the last `up` of {cluster}: {written}", markup=False,
-                  highlight=False)
+                  highlight=False, soft_wrap=True)  # a path to copy: never folded
     return written
