@@ -78,13 +78,14 @@ def operation_of(environ: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return f"{verb} {environ.get('PATH_INFO', '/')}", environ
 
 
-def timed_app(app: Callable[..., Iterable[bytes]], timings: Timings,
-              recorder: Recorder) -> Callable[..., Iterable[bytes]]:
-    """``app`` with each call held back by its round trip, and recorded."""
+def timed_app(app: Callable[..., Iterable[bytes]], timings: Timings, recorder: Recorder,
+              sleep: Callable[[float], None] = time.sleep) -> Callable[..., Iterable[bytes]]:
+    """``app`` with each call held back by its round trip (``sleep``: no CPU), and
+    recorded."""
     def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         operation, environ = operation_of(environ)
         start = time.time()
-        time.sleep(timings.round_trip(operation))
+        sleep(timings.round_trip(operation))
         if timings.on:
             with serving_call(operation):
                 result = app(environ, start_response)
@@ -115,16 +116,17 @@ def serving() -> str | None:
 
 
 def hold(what: Wait, resource: str, seconds: float, release: Callable[[], bool],
-         recorder: Recorder) -> None:
-    """After ``seconds`` (a timer: no CPU), ``release`` the state held since now; a wait
-    line when it changed something (False: the resource went meanwhile)."""
+         recorder: Recorder, timer_of: Callable[..., Any] = threading.Timer) -> None:
+    """After ``seconds`` (a timer, ``timer_of``: no CPU), ``release`` the state held
+    since now; a wait line when it changed something (False: the resource went
+    meanwhile)."""
     start = time.time()
 
     def done() -> None:
         if release():
             recorder.add("wait", what.value, resource, start, time.time())
 
-    timer = threading.Timer(seconds, done)
+    timer = timer_of(seconds, done)
     timer.daemon = True
     timer.start()
 

@@ -96,7 +96,6 @@ def test_the_stack_is_in_progress_for_its_critical_path(timed, monkeypatch) -> N
     name = support.unique_name("ts")
     stack = f"clusterkit-{name}"
     session = boto3.Session(region_name=REGION)
-    start = time.time()
     stack_id = cfn.create_stack(session, REGION, stack,
                                 _stack_params(_client(endpoint, "ec2"), name),
                                 {"clusterkit:cluster": name})
@@ -108,7 +107,6 @@ def test_the_stack_is_in_progress_for_its_critical_path(timed, monkeypatch) -> N
     assert done["status"] == "CREATE_COMPLETE"
     assert {"LaunchTemplateId", "InstanceProfileArn", "DeletedFileSystemId"} <= set(
         done["outputs"])
-    assert time.time() - start >= _stack_resources_path()
     stack_events = {(e["resource"], e["status"]) for e in cfn.stack_events(session, REGION,
                                                                           stack_id)}
     for logical in ("EfsDeleted", "NodeRole", "NodeInstanceProfile", "NodeLaunchTemplate"):

@@ -43,47 +43,64 @@ def test_operation_of_each_protocol():
     assert operation_of(get)[0] == "Describe /2015-02-01/file-systems"
 
 
-def test_a_call_is_held_back_by_its_round_trip_at_no_cpu_and_recorded(tmp_path):
-    scale = 0.5
-    timings = Timings(scale)
+def test_a_call_is_held_back_by_its_round_trip_then_answered_and_recorded(tmp_path):
+    """The wait is a sleep (no CPU) of the call family's scaled figure, before moto
+    answers; the clock is injected: order and outcome, not seconds."""
+    timings = Timings(0.5)
     recorder = Recorder(tmp_path / "timeline.jsonl")
+    order: list[object] = []
 
     def app(environ, start_response):
+        order.append("answered")
         start_response("200 OK", [])
         return [b"ok"]
 
-    wrapped = timed_app(app, timings, recorder)
-    wall, cpu = time.perf_counter(), time.process_time()
+    wrapped = timed_app(app, timings, recorder, sleep=order.append)
     body = wrapped(_environ(query="Action=RunInstances"), lambda *a: None)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    held = scale * ROUND_TRIPS["run_instances"].seconds
-    assert body == [b"ok"] and wall >= held
-    assert cpu < held / 5  # a sleep: the wait costs no CPU
+    assert body == [b"ok"]
+    assert order == [0.5 * ROUND_TRIPS["run_instances"].seconds, "answered"]
     (line,) = read_timeline(tmp_path / "timeline.jsonl")
     assert line["kind"] == "call" and line["what"] == "RunInstances"
-    assert line["end"] - line["start"] >= held - 0.01
+    assert line["end"] >= line["start"]
+    untimed = timed_app(app, Timings(), recorder, sleep=order.append)
+    untimed(_environ(query="Action=RunInstances"), lambda *a: None)
+    assert order[-2:] == [0.0, "answered"]  # the untimed sandbox holds nothing back
 
 
-def test_a_held_state_is_released_by_a_timer_at_no_cpu_and_recorded(tmp_path):
+class _Timer:
+    """threading.Timer's shape; fires only when the test says (the injected clock)."""
+
+    made: list[_Timer] = []
+
+    def __init__(self, seconds, fire):
+        self.seconds, self.fire, self.daemon, self.started = seconds, fire, False, False
+        _Timer.made.append(self)
+
+    def start(self):
+        self.started = True
+
+
+def test_a_held_state_is_released_by_a_timer_and_recorded(tmp_path):
     recorder = Recorder(tmp_path / "timeline.jsonl")
-    seconds = Timings(0.002).wait(Wait.SNAPSHOT_COMPLETE)  # 0.36 s
-    released = threading.Event()
+    seconds = Timings(0.002).wait(Wait.SNAPSHOT_COMPLETE)
+    released: list[str] = []
 
     def release() -> bool:
-        released.set()
+        released.append("snap-1")
         return True
 
-    wall, cpu = time.perf_counter(), time.process_time()
-    hold(Wait.SNAPSHOT_COMPLETE, "snap-1", seconds, release, recorder)
-    assert not released.is_set()  # held now, released later
-    assert released.wait(10)
-    time.sleep(0.05)  # the line is written just after the release
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    assert wall >= seconds and cpu < seconds / 5
+    _Timer.made.clear()
+    hold(Wait.SNAPSHOT_COMPLETE, "snap-1", seconds, release, recorder, timer_of=_Timer)
+    (timer,) = _Timer.made
+    assert timer.seconds == 0.002 * WAITS[Wait.SNAPSHOT_COMPLETE].seconds
+    assert timer.started and timer.daemon and released == []  # held now, no thread busy
+    assert read_timeline(tmp_path / "timeline.jsonl") == []
+    timer.fire()
+    assert released == ["snap-1"]
     (line,) = read_timeline(tmp_path / "timeline.jsonl")
     assert (line["kind"], line["what"], line["resource"]) == (
         "wait", Wait.SNAPSHOT_COMPLETE.value, "snap-1")
-    assert line["end"] - line["start"] >= 0.002 * WAITS[Wait.SNAPSHOT_COMPLETE].seconds - 0.01
+    assert line["end"] >= line["start"]
 
 
 def test_a_release_that_changed_nothing_records_nothing(tmp_path):
