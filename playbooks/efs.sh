@@ -74,12 +74,23 @@ if ! mountpoint -q "$mnt"; then
     mkdir -p "$mnt"
     # _netdev and nofail are for boot (fstab), not for the mount helper
     now=$(tr ',' '\n' <<< "$opts" | grep -vxE '_netdev|nofail' | paste -sd, -)
-    if ! mount -t "$type" -o "$now" "$dns:/" "$mnt"; then
-        [ "$type" = efs ] || echo "efs.sh: a file system whose policy requires TLS" \
-            "(the one clusterkit creates) refuses plain NFS: install amazon-efs-utils" \
-            "(mount.efs) on the image" >&2
-        exit 1
-    fi
+    # With iam, a refusal may be only early: `up` gives a node its instance profile once
+    # the stack is complete (the launch does not wait for it), and the role's credentials
+    # reach the instance metadata seconds later. Tried again for up to a minute.
+    tries=1
+    [[ $type == efs && ,$now, == *,iam,* ]] && tries=${CLUSTERKIT_EFS_TRIES:-12}
+    until mount -t "$type" -o "$now" "$dns:/" "$mnt"; do
+        tries=$((tries - 1))
+        if [ "$tries" -le 0 ]; then
+            [ "$type" = efs ] || echo "efs.sh: a file system whose policy requires TLS" \
+                "(the one clusterkit creates) refuses plain NFS: install amazon-efs-utils" \
+                "(mount.efs) on the image" >&2
+            exit 1
+        fi
+        echo "efs.sh: mount refused; the node's role credentials may not be there yet:" \
+            "trying again in 5 s ($tries more)" >&2
+        sleep 5
+    done
     echo "efs.sh: mounted $dns on $mnt ($([ "$type" = efs ] && echo TLS || echo plain NFS))"
 fi
 if [ -n "$owner" ]; then

@@ -75,7 +75,8 @@ USER_RULES: tuple[Rule, ...] = (
                           "ec2:CancelSpotInstanceRequests", "ec2:DeleteFleets",
                           "ec2:DeleteKeyPair", "ec2:DeleteLaunchTemplate",
                           "ec2:DeletePlacementGroup", "ec2:DeleteSecurityGroup",
-                          "ec2:CreateSnapshot", "ec2:GetConsoleOutput"),
+                          "ec2:CreateSnapshot", "ec2:GetConsoleOutput",
+                          "ec2:AssociateIamInstanceProfile"),
      ec2("instance", "volume", "spot-instances-request", "fleet", "key-pair",
          "launch-template", "placement-group", "security-group"), OWN),
     ("NewVolumesAndKeys", ("ec2:CreateVolume", "ec2:ImportKeyPair"),
@@ -103,8 +104,8 @@ USER_RULES: tuple[Rule, ...] = (
                           "kms:ReEncryptTo", "kms:GenerateDataKeyWithoutPlaintext"), [KEYS],
      equals("kms:ViaService", "ec2.*.amazonaws.com", "ebs.*.amazonaws.com", op="StringLike")),
 )
-# Needed without a call of its own: RunInstances passes the node role of the launch
-# template, the first spot launch of an account creates EC2's spot service-linked role,
+# Needed without a call of its own: AssociateIamInstanceProfile passes the node role
+# (iam:PassRole), the first spot launch of an account creates EC2's spot service-linked role,
 # EFS creates mount target interfaces as the caller, EBS encryption with a
 # customer-managed key uses it as the caller.
 USER_EXTRA = frozenset({

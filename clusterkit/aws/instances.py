@@ -42,7 +42,8 @@ def to_node(raw: Mapping[str, Any], region: str) -> Node:
         subnet_id=raw.get("SubnetId"), price=price, tags=tags,
         image_id=raw.get("ImageId", ""), launch_index=raw.get("AmiLaunchIndex"),
         volume_ids=tuple(m["Ebs"]["VolumeId"] for m in raw.get("BlockDeviceMappings", ())
-                         if m.get("Ebs", {}).get("VolumeId")))
+                         if m.get("Ebs", {}).get("VolumeId")),
+        instance_profile=raw.get("IamInstanceProfile", {}).get("Arn"))
 
 
 def _block_device(device: BlockDevice) -> dict[str, Any]:
@@ -133,6 +134,15 @@ def create_tags(session: boto3.Session, region: str, resource_ids: Sequence[str]
                 tags: Mapping[str, str]) -> None:
     with aws_call("CreateTags", ",".join(resource_ids)):
         _ec2(session, region).create_tags(Resources=list(resource_ids), Tags=to_list(tags))
+
+
+def associate_instance_profile(session: boto3.Session, region: str, instance_id: str,
+                               profile_arn: str) -> None:
+    """Give a running instance its IAM instance profile (its role's credentials appear in
+    its instance metadata seconds later)."""
+    with aws_call("AssociateIamInstanceProfile", instance_id):
+        _ec2(session, region).associate_iam_instance_profile(
+            IamInstanceProfile={"Arn": profile_arn}, InstanceId=instance_id)
 
 
 def terminate_instances(session: boto3.Session, region: str, ids: Sequence[str]) -> None:

@@ -98,7 +98,8 @@ def stack_events(session: boto3.Session, region: str, stack_id: str) -> list[dic
         events = _cf(session, region).describe_stack_events(StackName=stack_id)["StackEvents"]
     return [{"id": e["EventId"], "time": str(e.get("Timestamp", "")),
              "resource": e.get("LogicalResourceId", ""), "type": e.get("ResourceType", ""),
-             "status": e.get("ResourceStatus", ""), "reason": e.get("ResourceStatusReason", "")}
+             "physical": e.get("PhysicalResourceId", ""), "status": e.get("ResourceStatus", ""),
+             "reason": e.get("ResourceStatusReason", "")}
             for e in reversed(events)]
 
 

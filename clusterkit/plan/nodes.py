@@ -51,6 +51,7 @@ class Node:
     image_id: str = ""
     launch_index: int | None = None  # AmiLaunchIndex: its place in its RunInstances call
     volume_ids: tuple[str, ...] = ()  # EBS volumes attached at launch (the root volume)
+    instance_profile: str | None = None  # ARN of its IAM instance profile, if it has one
 
     @property
     def role(self) -> Role:

@@ -4,7 +4,7 @@ started and kept. PURE."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -13,6 +13,42 @@ from clusterkit.plan.nodes import Node, node_order
 
 # the stack outputs that name the cluster's EFS (created, kept from an earlier `up`)
 EFS_OUTPUTS = ("DeletedFileSystemId", "RetainedFileSystemId", "ExistingFileSystemId")
+# The stack's resources a launch needs, each with the output it stands for. The launch
+# template names neither the instance profile (CloudFormation holds a new one for about
+# two minutes, for IAM to propagate) nor anything else slow, so the nodes boot meanwhile
+# and get the profile once they run; the file system is for the mount target the launch
+# makes in its AZ.
+LAUNCH_RESOURCES = {"NodeLaunchTemplate": "LaunchTemplateId",
+                    "NodeSecurityGroup": "SecurityGroupId",
+                    "ClusterPlacementGroup": "PlacementGroupName",
+                    "EfsDeleted": "DeletedFileSystemId", "EfsRetained": "RetainedFileSystemId"}
+PROFILE_OUTPUT = "InstanceProfileArn"
+
+
+def launch_needs(parameters: Mapping[str, str]) -> tuple[str, ...]:
+    """The logical ids of LAUNCH_RESOURCES a stack of ``parameters`` creates."""
+    needs = ["NodeLaunchTemplate", "NodeSecurityGroup"]
+    if parameters.get("UsePlacementGroup") == "true":
+        needs.append("ClusterPlacementGroup")
+    if parameters.get("CreateEfs") == "true":
+        needs.append("EfsRetained" if parameters.get("EfsDeletionPolicy") == "retain"
+                     else "EfsDeleted")
+    return tuple(needs)
+
+
+def launch_outputs(parameters: Mapping[str, str],
+                   events: Sequence[Mapping[str, Any]]) -> dict[str, str] | None:
+    """The outputs a launch needs, read from the events of a stack still being created
+    (``aws.stack.stack_events``); None until each resource it needs is CREATE_COMPLETE."""
+    done = {e["resource"]: e.get("physical", "") for e in events
+            if e["status"] == "CREATE_COMPLETE"}
+    needs = launch_needs(parameters)
+    if not all(done.get(name) for name in needs):
+        return None
+    outputs = {LAUNCH_RESOURCES[name]: done[name] for name in needs}
+    if parameters.get("ExistingFileSystemId"):
+        outputs["ExistingFileSystemId"] = parameters["ExistingFileSystemId"]
+    return outputs
 
 
 @dataclass(frozen=True)
@@ -43,6 +79,11 @@ class StackRecord:
     @property
     def security_group(self) -> str:
         return self.outputs.get("SecurityGroupId", "")
+
+    @property
+    def instance_profile(self) -> str:
+        """The nodes' instance profile (ARN): empty until the stack is complete."""
+        return self.outputs.get(PROFILE_OUTPUT, "")
 
     @property
     def efs_id(self) -> str | None:

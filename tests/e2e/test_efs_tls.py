@@ -87,6 +87,18 @@ def test_the_stack_encrypts_efs_with_the_spec_key_and_imds_answers_two_hops(
         LaunchTemplateId=template["LaunchTemplateId"])["LaunchTemplateVersions"][0][
         "LaunchTemplateData"]
     assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 2
+    # the template names no instance profile (the launch does not wait ~2 min for one):
+    # `up` gave each node the stack's profile once the stack was complete
+    assert "IamInstanceProfile" not in data
+    ids = [n.instance_id for n in _first.nodes]
+    given = ec2.describe_iam_instance_profile_associations(Filters=[
+        {"Name": "instance-id", "Values": ids}])["IamInstanceProfileAssociations"]
+    stack = boto3.client("cloudformation", "us-east-1").describe_stacks(
+        StackName=f"clusterkit-{name}")["Stacks"][0]
+    [profile] = [o["OutputValue"] for o in stack["Outputs"]
+                 if o["OutputKey"] == "InstanceProfileArn"]
+    assert sorted((a["InstanceId"], a["IamInstanceProfile"]["Arn"]) for a in given) == \
+        sorted((iid, profile) for iid in ids)
 
 
 def test_a_second_up_leaves_the_tls_mount_alone(tls_cluster) -> None:

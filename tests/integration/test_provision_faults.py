@@ -31,8 +31,10 @@ from tests.integration.conftest import (
 EFS = "storage:\n  efs: {mount: /efs, deletion_policy: delete}\n"
 # The mutating calls of a clean `up` of 2 nodes with EFS, in order (CreateTags: one per
 # role, master then workers; the same for any node count above one).
-CLEAN_UP = ["ImportKeyPair", "CreateStack", "CreateMountTarget", "RunInstances", "CreateTags",
-            "CreateTags"]  # the mount target just before the launch: it readies as nodes boot
+CLEAN_UP = ["ImportKeyPair", "CreateStack", "CreateMountTarget", "RunInstances",
+            "AssociateIamInstanceProfile", "AssociateIamInstanceProfile", "CreateTags",
+            "CreateTags"]  # the mount target just before the launch: it readies as nodes
+# boot; the instance profile (for EFS) once they run: the launch did not wait for it
 FAULTS = ["InternalError", "RequestLimitExceeded", "InsufficientInstanceCapacity", "SIGINT"]
 RECOVERS = "recovers"
 # What `up` does when call k meets each fault (columns in FAULTS order). A server error
@@ -45,6 +47,8 @@ EXPECTED = [
     ("CreateStack", (AwsError, AwsError, RECOVERS, KeyboardInterrupt)),
     ("CreateMountTarget", (AwsError, AwsError, RECOVERS, KeyboardInterrupt)),
     ("RunInstances", (AwsError, AwsError, RECOVERS, KeyboardInterrupt)),
+    ("AssociateIamInstanceProfile", (AwsError, AwsError, CapacityError, KeyboardInterrupt)),
+    ("AssociateIamInstanceProfile", (AwsError, AwsError, CapacityError, KeyboardInterrupt)),
     ("CreateTags", (AwsError, AwsError, CapacityError, KeyboardInterrupt)),
     ("CreateTags", (AwsError, AwsError, CapacityError, KeyboardInterrupt)),
 ]

@@ -15,7 +15,7 @@ from clusterkit.catalog.ranking import (
 )
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError, CapacityError
-from clusterkit.events import Stage
+from clusterkit.events import Kind, Stage
 from clusterkit.kinds import DEAD_STATES, InstanceState, Market, MarketPolicy
 from clusterkit.plan.launch import launch_request
 from clusterkit.plan.nodes import (
@@ -119,3 +119,11 @@ def wait_running(rt: Runtime, region: str, ids: Sequence[str], *, deadline: floa
     return rt.wait_until(probe, deadline=deadline, late=lambda _nodes: AwsError(
         f"nodes not running before the deadline: {', '.join(ids)}",
         "run `clusterkit up` again to resume, or `clusterkit down`"))
+
+
+def terminate_launch(rt: Runtime, region: str, ids: Sequence[str]) -> None:
+    """Terminate the nodes of a launch that cannot be finished (never half a cluster)."""
+    if ids:
+        rt.emit(Kind.ERROR, f"terminating the {len(ids)} node(s) of this launch",
+                stage=Stage.TERMINATE)
+        instances.terminate_instances(rt.session, region, list(ids))

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from clusterkit.aws import instances
 from clusterkit.cluster.provision import launch
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import CapacityError
@@ -65,10 +64,7 @@ def wait_for_ssh(rt: Runtime, spec: Spec, region: str, running: Sequence[Node],
             interval=rt.poll, check=lambda: launch.check_alive(rt, region, ids),
             pinned=pinned)
     except CapacityError:
-        if new:
-            rt.emit(Kind.ERROR, f"terminating the {len(new)} node(s) of this launch",
-                    stage=Stage.TERMINATE)
-            instances.terminate_instances(rt.session, region, [n.instance_id for n in new])
+        launch.terminate_launch(rt, region, [n.instance_id for n in new])
         raise
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from clusterkit.aws import stack as cfn
@@ -13,7 +14,8 @@ from clusterkit.events import Kind, Stage
 from clusterkit.kinds import StackAction
 
 OK = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "DELETE_COMPLETE"})
-UNREAD = object()  # deploy's ``current`` when the caller has not read the stack
+UNREAD = object()
+Early = Callable[[Sequence[Mapping[str, Any]]], "dict[str, str] | None"]  # deploy's ``current`` when the caller has not read the stack
 
 
 def _kind(status: str) -> Kind:
@@ -27,22 +29,55 @@ def wait_stack(rt: Runtime, region: str, stack_id: str, *, timeout: float,
     stack as its last poll read it (aws.stack.stack_record: outputs and all). The status
     is read before the events: the poll that sees the stack done then reports every
     event up to its end (events first would miss those that came between the reads)."""
+    return wait_ready(rt, region, stack_id, timeout=timeout, seen=seen)[0]
+
+
+def wait_ready(rt: Runtime, region: str, stack_id: str, *, timeout: float,
+          seen: set[str] | None = None, early: Early | None = None,
+          ) -> tuple[dict[str, Any], dict[str, str] | None]:
+    """wait_stack; with ``early``, it also ends while the stack is in progress once
+    ``early(its events so far)`` gives something (returned beside the stack)."""
     seen = set() if seen is None else seen
-    def probe() -> tuple[bool, dict[str, Any]]:
+    def probe() -> tuple[bool, tuple[dict[str, Any], dict[str, str] | None]]:
         record = cfn.stack_record(rt.session, region, stack_id)
-        for ev in cfn.stack_events(rt.session, region, stack_id):
+        events = cfn.stack_events(rt.session, region, stack_id)
+        for ev in events:
             if ev["id"] in seen:
                 continue
             seen.add(ev["id"])
             reason = f"  {ev['reason']}" if ev["reason"] else ""
             rt.emit(_kind(ev["status"]), f"stack {ev['resource']:<26} {ev['status']}{reason}",
                     stage=Stage.STACK, level=1)
-        return not record["status"].endswith("_IN_PROGRESS"), record
+        if not record["status"].endswith("_IN_PROGRESS"):
+            return True, (record, None)
+        creating = record["status"] == "CREATE_IN_PROGRESS"  # not rolling back
+        ready = early(events) if early is not None and creating else None
+        return ready is not None, (record, ready)
 
-    return rt.wait_until(probe, deadline=rt.clock() + timeout, late=lambda record: AwsError(
-        f"stack {stack_id} still {record['status']} after {timeout:.0f}s",
+    return rt.wait_until(probe, deadline=rt.clock() + timeout, late=lambda last: AwsError(
+        f"stack {stack_id} still {last[0]['status']} after {timeout:.0f}s",
         "watch it in the CloudFormation console; `clusterkit up` again resumes, "
         "`clusterkit down` deletes"))
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A stack still being created whose resources a launch needs are done
+    (``outputs``: read from its events); ``finish`` waits for the rest."""
+
+    region: str
+    name: str
+    stack_id: str
+    outputs: Mapping[str, str]
+    seen: set[str] = field(default_factory=set)
+    own_permissions: bool = False  # created without the service role
+
+
+def finish(rt: Runtime, pending: Pending, *, timeout: float) -> dict[str, Any]:
+    """The stack of ``pending`` once complete (AwsError if it failed)."""
+    final = wait_stack(rt, pending.region, pending.stack_id, timeout=timeout,
+                       seen=pending.seen)
+    return _checked(pending.name, final, pending.own_permissions)
 
 
 def _as_role(role: StackRole, call: Callable[[], Any]) -> Any:
@@ -81,10 +116,13 @@ def _seen_before(rt: Runtime, region: str, stack_id: str) -> set[str]:
 
 def deploy(rt: Runtime, region: str, name: str, action: StackAction | str,
            params: Mapping[str, str],
-           tags: Mapping[str, str], *, timeout: float, current: Any = UNREAD) -> dict:
+           tags: Mapping[str, str], *, timeout: float, current: Any = UNREAD,
+           early: Early | None = None) -> dict[str, Any] | Pending:
     """Run ``action`` (a StackAction) and return the stack.
     ``current``: the stack as the caller just read it (None: none), so it is not read
-    again; one still in progress then is read again before anything waits on it."""
+    again; one still in progress then is read again before anything waits on it.
+    ``early``: a stack it creates is returned as ``Pending`` as soon as ``early(its
+    events)`` gives the outputs the caller needs (``plan.provision.launch_outputs``)."""
     if current is UNREAD or (current and current["status"].endswith("_IN_PROGRESS")):
         current = cfn.describe_stack(rt.session, region, name)
     if current and current["status"].endswith("_IN_PROGRESS"):
@@ -101,7 +139,12 @@ def deploy(rt: Runtime, region: str, name: str, action: StackAction | str,
         rt.started(Stage.STACK, f"creating stack {name} in {region}")
         stack_id = _created(rt, region, name, lambda: _as_role(role, lambda: cfn.create_stack(
             rt.session, region, name, params, tags, role.arn)))
-        final = wait_stack(rt, region, stack_id, timeout=timeout)
+        seen: set[str] = set()
+        final, ready = wait_ready(rt, region, stack_id, timeout=timeout, seen=seen, early=early)
+        if ready is not None:
+            rt.info(f"stack {name}: what the launch needs is ready; the rest goes on "
+                    "while the nodes boot", level=1)
+            return Pending(region, name, stack_id, ready, seen, role.arn is None)
     elif action == StackAction.UPDATE:
         assert current is not None
         seen = _seen_before(rt, region, current["id"])
@@ -112,12 +155,17 @@ def deploy(rt: Runtime, region: str, name: str, action: StackAction | str,
         final = wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)
     else:
         return current or {}
+    return _checked(name, final, role.arn is None)
+
+
+def _checked(name: str, final: dict[str, Any], own_permissions: bool) -> dict[str, Any]:
+    """``final`` if the stack ended complete, else AwsError saying how it ended."""
     status = final["status"]
     result = None if status == "DELETE_COMPLETE" else final
     if status not in OK or result is None:
         reason = result["reason"] if result else ""
-        own = ("" if role.arn else "; it ran with your own permissions: a resource 'not "
-               "authorized' needs the service role (see the warning above)")
+        own = ("; it ran with your own permissions: a resource 'not authorized' needs the "
+               "service role (see the warning above)" if own_permissions else "")
         raise AwsError(f"stack {name} ended {status} {reason}".strip(),
                        "the events above say which resource failed; `clusterkit down` "
                        f"cleans up, then `clusterkit up` again{own}", resource=name)

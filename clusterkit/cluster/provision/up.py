@@ -9,13 +9,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from clusterkit.aws import efs, instances
+from clusterkit.aws import instances
 from clusterkit.bootstrap.run import BootstrapResult
 from clusterkit.catalog.ranking import Offer
 from clusterkit.cluster.access import hostkeys, nodecache, record
 from clusterkit.cluster.dataset.checks import view_for_up
 from clusterkit.cluster.ops import uprecord
-from clusterkit.cluster.provision import launch, savedplan, stopped
+from clusterkit.cluster.provision import efsaccess, launch, savedplan, stopped
 from clusterkit.cluster.provision.bootstrap import bootstrap_nodes, check_steps
 from clusterkit.cluster.provision.caller import ssh_source_cidr
 from clusterkit.cluster.provision.locks import cluster_lock
@@ -23,8 +23,8 @@ from clusterkit.cluster.provision.observe import observe_up, recheck
 from clusterkit.cluster.provision.reach import record_host_keys, wait_for_ssh
 from clusterkit.cluster.provision.regionprep import (
     RegionPlan,
+    Stacks,
     from_plan,
-    prepare_region,
     read_region,
     subnet_for,
 )
@@ -32,7 +32,6 @@ from clusterkit.cluster.provision.running import Trail, report_failure
 from clusterkit.cluster.provision.savedplan import SavedPlan
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import (
-    AwsError,
     ClusterBusyError,
     ClusterkitError,
     UsageError,
@@ -43,7 +42,7 @@ from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.drift import refused, spec_drift
 from clusterkit.plan.nodes import Node, node_actions, node_order
 from clusterkit.plan.observed import Observed
-from clusterkit.plan.provision import ProvisionRecord, StackRecord
+from clusterkit.plan.provision import ProvisionRecord
 from clusterkit.plan.up import UpPlan, plan_lines, plan_up
 from clusterkit.remote.address import address_or_none
 from clusterkit.spec.model import Spec
@@ -162,31 +161,6 @@ def _check_plan(rt: Runtime, plan: UpPlan, *, yes: bool, confirm: Confirm | None
     return True
 
 
-def _mount_target(rt: Runtime, stack: StackRecord, subnet: str | None, az: str) -> None:
-    """The EFS mount target in the launch's AZ, made just before the launch so that it
-    becomes available while the nodes boot (``_mount_ready`` waits for it before the
-    bootstrap). Made here, not by the stack: the AZ is each launch attempt's, and moving
-    it would need a stack update per fallback (an attempt that found no capacity leaves
-    its mount target on the cluster's file system, deleted with it by `down`)."""
-    fs_id = stack.efs_id  # created, or a kept one mounted again
-    if not fs_id or not subnet:
-        return
-    if efs.ensure_mount_target(rt.session, stack.region, fs_id, subnet, stack.security_group):
-        rt.done(Stage.MOUNT_TARGET, f"created EFS mount target for {fs_id} in {az}")
-
-
-def _mount_ready(rt: Runtime, made: ProvisionRecord, deadline: float) -> None:
-    """Wait until the mount target ``provision`` created is available: before the
-    bootstrap mounts EFS, after the SSH wait it overlapped with."""
-    fs_id, subnet, region = made.stack.efs_id, made.efs_subnet, made.region
-    if not fs_id or not subnet:
-        return
-    rt.wait_until(lambda: (efs.mount_target_ready(rt.session, region, fs_id, subnet), None),
-                  deadline=deadline, late=lambda _: AwsError(
-                      f"EFS mount target of {fs_id} not available in time",
-                      "run `clusterkit up` again to resume"))
-
-
 def _retag(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node]) -> None:
     """Role tags on the instances and their root volumes: one call per role (and per
     1000 resources, EC2's limit), however many nodes there are."""
@@ -198,8 +172,8 @@ def _retag(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node]) -> None:
                                   group.tags)
 
 
-def _launch(rt: Runtime, spec: Spec, plan: UpPlan, stacks: dict[str, StackRecord],
-            todo: RegionPlan, timeout: float, trail: Trail) -> tuple[str, list[Node]]:
+def _launch(rt: Runtime, spec: Spec, plan: UpPlan, stacks: Stacks, todo: RegionPlan,
+            timeout: float, trail: Trail) -> tuple[str, list[Node]]:
     """Walk the confirmed candidates, in the order shown, until one has capacity. The
     plan's region is prepared as the plan says; a region the plan did not read (or one
     whose preparing failed, so it is not as observed any more) is read then."""
@@ -208,14 +182,14 @@ def _launch(rt: Runtime, spec: Spec, plan: UpPlan, stacks: dict[str, StackRecord
 
     def try_launch(offer: Offer) -> list[Node]:
         trail.touch(offer.region)
-        if offer.region not in stacks:
+        if offer.region not in stacks.made:
             todos[offer.region] = unused.pop(offer.region, None) or read_region(
                 rt, spec, offer.region, ssh_source_cidr(spec))
-            stacks[offer.region] = prepare_region(rt, spec, todos[offer.region], timeout)
+            stacks.prepare(rt, spec, todos[offer.region], timeout)
         here = todos.get(offer.region, todo)
-        stack = stacks[offer.region]
+        stack = stacks.made[offer.region]
         subnet = subnet_for(rt, here, offer.az or "")
-        _mount_target(rt, stack, subnet, offer.az or "")  # ready by the time SSH answers
+        efsaccess.mount_target(rt, stack, subnet, offer.az or "")  # ready when SSH answers
         launched = launch.gang_launch(
             rt, spec, offer, plan.nodes.launch, launch_template_id=stack.launch_template_id,
             subnet_id=subnet, stack_id=stack.stack_id, placement_group=stack.placement_group)
@@ -235,9 +209,7 @@ def _wait_new(rt: Runtime, region: str, new: Sequence[Node], deadline: float) ->
     try:
         return launch.wait_running(rt, region, ids, deadline=deadline)
     except ClusterkitError:
-        rt.emit(Kind.ERROR, f"terminating the {len(ids)} node(s) of this launch",
-                stage=Stage.TERMINATE)
-        instances.terminate_instances(rt.session, region, ids)
+        launch.terminate_launch(rt, region, ids)
         raise
 
 
@@ -330,10 +302,10 @@ def provision(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *,
     record.save(spec, region)
     if not actions.empty:
         nodecache.forget(spec.name)
-    stacks: dict[str, StackRecord] = {}
+    stacks = Stacks()
     todo = from_plan(plan, observed)
     if plan.existing:
-        stacks[region] = prepare_region(rt, spec, todo, timeout)
+        stacks.prepare(rt, spec, todo, timeout)
     if actions.terminate:
         rt.started(Stage.TERMINATE, f"terminating surplus node(s): {', '.join(actions.terminate)}")
         instances.terminate_instances(rt.session, region, actions.terminate)
@@ -348,13 +320,14 @@ def provision(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *,
         kept = launch.wait_running(rt, region, [n.instance_id for n in kept],
                                    deadline=deadline)
     # else the nodes kept as found, and the new ones as they came up: none read again
-    made = ProvisionRecord(stacks[region], new=tuple(new),
+    made = ProvisionRecord(stacks.finish(rt, region, new, timeout), new=tuple(new),
                            started=tuple(n for n in kept if n.instance_id in actions.start),
                            kept=tuple(n for n in kept if n.instance_id not in actions.start))
+    efsaccess.give_profile(rt, made.stack, made.nodes)
     _retag(rt, spec, region, made.nodes)  # described running: root volume ids are known
     subnet = next((n.subnet_id for n in made.nodes if n.subnet_id), None)
     if not new:  # no launch made it: a kept file system on running nodes gets it here
-        _mount_target(rt, made.stack, subnet, made.nodes[0].az if made.nodes else "")
+        efsaccess.mount_target(rt, made.stack, subnet, made.nodes[0].az if made.nodes else "")
     return replace(made, efs_subnet=subnet)
 
 
@@ -368,7 +341,7 @@ def _reach(rt: Runtime, spec: Spec, made: ProvisionRecord, deadline: float,
     hostkeys.check_and_record(rt, spec.name, running, host_keys, port=spec.ssh.port,
                               accept=accept_host_keys)
     known = record_host_keys(spec, running, host_keys)
-    _mount_ready(rt, made, deadline)  # created before the SSH wait, ready by now mostly
+    efsaccess.mount_ready(rt, made, deadline)  # created before the SSH wait, ready by now mostly
     booted = None
     if force_steps is not None:
         booted = bootstrap_nodes(rt, spec, made, force=force_steps,
