@@ -16,7 +16,10 @@ the spec, then: `up` and `train` (examples/mxnet_dist_sync.py ``--steps 1 --rec
 ``dist_sync rank R/N ... OK``; the window ends when every worker has), a no-op `up`,
 `deploy-dataset --snapshot` the second dataset (every clone replaced), `down`. Each
 command runs in this process with the product's defaults (``Runtime.make``: its poll
-interval too, ``--poll`` to try another); the CLI's start (~0.3 s) is not in it.
+interval too, 2 s x SCALE as ``clusterkit.timescale`` paces it, ``--poll`` to try
+another); the CLI's start (~0.3 s) is not in it. ``--compare`` also runs `up` -> first
+step as before the changes of issue 25 item 3 (``as_before``) at each size, in the same
+run, on a cluster of its own.
 
 The limit and overhead are defined in clusterkit/plan/critical.py; each command's
 stages (from its progress events: each stage from its first start to the next stage's)
@@ -34,6 +37,7 @@ each service on its first call.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
 import os
@@ -44,16 +48,17 @@ import tempfile
 import time
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import nodecpu  # noqa: E402
-from bench.first_step_report import charts, report  # noqa: E402
+from bench.first_step_report import BEFORE_UP, charts, report  # noqa: E402
 from clusterkit.cli import timeline as chart  # noqa: E402
 from clusterkit.cluster.runtime import Runtime  # noqa: E402
 from clusterkit.events import Event, Kind  # noqa: E402
@@ -360,10 +365,50 @@ def leftovers(name: str) -> list[str]:
                     and s["StackStatus"] != "DELETE_COMPLETE"]
 
 
+@contextlib.contextmanager
+def as_before() -> Iterator[None]:
+    """`up` as before issue 25's changes to its order: the launch waits for the whole
+    stack (instance profile and all), and the EFS mount target is made only after the
+    SSH wait and waited for at once (it was made after the launch's nodes ran)."""
+    from clusterkit.cluster.provision import efsaccess, regionprep
+
+    saved = regionprep.LAUNCH_EARLY, efsaccess.mount_target, efsaccess.mount_ready
+    asked: list[tuple[Any, ...]] = []
+
+    def made_later(*args: Any) -> None:
+        asked.append(args)
+
+    def made_now_and_ready(*args: Any) -> None:
+        for made in asked:
+            saved[1](*made)
+        saved[2](*args)
+
+    regionprep.LAUNCH_EARLY = False
+    efsaccess.mount_target, efsaccess.mount_ready = made_later, made_now_and_ready
+    try:
+        yield
+    finally:
+        regionprep.LAUNCH_EARLY, efsaccess.mount_target, efsaccess.mount_ready = saved
+
+
+def before(bench: Bench, count: int) -> Run:
+    """`up` -> first step on a fresh cluster of ``count`` nodes, ``as_before``."""
+    spec, name = bench.spec(count, prefix="fb")
+    try:
+        with as_before():
+            return measure(bench, BEFORE_UP, count, first_step(bench, spec, count), cpu=True)
+    finally:
+        from clusterkit.cluster.provision.down import do_down
+
+        do_down(name, yes=True, rt=bench.runtime(), timeout=900)
+
+
 def one_size(bench: Bench, count: int) -> list[Run]:
-    """The four commands on a fresh cluster of ``count`` nodes."""
+    """The four commands on a fresh cluster of ``count`` nodes (``--compare``: and `up`
+    as before on another)."""
+    earlier = [before(bench, count)] if bench.args.compare else []
     spec, name = bench.spec(count)
-    runs = []
+    runs: list[Run] = []
     try:
         runs.append(measure(bench, "up -> first step", count, first_step(bench, spec, count),
                             cpu=True))
@@ -374,7 +419,7 @@ def one_size(bench: Bench, count: int) -> list[Run]:
     finally:
         runs.append(measure(bench, "down", count, down(bench, name),
                             names=runs[0].names if runs else None))
-    return runs
+    return earlier + runs
 
 
 # -- the sandbox -----------------------------------------------------------------------
@@ -421,6 +466,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/clusterkit-first-step"),
                         help="where the PNG timelines go")
     parser.add_argument("--no-warm-up", action="store_true")
+    parser.add_argument("--compare", action="store_true",
+                        help="also `up` -> first step as before the changes of issue 25 "
+                             "item 3 (the launch after the whole stack, the mount target "
+                             "after the SSH wait), at each size in the same run")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench_first_step needs root (the sandbox's sshd per node and loop-backed "

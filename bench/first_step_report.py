@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from bench.bench_first_step import Run
 
 GOAL_FIRST, GOAL_OVERHEAD, GOAL_NOOP, GOAL_DEPLOY = 1.25, 15.0, 1.5, 1.5
+FIRST = "up -> first step"
+BEFORE_UP = "up -> first step, before"  # bench_first_step --compare
 
 
 def _pct(limit: critical.Limit) -> str:
@@ -94,7 +96,7 @@ def goals(runs: list[Run]) -> list[str]:
         return sorted((r for r in runs if r.what == what), key=lambda r: r.nodes)
 
     out = ["goals (issue 25 item 4):"]
-    for what, goal, name in (("up -> first step", GOAL_FIRST, "to the first step"),
+    for what, goal, name in ((FIRST, GOAL_FIRST, "to the first step"),
                              ("no-op up", GOAL_NOOP, "no-op up"),
                              ("deploy-dataset", GOAL_DEPLOY, "deploy-dataset")):
         rows = of(what)
@@ -111,7 +113,7 @@ def goals(runs: list[Run]) -> list[str]:
                        f"{big.nodes} nodes (their work, their jobs) need at least "
                        f"{floor(big):.2f} s on {os.cpu_count()} cores, "
                        f"{floor(big) / small.limit.wall:.2f}x one node's whole window")
-    firsts = of("up -> first step")
+    firsts = of(FIRST)
     for r in {id(r): r for r in (firsts[:1] + firsts[-1:])}.values():
         pct = r.limit.overhead_pct
         met = pct is not None and pct <= GOAL_OVERHEAD
@@ -145,7 +147,26 @@ def report(runs: list[Run], args: argparse.Namespace, poll: float) -> list[str]:
            f"poll {poll:g} s, {os.cpu_count()} cores", *table(runs), ""]
     for what in dict.fromkeys(r.what for r in runs):
         out += stage_table([r for r in runs if r.what == what]) + [""]
-    return out + cpu_table(runs) + [""] + goals(runs)
+    return out + cpu_table(runs) + [""] + compare(runs) + goals(runs)
+
+
+def compare(runs: list[Run]) -> list[str]:
+    """`up` -> first step as before issue 25 item 3 and now, at each size (--compare)."""
+    before = {r.nodes: r for r in runs if r.what == BEFORE_UP}
+    if not before:
+        return []
+    out = ["issue 25 item 3, before and now in this run (before: the launch waited for the "
+           "whole stack, its instance profile too, and the EFS mount target was made after "
+           "the SSH wait):"]
+    for r in runs:
+        if r.what == FIRST and r.nodes in before:
+            b = before[r.nodes]
+            out.append(f"  {r.nodes} node(s): {b.limit.wall:.2f} s -> {r.limit.wall:.2f} s "
+                       f"({b.limit.wall - r.limit.wall:.2f} s sooner, "
+                       f"{r.limit.wall / b.limit.wall:.2f}x); AWS's limit "
+                       f"{b.limit.limit:.2f} s -> {r.limit.limit:.2f} s, overhead "
+                       f"{_pct(b.limit)} -> {_pct(r.limit)}")
+    return out + [""]
 
 
 def cpu_table(runs: list[Run]) -> list[str]:
@@ -157,7 +178,7 @@ def cpu_table(runs: list[Run]) -> list[str]:
            f"{'emulation cpu':>13} {'limit s':>7} {'floor s':>7} {'wall s':>7} "
            f"{'above floor':>11}"]
     for r in runs:
-        if r.cpu is not None:
+        if r.cpu is not None and r.what == FIRST:
             out.append(f"{r.nodes:>5} {r.cpu.nodes:>9.2f} {r.cpu.sandbox:>11.2f} "
                        f"{r.cpu.client:>10.2f} {r.busy:>13.2f} {r.limit.limit:>7.2f} "
                        f"{floor(r):>7.2f} {r.limit.wall:>7.2f} "

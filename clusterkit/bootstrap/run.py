@@ -1,9 +1,10 @@
 """Bootstrap, the impure part: gather every node's facts in one round trip, plan each
 node's steps (``steps.plan_node``, pure), run what is still needed, and report.
 
-Two fan-outs at most, whatever the number of nodes or steps: one gathers the facts of
-every node (``facts.gather_script``), one runs, on each node that has anything to do,
-one script holding that node's steps in order. A step's commands run as root (directly
+Two commands per node at most, whatever the number of steps, on one connection: one
+gathers its facts (``facts.gather_script``), then, if it has anything to do, one script
+holds its steps in order; each node goes on to its steps as soon as its own facts are
+in (``fanout.chain_each``), never waiting for the other nodes. A step's commands run as root (directly
 when the login is uid 0, as in the sandbox, else ``sudo -n``); the last of them writes
 the step's receipt, so a step that fails leaves none and the next `up` runs it again. A
 node stops at its first failed step; the other nodes go on. A step that exits 3 saying
@@ -14,6 +15,7 @@ node's later steps still run.
 from __future__ import annotations
 
 import shlex
+import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -209,25 +211,6 @@ def _unreachable(target: Target, res: NodeResult, what: str) -> NodeBootstrap:
                          hint=res.hint)
 
 
-def _plan_all(login: Login, targets: Sequence[Target], spec: Spec,
-              cluster: steps.ClusterView, playbooks: Mapping[str, str],
-              force: Sequence[str], parallel: int, pool: fanout.Connections,
-              ) -> tuple[list[_Planned], dict[str, NodeBootstrap]]:
-    gathered = fanout.run_each(login, targets, {t.hop.label: gather_command() for t in targets},
-                               warn=True, parallel=parallel, pool=pool)
-    planned, broken = [], {}
-    for target in targets:
-        res = gathered[target.hop.label]
-        if not res.ok:
-            broken[target.hop.label] = _unreachable(target, res, "could not gather facts")
-            continue
-        found = nf.parse_gathered(res.stdout.splitlines())
-        assert target.node.index is not None
-        planned.append(_Planned(target, steps.plan_node(found, spec, cluster,
-                                                        target.node.index, playbooks, force)))
-    return planned, broken
-
-
 def _step_result(plan: steps.StepPlan, finished: Mapping[str, tuple[int, str]],
                  failed_before: bool) -> StepResult:
     result = _outcome(plan, finished, failed_before)
@@ -290,23 +273,51 @@ def run(login: Login, targets: Sequence[Target], spec: Spec, cluster: steps.Clus
         playbooks: Mapping[str, str] | None = None, parallel: int = PARALLEL,
         timeout: float | None = None) -> BootstrapResult:
     """Bootstrap the nodes of ``targets`` (the master dialled directly, the workers
-    through it); ``force``: steps to run again whatever their receipts say. Raises
-    BootstrapError, carrying every node's result, when anything failed."""
+    through it); ``force``: steps to run again whatever their receipts say. Each node
+    runs its steps as soon as its own facts are in, and is reported when it is done:
+    no node waits for another. Raises BootstrapError, carrying every node's result,
+    when anything failed."""
     playbooks = playbooks if playbooks is not None else steps.read_playbooks()
+    planned: dict[str, _Planned] = {}
+    lock, reported = threading.Lock(), set[str]()
+
+    def said(node: NodeBootstrap) -> NodeBootstrap:
+        with lock:  # from the node's own thread: one node's lines together, once
+            if node.label not in reported:
+                reported.add(node.label)
+                _report(report, node)
+        return node
+
+    def next_command(target: Target, last: NodeResult | None) -> str | None:
+        if last is None:
+            return gather_command()
+        label = target.hop.label
+        if label in planned:  # its steps ran
+            said(_node_result(planned[label], last))
+            return None
+        if not last.ok:
+            return None  # could not gather facts: reported with the others below
+        assert target.node.index is not None
+        plans = steps.plan_node(nf.parse_gathered(last.stdout.splitlines()), spec, cluster,
+                                target.node.index, playbooks, force)
+        planned[label] = _Planned(target, plans)
+        todo = [s for s in plans if s.action == "run"]
+        if not todo:
+            said(_node_result(planned[label], None))
+            return None
+        return node_script(todo, playbooks)
+
     with fanout.Connections(login, targets) as pool:  # facts and steps: one handshake
-        planned, broken = _plan_all(login, targets, spec, cluster, playbooks, force,
-                                    parallel, pool)
-        scripts = {p.target.hop.label: node_script([s for s in p.plans if s.action == "run"],
-                                                   playbooks)
-                   for p in planned if any(s.action == "run" for s in p.plans)}
-        ran = fanout.run_each(login, [p.target for p in planned], scripts, warn=True,
-                              timeout=timeout, parallel=parallel, pool=pool) if scripts else {}
-    by_label = {p.target.hop.label: _node_result(p, ran.get(p.target.hop.label))
-                for p in planned}
-    result = BootstrapResult(tuple(broken.get(t.hop.label) or by_label[t.hop.label]
-                                   for t in targets))
-    for node in result.nodes:
-        _report(report, node)
+        results = fanout.chain_each(login, targets, next_command, timeout=timeout,
+                                    parallel=parallel, pool=pool)
+    nodes = []
+    for target in targets:  # the nodes whose chain ended early are reported here
+        label, ran = target.hop.label, results[target.hop.label]
+        nodes.append(said(_node_result(planned[label], ran[1] if len(ran) > 1 else None)
+                          if label in planned else
+                          _unreachable(target, ran[-1], "could not gather facts")))
+    result = BootstrapResult(tuple(nodes))
     if not result.ok:
         raise BootstrapError(result)
     return result
+

@@ -4,13 +4,17 @@ profile), where progress goes (a reporter; cluster/ never prints), and the clock
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from clusterkit.events import Event, Kind, Reporter, Stage, null_reporter
+from clusterkit.timescale import time_scale
 
 T = TypeVar("T")
+POLL = 2.0  # seconds between two reads of something AWS is making
+AT_ONCE = 16  # AWS calls (one per node or volume) made at once
 
 
 class LazySession:
@@ -38,15 +42,17 @@ class Runtime:
 
     session: Any
     report: Reporter = null_reporter
-    poll: float = 2.0
+    poll: float = POLL
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
 
     @classmethod
     def make(cls, *, region: str | None = None, profile: str | None = None,
              session: Any = None, report: Reporter | None = None) -> Runtime:
+        """The command's runtime: polls every ``POLL`` seconds (at a timed sandbox's
+        scale: ``clusterkit.timescale``)."""
         return cls(session=session if session is not None else LazySession(region, profile),
-                   report=report or null_reporter)
+                   report=report or null_reporter, poll=POLL * time_scale())
 
     def emit(self, kind: Kind, text: str, *, stage: Stage | None = None, level: int = 0,
              node: str | None = None, done: int | None = None,
@@ -84,3 +90,16 @@ class Runtime:
                 raise late(seen)
             self.sleep(interval)
             interval = min(interval * 2, self.poll)
+
+
+def at_once(items: Sequence[Any], fn: Callable[[Any], T], most: int = AT_ONCE) -> list[T]:
+    """``fn`` on every item at once (``most`` at a time: AWS calls, one per node or
+    volume), results in order; every call finishes, then the first error is raised."""
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=min(most, len(items))) as pool:
+        futures = [pool.submit(fn, item) for item in items]
+        errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        raise errors[0]  # type: ignore[misc]
+    return [f.result() for f in futures]

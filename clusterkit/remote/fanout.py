@@ -203,3 +203,36 @@ def run_each(login: Login, targets: Sequence[Target], commands: Mapping[str, str
     if group.failed and not warn:
         raise GroupError(group)
     return group
+
+
+Next = Callable[[Target, "NodeResult | None"], "str | None"]
+
+
+def chain_each(login: Login, targets: Sequence[Target], next_command: Next, *,
+               timeout: float | None = None, parallel: int = MAX_THREADS,
+               pool: Connections | None = None) -> dict[str, list[NodeResult]]:
+    """On each target, commands one after another on its one connection, each chosen by
+    ``next_command(target, the last one's result or None)`` (None: that node is done),
+    every node at its own pace: none waits for another between its commands (bootstrap
+    runs a node's steps as soon as that node's facts are in). label -> its results in
+    order (one failed result when it could not be dialled); a command that could not
+    run (connection lost, timed out) ends its node's chain."""
+    lock = threading.Lock()
+    results: dict[str, list[NodeResult]] = {t.hop.label: [] for t in targets}
+
+    def work(target: Target, conn: Connection) -> NodeResult:
+        last: NodeResult | None = None
+        while (command := next_command(target, last)) is not None:
+            last = _run_one(login, target, conn, command, timeout, None, lock)
+            results[target.hop.label].append(last)
+            if last.error is not None:
+                break
+        return last or _result(target, exit_code=0)
+
+    conns = pool if pool is not None else Connections(login, targets)
+    group = conns.each(targets, work, own=pool is None, interrupt=conns.close,
+                       parallel=parallel)
+    for label, res in group.items():
+        if not results[label]:
+            results[label] = [res]
+    return results

@@ -15,10 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from clusterkit.cli.main import cli
+from clusterkit.sandbox.client import apply, sandbox_env
 from clusterkit.sandbox.control import do_start, do_status, do_stop
 from clusterkit.sandbox.state import NODES_FILE, RUN_DIR, read_json
 from clusterkit.sandbox.timed import TIMELINE_FILE, read_timeline
 from clusterkit.sandbox.timings import ROUND_TRIPS, WAITS, Timings, Wait
+from clusterkit.timescale import TIME_SCALE_ENV
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.root]
 SCALE = 0.06  # pending 0.3 s, SSH 0.3 s, RunInstances 0.09 s
@@ -74,6 +76,8 @@ def test_instances_wait_as_aws_does_and_every_wait_is_recorded(tmp_path: Path) -
         shown = CliRunner().invoke(cli, ["sandbox", "status", "--dir", str(where), "--json"])
         assert json.loads(shown.stdout)["timings"]["waits"][Wait.SSH_ANSWERS.value][
             "sandbox_s"] == round(SCALE * WAITS[Wait.SSH_ANSWERS].seconds, 4)
+        # a client of it polls at its pace
+        assert sandbox_env(str(where))[TIME_SCALE_ENV] == str(SCALE)
     finally:
         do_stop(where)
     assert do_status(where)["timings"]["profile"] == "none"  # nothing runs: no table
@@ -93,6 +97,9 @@ def test_the_untimed_sandbox_answers_at_once(tmp_path: Path) -> None:
         assert [c["what"] for c in lines if c["kind"] == "call"][-2:] == [
             "RunInstances", "DescribeInstances"]
         assert not [w for w in lines if w["kind"] == "wait"]
+        env = {TIME_SCALE_ENV: "0.1"}  # left from a timed sandbox: gone
+        apply(env, str(where))
+        assert TIME_SCALE_ENV not in env
     finally:
         do_stop(where)
 

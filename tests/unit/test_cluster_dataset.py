@@ -82,22 +82,6 @@ def test_the_deadline_names_the_volumes_not_ready(monkeypatch) -> None:
     assert clock.now >= 10
 
 
-def test_parallel_finishes_every_call_then_raises_the_first_error() -> None:
-    seen: list[int] = []
-
-    def work(n: int) -> int:
-        seen.append(n)
-        if n in (2, 4):
-            raise ValueError(f"failed {n}")
-        return n * 10
-
-    assert dataset._parallel([1, 3], work) == [10, 30]
-    with pytest.raises(ValueError, match="failed 2"):
-        dataset._parallel([1, 2, 3, 4, 5], work)
-    assert sorted(seen) == [1, 1, 2, 3, 3, 4, 5]
-    assert dataset._parallel([], work) == []
-
-
 def test_provision_sets_the_flag_on_a_kept_clone_without_it(monkeypatch) -> None:
     """Node 0 kept as is, node 1 kept but its attachment would outlive the instance (AWS
     says DeleteOnTermination false; moto never reports the flag), node 2 new: the calls

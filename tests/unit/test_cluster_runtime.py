@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from clusterkit.cluster.runtime import at_once
+
 
 def test_runtime_and_the_train_path_load_no_boto3_until_a_call():
     probe = ("import sys, clusterkit.cluster.jobs.train as t; "
@@ -53,3 +55,19 @@ def test_wait_until_polls_until_done_and_raises_what_late_makes_past_the_deadlin
     steps = iter([(False, 1), (False, 2), (False, 3), (True, 4)])
     rt.wait_until(lambda: next(steps), deadline=now[0] + 100, late=RuntimeError, first=0.5)
     assert slept == [0.5, 1.0, 2.0]  # from `first`, doubling up to the poll
+
+
+def test_at_once_finishes_every_call_then_raises_the_first_error() -> None:
+    seen: list[int] = []
+
+    def work(n: int) -> int:
+        seen.append(n)
+        if n in (2, 4):
+            raise ValueError(f"failed {n}")
+        return n * 10
+
+    assert at_once([1, 3], work) == [10, 30]
+    with pytest.raises(ValueError, match="failed 2"):
+        at_once([1, 2, 3, 4, 5], work)
+    assert sorted(seen) == [1, 1, 2, 3, 3, 4, 5]
+    assert at_once([], work) == []

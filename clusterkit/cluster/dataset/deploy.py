@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +17,7 @@ from clusterkit.bootstrap.run import BootstrapError, BootstrapResult, NodeBootst
 from clusterkit.cluster.access.target import open_cluster
 from clusterkit.cluster.dataset.checks import checked_snapshot, dataset_view
 from clusterkit.cluster.provision.bootstrap import bootstrap_nodes
-from clusterkit.cluster.runtime import Runtime
+from clusterkit.cluster.runtime import Runtime, at_once
 from clusterkit.errors import AwsError, ClusterkitError, UsageError
 from clusterkit.events import Kind, Stage
 from clusterkit.kinds import InstanceState
@@ -31,7 +30,6 @@ from clusterkit.spec.model import Dataset, Spec
 
 Confirm = Callable[[str], bool]
 VERIFY_MODES = ("size", "full")
-PARALLEL = 16  # AWS calls (one per volume or node) made at once
 FIRST_POLL = 0.1  # seconds before the second look at volumes not ready yet
 
 
@@ -180,7 +178,7 @@ def _remove(rt: Runtime, region: str, clones: Sequence[pd.Clone], deadline: floa
     """Detach (the node's dataset step unmounts the stale mount) and delete the old clones,
     all at once; only volumes tagged as this cluster's clones ever get here."""
     attached = [c for c in clones if c.instance_id]
-    _parallel(attached, lambda c: volumes.detach_volume(rt.session, region, c.volume_id,
+    at_once(attached, lambda c: volumes.detach_volume(rt.session, region, c.volume_id,
                                                         c.instance_id))
     _wait(rt, region, [c.volume_id for c in attached], lambda c: c.instance_id is None,
           "detached", deadline)
@@ -190,20 +188,7 @@ def _remove(rt: Runtime, region: str, clones: Sequence[pd.Clone], deadline: floa
         rt.emit(Kind.PROGRESS, f"deleted dataset volume {clone.volume_id} "
                 f"({clone.snapshot_id})", stage=Stage.DATASET, level=1)
 
-    _parallel(clones, delete)
-
-
-def _parallel(items: Sequence[Any], fn: Callable[[Any], Any]) -> list[Any]:
-    """``fn`` on every item at once (PARALLEL at most), results in order; every call
-    finishes, then the first error is raised."""
-    if not items:
-        return []
-    with ThreadPoolExecutor(max_workers=min(PARALLEL, len(items))) as pool:
-        futures = [pool.submit(fn, item) for item in items]
-        errors = [f.exception() for f in futures if f.exception() is not None]
-    if errors:
-        raise errors[0]
-    return [f.result() for f in futures]
+    at_once(clones, delete)
 
 
 def _wait(rt: Runtime, region: str, ids: Sequence[str], ready: Callable[[pd.Clone], bool],
@@ -242,7 +227,7 @@ def _provision(rt: Runtime, spec: Spec, region: str, ds: Dataset, snapshot_id: s
                f"have their volume; {len(plan.create)} to create, {len(plan.attach)} to attach")
     out = {i: c.volume_id for i, c in (*plan.keep.items(), *plan.attach.items())}
     new = [s for s in todo if s.index not in plan.attach]
-    made_ids = _parallel(new, lambda s: _create(rt, spec, region, ds, snapshot_id, size_gib,
+    made_ids = at_once(new, lambda s: _create(rt, spec, region, ds, snapshot_id, size_gib,
                                                 s, made))
     out.update({s.index: vol for s, vol in zip(new, made_ids, strict=True)})
     ids = [out[s.index] for s in todo]
@@ -254,7 +239,7 @@ def _provision(rt: Runtime, spec: Spec, region: str, ds: Dataset, snapshot_id: s
                               pd.DEVICE_HINT)
         made.attached.add(slot.index)
 
-    _parallel(todo, attach)
+    at_once(todo, attach)
     owner = {out[s.index]: s.instance_id for s in todo}
     _wait(rt, region, ids, lambda c: c.state == "in-use"
           and c.instance_id == owner[c.volume_id], "attached", deadline)
@@ -270,7 +255,7 @@ def _provision(rt: Runtime, spec: Spec, region: str, ds: Dataset, snapshot_id: s
                 f"{out[slot.index]} attached", stage=Stage.DATASET, node=slot.instance_id,
                 done=next(done), total=total, level=1)
 
-    _parallel(todo + [s for s in slots if s.index in plan.settle], settle)
+    at_once(todo + [s for s in slots if s.index in plan.settle], settle)
     rt.done(Stage.DATASET, f"dataset {snapshot_id}: a volume attached on each of "
             f"{total} node(s)")
     return out

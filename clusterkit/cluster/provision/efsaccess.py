@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clusterkit.aws import efs, instances
-from clusterkit.cluster.runtime import Runtime
+from clusterkit.cluster.runtime import Runtime, at_once
 from clusterkit.errors import AwsError
 from clusterkit.events import Stage
 from clusterkit.plan.nodes import Node
@@ -46,8 +46,7 @@ def give_profile(rt: Runtime, stack: StackRecord, nodes: Sequence[Node]) -> None
     lacking = [n.instance_id for n in nodes if not n.instance_profile]
     if not stack.efs_id or not stack.instance_profile or not lacking:
         return
-    for instance_id in lacking:
-        instances.associate_instance_profile(rt.session, stack.region, instance_id,
-                                             stack.instance_profile)
+    at_once(lacking, lambda iid: instances.associate_instance_profile(
+        rt.session, stack.region, iid, stack.instance_profile))
     rt.done(Stage.STACK, f"instance profile given to {len(lacking)} node(s) for "
             f"EFS: {', '.join(lacking)}")

@@ -16,7 +16,8 @@ from typing import Any
 from clusterkit.cluster.provision.observe import drift_error
 from clusterkit.errors import UsageError
 from clusterkit.plan.observed import Observed, differences
-from clusterkit.plan.up import UpPlan, plan_lines
+from clusterkit.plan.up import UpPlan, plan_lines, plan_up
+from clusterkit.spec.model import Spec
 
 FORMAT = "clusterkit-plan"
 VERSION = 1
@@ -47,21 +48,17 @@ class SavedPlan:
                              f"make the plan again: `clusterkit plan {self.spec_file} --out "
                              f"{self.path}`, read it, then `clusterkit up --plan {self.path}`")
 
-    def checked(self, now: Observed) -> Observed:
-        """The saved observation when ``now`` matches it; PlanDriftError otherwise."""
+    def checked(self, spec: Spec, now: Observed) -> Observed:
+        """The saved observation when ``now`` matches it; PlanDriftError otherwise. The
+        candidates and the $/h ceiling are the saved plan's, planned again from the saved
+        observation by the same pure function (``spec``: the unchanged spec file's)."""
         choice = self.plan.get("choice") or {}
         ceiling = choice.get("worst_price") or choice.get("price")
-        candidates = [o for o in self.observed.offers
-                      if any((c["instance_type"], c["az"], c["market"]) ==
-                             (o.instance_type, o.az or o.az_id, o.market)
-                             for c in self.plan.get("candidates", ()))]
+        candidates = plan_up(spec, self.observed).candidates
         changed = differences(self.observed, now, candidates, ceiling)
         if changed:
-            from clusterkit.spec import load
-
-            raise drift_error(load(self.spec_file), changed,
-                              f"make the plan again (`clusterkit plan {self.spec_file} --out "
-                              f"{self.path}`)")
+            raise drift_error(spec, changed, f"make the plan again (`clusterkit plan "
+                                             f"{self.spec_file} --out {self.path}`)")
         return self.observed
 
 

@@ -179,12 +179,13 @@ def _launch(rt: Runtime, spec: Spec, plan: UpPlan, stacks: Stacks, todo: RegionP
     whose preparing failed, so it is not as observed any more) is read then."""
     unused = {todo.region: todo}
     todos: dict[str, RegionPlan] = {}
+    cidr = todo.parameters.get("SshCidr") or ssh_source_cidr(spec)  # as the plan looked it up
 
     def try_launch(offer: Offer) -> list[Node]:
         trail.touch(offer.region)
         if offer.region not in stacks.made:
             todos[offer.region] = unused.pop(offer.region, None) or read_region(
-                rt, spec, offer.region, ssh_source_cidr(spec))
+                rt, spec, offer.region, cidr)
             stacks.prepare(rt, spec, todos[offer.region], timeout)
         here = todos.get(offer.region, todo)
         stack = stacks.made[offer.region]
@@ -247,7 +248,7 @@ def _up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tr
     observed = observe_up(rt, spec, only_region, on_nodes)
     refuse_busy(spec, observed)
     if saved is not None:
-        observed = saved.checked(observed)  # PlanDriftError naming what changed
+        observed = saved.checked(spec, observed)  # PlanDriftError naming what changed
         plan = plan_up(spec, observed)
         for line in plan_lines(plan):
             rt.info(line)
@@ -288,21 +289,25 @@ def _apply(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *, deadlin
            force_steps: Sequence[str] | None = ()) -> UpResult:
     """The changes `up` confirmed (``provision``), then SSH and the bootstrap
     (``force_steps`` None: no bootstrap)."""
+    stacks = Stacks()
     made = provision(rt, spec, plan, observed, deadline=deadline, timeout=timeout,
-                     trail=trail)
-    return _reach(rt, spec, made, deadline, accept_host_keys, force_steps, wait_ssh)
+                     trail=trail, stacks=stacks)
+    return _reach(rt, spec, made, stacks, deadline, accept_host_keys, force_steps, wait_ssh)
 
 
 def provision(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *,
-              deadline: float, timeout: float, trail: Trail) -> ProvisionRecord:
+              deadline: float, timeout: float, trail: Trail,
+              stacks: Stacks | None = None) -> ProvisionRecord:
     """Stack, surplus nodes, started nodes, launch, tags, mount target: what the plan
-    says and nothing else."""
+    says and nothing else. A stack it creates may still be in progress (what the launch
+    needs made): ``stacks`` holds it for ``complete``; without ``stacks`` it is finished
+    here."""
     actions = plan.nodes
     region = plan.region
     record.save(spec, region)
     if not actions.empty:
         nodecache.forget(spec.name)
-    stacks = Stacks()
+    own, stacks = stacks is None, stacks or Stacks()
     todo = from_plan(plan, observed)
     if plan.existing:
         stacks.prepare(rt, spec, todo, timeout)
@@ -320,27 +325,39 @@ def provision(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *,
         kept = launch.wait_running(rt, region, [n.instance_id for n in kept],
                                    deadline=deadline)
     # else the nodes kept as found, and the new ones as they came up: none read again
-    made = ProvisionRecord(stacks.finish(rt, region, new, timeout), new=tuple(new),
+    made = ProvisionRecord(stacks.made[region], new=tuple(new),
                            started=tuple(n for n in kept if n.instance_id in actions.start),
                            kept=tuple(n for n in kept if n.instance_id not in actions.start))
-    efsaccess.give_profile(rt, made.stack, made.nodes)
     _retag(rt, spec, region, made.nodes)  # described running: root volume ids are known
     subnet = next((n.subnet_id for n in made.nodes if n.subnet_id), None)
     if not new:  # no launch made it: a kept file system on running nodes gets it here
         efsaccess.mount_target(rt, made.stack, subnet, made.nodes[0].az if made.nodes else "")
-    return replace(made, efs_subnet=subnet)
+    made = replace(made, efs_subnet=subnet)
+    return complete(rt, made, stacks, deadline) if own else made
 
 
-def _reach(rt: Runtime, spec: Spec, made: ProvisionRecord, deadline: float,
+def complete(rt: Runtime, made: ProvisionRecord, stacks: Stacks,
+             deadline: float) -> ProvisionRecord:
+    """``made`` with its stack complete (a failed one terminates the nodes this `up`
+    launched) and the stack's instance profile on every node that needs it."""
+    stack = stacks.finish(rt, made.region, made.new, max(1.0, deadline - rt.clock()))
+    made = replace(made, stack=stack)
+    efsaccess.give_profile(rt, stack, made.nodes)
+    return made
+
+
+def _reach(rt: Runtime, spec: Spec, made: ProvisionRecord, stacks: Stacks, deadline: float,
            accept_host_keys: Sequence[str], force_steps: Sequence[str] | None,
            wait_ssh: bool) -> UpResult:
-    """SSH on every node (host keys checked and recorded), then the bootstrap."""
+    """SSH on every node (host keys checked and recorded) while the stack finishes, then
+    the stack complete, the EFS mount target ready, and the bootstrap."""
     running, new, region = list(made.nodes), list(made.new), made.region
     pinned = hostkeys.pinned_keys(spec.name, running, new, accept_host_keys)
     host_keys = wait_for_ssh(rt, spec, region, running, new, deadline, pinned) if wait_ssh else {}
     hostkeys.check_and_record(rt, spec.name, running, host_keys, port=spec.ssh.port,
                               accept=accept_host_keys)
     known = record_host_keys(spec, running, host_keys)
+    made = complete(rt, made, stacks, deadline)  # its instance profile: minutes, meanwhile
     efsaccess.mount_ready(rt, made, deadline)  # created before the SSH wait, ready by now mostly
     booted = None
     if force_steps is not None:
