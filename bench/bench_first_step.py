@@ -58,7 +58,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import nodecpu  # noqa: E402
-from bench.first_step_report import BEFORE_UP, charts, report  # noqa: E402
+from bench.first_step_report import BEFORE_DEPLOY, BEFORE_UP, charts, report  # noqa: E402
 from clusterkit.cli import timeline as chart  # noqa: E402
 from clusterkit.cluster.runtime import Runtime  # noqa: E402
 from clusterkit.events import Event, Kind  # noqa: E402
@@ -311,13 +311,14 @@ def noop_up(bench: Bench, spec: Path) -> Callable[[Clock], Outcome]:
     return run
 
 
-def deploy(bench: Bench, spec: Path, count: int) -> Callable[[Clock], Outcome]:
-    """deploy-dataset of the second snapshot: every node's clone replaced, mounted,
-    verified."""
+def deploy(bench: Bench, spec: Path, count: int,
+           snapshot: str | None = None) -> Callable[[Clock], Outcome]:
+    """deploy-dataset of ``snapshot`` (the second one): every node's clone replaced,
+    mounted, verified."""
     from clusterkit.cluster.dataset.deploy import do_deploy_dataset
 
     def run(clock: Clock) -> Outcome:
-        result = do_deploy_dataset(str(spec), snapshot=bench.snapshots[1], yes=True,
+        result = do_deploy_dataset(str(spec), snapshot=snapshot or bench.snapshots[1], yes=True,
                                    rt=bench.runtime(clock), timeout=900)
         if len(result.nodes) != count or result.bootstrap is None or not result.bootstrap.ok:
             raise SystemExit(f"deploy-dataset on {count} node(s) did not verify every node")
@@ -367,12 +368,18 @@ def leftovers(name: str) -> list[str]:
 
 @contextlib.contextmanager
 def as_before() -> Iterator[None]:
-    """`up` as before issue 25's changes to its order: the launch waits for the whole
-    stack (instance profile and all), and the EFS mount target is made only after the
-    SSH wait and waited for at once (it was made after the launch's nodes ran)."""
+    """clusterkit as before issue 25 item 3's changes to its order, rebuilt here from
+    today's pieces: the launch waits for the whole stack (instance profile and all);
+    the EFS mount target is made only after the SSH wait and waited for at once (it was
+    made after the launch's nodes ran); the bootstrap runs in rounds, every node's facts
+    before any node's steps (two fan-outs); deploy-dataset attaches the clones once
+    every one is available."""
+    from clusterkit.cluster.dataset import deploy as dataset
     from clusterkit.cluster.provision import efsaccess, regionprep
+    from clusterkit.remote import fanout
 
-    saved = regionprep.LAUNCH_EARLY, efsaccess.mount_target, efsaccess.mount_ready
+    saved = (regionprep.LAUNCH_EARLY, efsaccess.mount_target, efsaccess.mount_ready,
+             fanout.chain_each, dataset._attach_when_ready)
     asked: list[tuple[Any, ...]] = []
 
     def made_later(*args: Any) -> None:
@@ -385,10 +392,55 @@ def as_before() -> Iterator[None]:
 
     regionprep.LAUNCH_EARLY = False
     efsaccess.mount_target, efsaccess.mount_ready = made_later, made_now_and_ready
+    fanout.chain_each, dataset._attach_when_ready = in_rounds, attach_after_all
     try:
         yield
     finally:
-        regionprep.LAUNCH_EARLY, efsaccess.mount_target, efsaccess.mount_ready = saved
+        (regionprep.LAUNCH_EARLY, efsaccess.mount_target, efsaccess.mount_ready,
+         fanout.chain_each, dataset._attach_when_ready) = saved
+
+
+def in_rounds(login: Any, targets: Any, next_command: Any, *, timeout: float | None = None,
+              parallel: int = 64, pool: Any = None) -> dict[str, list[Any]]:
+    """``fanout.chain_each`` as a round per command: every node's first command, all of
+    them answered, then every node's second (the bootstrap's two fan-outs)."""
+    from clusterkit.remote import fanout
+
+    results: dict[str, list[Any]] = {t.hop.label: [] for t in targets}
+    last: dict[str, Any] = {t.hop.label: None for t in targets}
+    live = list(targets)
+    while live:
+        commands = {t.hop.label: c for t in live
+                    if (c := next_command(t, last[t.hop.label])) is not None}
+        live = [t for t in live if t.hop.label in commands]
+        if not live:
+            break
+        group = fanout.run_each(login, live, commands, timeout=timeout, warn=True,
+                                parallel=parallel, pool=pool)
+        for label, res in group.items():
+            results[label].append(res)
+            last[label] = res
+        live = [t for t in live if group[t.hop.label].error is None]
+    return results
+
+
+def attach_after_all(rt: Any, region: str, waiting: dict[str, Any], made: Any,
+                     deadline: float) -> None:
+    """deploy-dataset's attach as before: wait until every volume is available, then
+    attach them all."""
+    from clusterkit.aws import volumes
+    from clusterkit.cluster.dataset import deploy as dataset
+    from clusterkit.cluster.runtime import at_once
+    from clusterkit.plan.dataset import DEVICE_HINT
+
+    dataset._wait(rt, region, list(waiting), lambda c: c.state in ("available", "in-use"),
+                  "available", deadline)
+
+    def attach(item: tuple[str, Any]) -> None:
+        volumes.attach_volume(rt.session, region, item[0], item[1].instance_id, DEVICE_HINT)
+        made.attached.add(item[1].index)
+
+    at_once(list(waiting.items()), attach)
 
 
 def before(bench: Bench, count: int) -> Run:
@@ -416,6 +468,11 @@ def one_size(bench: Bench, count: int) -> list[Run]:
         runs.append(measure(bench, "no-op up", count, noop_up(bench, spec), names=names))
         runs.append(measure(bench, "deploy-dataset", count, deploy(bench, spec, count),
                             names=names))
+        if bench.args.compare:  # the first snapshot back, every clone replaced again
+            with as_before():
+                runs.append(measure(bench, BEFORE_DEPLOY, count,
+                                    deploy(bench, spec, count, bench.snapshots[0]),
+                                    names=names))
     finally:
         runs.append(measure(bench, "down", count, down(bench, name),
                             names=runs[0].names if runs else None))
@@ -467,9 +524,9 @@ def main() -> int:
                         help="where the PNG timelines go")
     parser.add_argument("--no-warm-up", action="store_true")
     parser.add_argument("--compare", action="store_true",
-                        help="also `up` -> first step as before the changes of issue 25 "
-                             "item 3 (the launch after the whole stack, the mount target "
-                             "after the SSH wait), at each size in the same run")
+                        help="also `up` -> first step and deploy-dataset as before the "
+                             "changes of issue 25 item 3 (as_before), at each size in the "
+                             "same run")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench_first_step needs root (the sandbox's sshd per node and loop-backed "

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 GOAL_FIRST, GOAL_OVERHEAD, GOAL_NOOP, GOAL_DEPLOY = 1.25, 15.0, 1.5, 1.5
 FIRST = "up -> first step"
 BEFORE_UP = "up -> first step, before"  # bench_first_step --compare
+BEFORE_DEPLOY = "deploy-dataset, before"
 
 
 def _pct(limit: critical.Limit) -> str:
@@ -151,22 +152,25 @@ def report(runs: list[Run], args: argparse.Namespace, poll: float) -> list[str]:
 
 
 def compare(runs: list[Run]) -> list[str]:
-    """`up` -> first step as before issue 25 item 3 and now, at each size (--compare)."""
-    before = {r.nodes: r for r in runs if r.what == BEFORE_UP}
-    if not before:
+    """`up` -> first step and deploy-dataset as before issue 25 item 3 and now, at each
+    size (--compare)."""
+    out = []
+    for was, now in ((BEFORE_UP, FIRST), (BEFORE_DEPLOY, "deploy-dataset")):
+        before = {r.nodes: r for r in runs if r.what == was}
+        for r in runs:
+            if r.what == now and r.nodes in before:
+                b = before[r.nodes]
+                out.append(f"  {now}, {r.nodes} node(s): {b.limit.wall:.2f} s -> "
+                           f"{r.limit.wall:.2f} s ({b.limit.wall - r.limit.wall:.2f} s sooner, "
+                           f"{r.limit.wall / b.limit.wall:.2f}x); AWS's limit "
+                           f"{b.limit.limit:.2f} s -> {r.limit.limit:.2f} s, overhead "
+                           f"{_pct(b.limit)} -> {_pct(r.limit)}")
+    if not out:
         return []
-    out = ["issue 25 item 3, before and now in this run (before: the launch waited for the "
-           "whole stack, its instance profile too, and the EFS mount target was made after "
-           "the SSH wait):"]
-    for r in runs:
-        if r.what == FIRST and r.nodes in before:
-            b = before[r.nodes]
-            out.append(f"  {r.nodes} node(s): {b.limit.wall:.2f} s -> {r.limit.wall:.2f} s "
-                       f"({b.limit.wall - r.limit.wall:.2f} s sooner, "
-                       f"{r.limit.wall / b.limit.wall:.2f}x); AWS's limit "
-                       f"{b.limit.limit:.2f} s -> {r.limit.limit:.2f} s, overhead "
-                       f"{_pct(b.limit)} -> {_pct(r.limit)}")
-    return out + [""]
+    return ["issue 25 item 3, before and now in this run (before: the launch waited for "
+            "the whole stack, its instance profile too; the EFS mount target was made after "
+            "the SSH wait; the bootstrap ran every node's facts before any node's steps; "
+            "deploy-dataset attached the clones once all were available):", *out, ""]
 
 
 def cpu_table(runs: list[Run]) -> list[str]:

@@ -180,6 +180,31 @@ def test_other_fan_outs_forward_no_agent_and_speak_aes_gcm(cluster: Cluster):
         assert {c.transport.local_cipher for c in used} == {"aes128-gcm@openssh.com"}
 
 
+def test_chain_each_runs_every_node_at_its_own_pace(cluster: Cluster):
+    """A node's next command starts when its own last one ended, not when the slowest
+    node's did (bootstrap: a node's steps start as soon as its facts are in)."""
+    nodes = cluster_nodes(runtime(), cluster.name, ["us-east-1"])
+    dials = targets(nodes, nodes)
+    slow = dials[0].hop.label
+    said: list[tuple[str, int]] = []  # (node, its step) in the order the client saw them
+
+    def next_command(target, last):
+        step = 0 if last is None else int(last.stdout.split()[-1]) + 1
+        said.append((target.hop.label, step))
+        if step == 2:
+            return None
+        pause = "sleep 3; " if target.hop.label == slow and step == 0 else ""
+        return f"{pause}echo {step}"
+
+    results = fanout.chain_each(Login(cluster.name), dials, next_command)
+    assert {label: [r.stdout.split() for r in rs] for label, rs in results.items()} == {
+        t.hop.label: [["0"], ["1"]] for t in dials}
+    # the other nodes went through both their commands while the slow one slept
+    slow_first_done = said.index((slow, 1))
+    for t in dials[1:]:
+        assert said.index((t.hop.label, 2)) < slow_first_done, said
+
+
 def test_identity_file_without_agent(cluster: Cluster, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("SSH_AUTH_SOCK")
     with pytest.raises(GroupError) as caught:

@@ -119,3 +119,38 @@ def test_provision_sets_the_flag_on_a_kept_clone_without_it(monkeypatch) -> None
                              ("flag", "i-1", "/dev/sdg"), ("flag", "i-2", "/dev/sdf")]
     assert [made.action(i) for i in range(3)] == ["kept", "settled", "created"]
     assert sorted(e.done for e in rt.report.events if e.done) == [2, 3]
+
+
+def test_each_volume_is_attached_as_soon_as_it_is_available(monkeypatch) -> None:
+    """vol-01 is available at the first round, vol-02 only at the third: vol-01 is
+    attached at once, not when vol-02 is; each round asks only for those still waiting."""
+    from clusterkit.plan import dataset as pd
+
+    asked = _scripted(monkeypatch, [
+        [_clone("vol-01", "available"), _clone("vol-02", "creating")],
+        [_clone("vol-02", "creating")],
+        [_clone("vol-02", "available")]])
+    order: list[tuple[str, int]] = []
+    monkeypatch.setattr(dataset.volumes, "attach_volume", lambda s, r, vol, iid, dev:
+                        order.append((vol, len(asked))))
+    made = dataset._Made()
+    slots = {"vol-01": pd.NodeSlot(0, "i-0", "us-east-1a"),
+             "vol-02": pd.NodeSlot(1, "i-1", "us-east-1a")}
+    clock = Clock()
+    dataset._attach_when_ready(_runtime(clock), "us-east-1", slots, made, deadline=60)
+    assert order == [("vol-01", 1), ("vol-02", 3)]  # (volume, the round it was attached in)
+    assert asked == [["vol-01", "vol-02"], ["vol-02"], ["vol-02"]]
+    assert made.attached == {0, 1}
+    assert clock.slept == pytest.approx([0.1, 0.2])
+
+
+def test_a_volume_never_available_is_named_at_the_deadline(monkeypatch) -> None:
+    from clusterkit.plan import dataset as pd
+
+    _scripted(monkeypatch, [[_clone("vol-02", "creating")]])
+    monkeypatch.setattr(dataset.volumes, "attach_volume", lambda *a: None)
+    with pytest.raises(AwsError) as err:
+        dataset._attach_when_ready(_runtime(Clock()), "us-east-1",
+                                   {"vol-02": pd.NodeSlot(1, "i-1", "us-east-1a")},
+                                   dataset._Made(), deadline=10)
+    assert "vol-02" in err.value.message and "again to resume" in err.value.hint

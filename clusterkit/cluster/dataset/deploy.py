@@ -218,9 +218,10 @@ def client_token(cluster: str, snapshot_id: str, slot: pd.NodeSlot) -> str:
 def _provision(rt: Runtime, spec: Spec, region: str, ds: Dataset, snapshot_id: str,
                size_gib: int, slots: Sequence[pd.NodeSlot], plan: pd.DeployPlan, made: _Made,
                deadline: float) -> dict[int, str]:
-    """Every node's clone attached; {index: volume id}. Each phase for all nodes at once
-    (create, wait, attach, wait, DeleteOnTermination), each wait one DescribeVolumes a
-    round for every volume: no per-node call but the per-volume and per-instance ones."""
+    """Every node's clone attached; {index: volume id}. The volumes created at once, each
+    attached as soon as it is available, then one wait for every attachment, then
+    DeleteOnTermination at once; each wait one DescribeVolumes a round for the volumes
+    it waits for: no per-node call but the per-volume and per-instance ones."""
     todo = [s for s in slots if s.index not in plan.keep]
     total = len(slots)
     rt.started(Stage.DATASET, f"dataset {snapshot_id}: {len(plan.keep)} of {total} node(s) "
@@ -231,15 +232,7 @@ def _provision(rt: Runtime, spec: Spec, region: str, ds: Dataset, snapshot_id: s
                                                 s, made))
     out.update({s.index: vol for s, vol in zip(new, made_ids, strict=True)})
     ids = [out[s.index] for s in todo]
-    _wait(rt, region, ids, lambda c: c.state in ("available", "in-use"), "available",
-          deadline)
-
-    def attach(slot: pd.NodeSlot) -> None:
-        volumes.attach_volume(rt.session, region, out[slot.index], slot.instance_id,
-                              pd.DEVICE_HINT)
-        made.attached.add(slot.index)
-
-    at_once(todo, attach)
+    _attach_when_ready(rt, region, {out[s.index]: s for s in todo}, made, deadline)
     owner = {out[s.index]: s.instance_id for s in todo}
     _wait(rt, region, ids, lambda c: c.state == "in-use"
           and c.instance_id == owner[c.volume_id], "attached", deadline)
@@ -259,6 +252,32 @@ def _provision(rt: Runtime, spec: Spec, region: str, ds: Dataset, snapshot_id: s
     rt.done(Stage.DATASET, f"dataset {snapshot_id}: a volume attached on each of "
             f"{total} node(s)")
     return out
+
+
+def _attach_when_ready(rt: Runtime, region: str, waiting: dict[str, pd.NodeSlot],
+                       made: _Made, deadline: float) -> None:
+    """Attach each volume of ``waiting`` (volume id -> its node) as soon as it is
+    available, not when the slowest is: one DescribeVolumes a round for those still
+    creating, the rounds FIRST_POLL apart at first, doubling up to ``rt.poll``."""
+    waiting = dict(waiting)
+
+    def attach(item: tuple[str, pd.NodeSlot]) -> None:
+        volume_id, slot = item
+        volumes.attach_volume(rt.session, region, volume_id, slot.instance_id,
+                              pd.DEVICE_HINT)
+        made.attached.add(slot.index)
+
+    def probe() -> tuple[bool, list[str]]:
+        found = volumes.describe_clones(rt.session, region, list(waiting))
+        ready = [(c.volume_id, waiting.pop(c.volume_id)) for c in found
+                 if c.volume_id in waiting and c.state in ("available", "in-use")]
+        at_once(ready, attach)
+        return not waiting, list(waiting)
+
+    if waiting:
+        rt.wait_until(probe, deadline=deadline, first=FIRST_POLL, late=lambda left: AwsError(
+            f"volume(s) not available in time: {', '.join(left)}",
+            "run `clusterkit deploy-dataset` again to resume"))
 
 
 def _create(rt: Runtime, spec: Spec, region: str, ds: Dataset, snapshot_id: str,
