@@ -160,8 +160,10 @@ def compare(runs: list[Run]) -> list[str]:
         for r in runs:
             if r.what == now and r.nodes in before:
                 b = before[r.nodes]
+                gain = b.limit.wall - r.limit.wall
                 out.append(f"  {now}, {r.nodes} node(s): {b.limit.wall:.2f} s -> "
-                           f"{r.limit.wall:.2f} s ({b.limit.wall - r.limit.wall:.2f} s sooner, "
+                           f"{r.limit.wall:.2f} s ({abs(gain):.2f} s "
+                           f"{'sooner' if gain >= 0 else 'later'}, "
                            f"{r.limit.wall / b.limit.wall:.2f}x); AWS's limit "
                            f"{b.limit.limit:.2f} s -> {r.limit.limit:.2f} s, overhead "
                            f"{_pct(b.limit)} -> {_pct(r.limit)}")
