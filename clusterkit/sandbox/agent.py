@@ -106,10 +106,25 @@ class Agent:
         booting = [node for view in views if (node := self._follow(view)) is not None]
         if booting:
             self._boot_all(booting)
+        self._roles(views)
         by_id = {iid: n.root / "disk" / "by-id" for iid, n in self.nodes.items()
                  if n.state in ("ready", "booting")}
         self.disks.sync(volumes, snapshots, by_id)
         self._publish()
+
+    def _roles(self, views: list[InstanceView]) -> None:
+        """Each node's instance profile where the node reads it (``nodes.ROLE_FILE``), as
+        IMDS serves its role's credentials once it is associated."""
+        for view in views:
+            node = self.nodes.get(view.instance_id)
+            conf = node.root / "conf" if node is not None else None
+            if conf is None or not conf.is_dir():
+                continue
+            path = conf / nodes.ROLE_FILE
+            if view.role and not path.exists():
+                path.write_text(view.role + "\n")
+            elif not view.role and path.exists():
+                path.unlink()
 
     @staticmethod
     def _settled(volumes: list[VolumeView]) -> list[VolumeView]:

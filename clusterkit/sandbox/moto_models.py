@@ -39,6 +39,7 @@ class InstanceView:
     instance_store_gb: list[int]
     region: str
     index: int | None = None  # the node's index (its tags, else its launch's slots)
+    role: str | None = None  # ARN of its instance profile (its role's credentials in IMDS)
 
 
 def instance_store(instance_type: str) -> list[int]:
@@ -70,9 +71,11 @@ def _view(backend: Any, inst: Any, region: str) -> InstanceView | None:
     pair = backend.key_pairs.get(inst.key_name) if inst.key_name else None
     keys = [pair.material_public.decode()] if pair is not None else []
     host = "ip-" + (inst.private_ip or "10.0.0.1").replace(".", "-")
+    association = backend.iam_instance_profile_associations.get(inst.id)
+    role = getattr(getattr(association, "iam_instance_profile", None), "arn", None)
     return InstanceView(inst.id, inst.state, tags[CLUSTER_TAG], host, keys,
                         instance_store(inst.instance_type), region,
-                        node_index(tags, getattr(inst, "ami_launch_index", None)))
+                        node_index(tags, getattr(inst, "ami_launch_index", None)), role)
 
 
 def read_instances() -> tuple[list[InstanceView], list[VolumeView], dict[str, str | None]]:

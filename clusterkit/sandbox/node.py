@@ -69,6 +69,10 @@ exec mount --bind "@EFS@/$fsid$sub" "$dir"
 """.replace("@EFS@", EFS_IN_NODE)
 
 EFS_MOUNTS = "/var/lib/clusterkit-sandbox/efs-mounts"  # mount.efs: "SPEC DIR OPTIONS" lines
+CONF_IN_NODE = "/etc/clusterkit-node"  # the node's conf/ directory, read-only to it
+# in conf/: the ARN of the node's instance profile while it has one (the agent keeps it),
+# as IMDS has its role's credentials: `mount.efs -o iam` needs them
+ROLE_FILE = "instance-role"
 # amazon-efs-utils' helper: mount -t efs fs-XXXX.efs.REGION.amazonaws.com:/ DIR -o tls,iam
 MOUNT_EFS_SHIM = """\
 #!/bin/sh
@@ -80,9 +84,13 @@ case ",$opts," in
   *) echo "mount.efs: access denied: the file system policy requires TLS (-o tls)" >&2
      exit 32;;
 esac
+case ",$opts," in
+  *,iam,*) [ -s "@ROLE@" ] || { echo "mount.efs: could not retrieve AWS credentials:" \
+      "the instance has no IAM role (no instance profile associated)" >&2; exit 1; };;
+esac
 echo "$spec $dir $opts" >> "@LOG@"
 exec /usr/sbin/mount.nfs4 "$spec" "$dir"
-""".replace("@LOG@", EFS_MOUNTS)
+""".replace("@LOG@", EFS_MOUNTS).replace("@ROLE@", f"{CONF_IN_NODE}/{ROLE_FILE}")
 
 MDADM_SHIM = """\
 #!/bin/sh

@@ -2,8 +2,9 @@
 spec names a KMS key and says its nodes run containers. The stack's EFS is encrypted
 with that key and the launch template answers IMDS two hops; every node has
 amazon-efs-utils (the sandbox's `mount.efs`, which refuses a mount without TLS, as the
-file system policy does), so the `efs` step mounts with `-o tls,iam` and warns of
-nothing; the EFS root is root's, sticky, 1775; a second `up` runs no EFS step."""
+file system policy does, and one with `iam` on a node without an instance profile), so
+the `efs` step mounts with `-o tls,iam` and warns of nothing; the EFS root is root's,
+sticky, 1775; a second `up` runs no EFS step."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from clusterkit.bootstrap.run import Outcome
 from clusterkit.bootstrap.steps import EFS_TLS_OPTIONS
 from clusterkit.cluster.access.remote_ops import do_exec
 from clusterkit.cluster.provision.up import UpResult, do_up
+from clusterkit.errors import GroupError
 from clusterkit.sandbox.node import EFS_MOUNTS
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session
@@ -62,9 +64,10 @@ def test_efs_is_mounted_with_tls_and_nothing_is_warned(tls_cluster) -> None:
         assert efs.outcome is Outcome.RAN and efs.warning == "", efs
     for fstab in _on_all(name, "grep ' /efs ' /etc/fstab"):
         assert fstab.split()[2:4] == ["efs", EFS_TLS_OPTIONS], fstab
-    for log in _on_all(name, f"cat {EFS_MOUNTS}"):
-        spec_, mount, options = log.split()
-        assert mount == "/efs" and {"tls", "iam"} <= set(options.split(",")), log
+    for log in _on_all(name, f"cat {EFS_MOUNTS}"):  # one line a mount (a test probes one)
+        [(spec_, mount, options)] = [line.split() for line in log.splitlines()
+                                     if line.split()[1] == "/efs"]
+        assert {"tls", "iam"} <= set(options.split(",")), log
     assert _on_all(name, "stat -c '%u %a' /efs") == ["0 1775\n"] * 2
     token = uuid.uuid4().hex
     (res,) = do_exec(name, [f"echo {token} > /efs/{token}"], nodes=["worker-1"],
@@ -107,3 +110,38 @@ def test_a_second_up_leaves_the_tls_mount_alone(tls_cluster) -> None:
     assert again is not None
     assert {s.outcome for n in again.nodes for s in n.steps if s.step == "efs"} == \
         {Outcome.DONE}
+
+
+def _has_role(sandbox, instance_id: str) -> bool:
+    from clusterkit.sandbox.node import ROLE_FILE
+    from clusterkit.sandbox.state import RUN_DIR
+
+    return (sandbox.dir / RUN_DIR / "nodes" / instance_id / "conf" / ROLE_FILE).exists()
+
+
+def test_without_its_instance_profile_a_node_cannot_mount_with_iam(sandbox,
+                                                                   tls_cluster) -> None:
+    """The sandbox's mount.efs, as amazon-efs-utils on AWS, needs the role's credentials
+    for `-o iam`: a node whose profile is taken away is refused, and mounts again once
+    it is given back (what `up` does before the efs step)."""
+    name, _spec, _key, first = tls_cluster
+    worker = next(n for n in first.nodes if n.index == 1)
+    ec2 = boto3.client("ec2", "us-east-1")
+    [given] = ec2.describe_iam_instance_profile_associations(Filters=[
+        {"Name": "instance-id", "Values": [worker.instance_id]}])["IamInstanceProfileAssociations"]
+    ec2.disassociate_iam_instance_profile(AssociationId=given["AssociationId"])
+    mount = ("mkdir -p /mnt/probe && mount -t efs -o tls,iam "
+             "fs-0123456789abcdef0.efs.us-east-1.amazonaws.com:/ /mnt/probe")
+    try:
+        support.wait_for(lambda: not _has_role(sandbox, worker.instance_id), "role gone")
+        with pytest.raises(GroupError) as refused:
+            do_exec(name, [mount], nodes=["worker-1"], rt=runtime())
+        (res,) = refused.value.group.values()
+        assert "no IAM role" in res.stderr, res
+    finally:
+        ec2.associate_iam_instance_profile(IamInstanceProfile={
+            "Arn": given["IamInstanceProfile"]["Arn"]}, InstanceId=worker.instance_id)
+    support.wait_for(lambda: _has_role(sandbox, worker.instance_id), "role back")
+    (res,) = do_exec(name, [mount + " && umount /mnt/probe"], nodes=["worker-1"],
+                     rt=runtime()).values()
+    assert res.ok, res
