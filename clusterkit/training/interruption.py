@@ -1,0 +1,192 @@
+"""The spot interruption watcher's eyes: EC2 instance metadata (IMDSv2) read for the
+two-minute interruption notice and the rebalance recommendation. Stdlib only, Python
+>= 3.8: it ships beside the job's supervisor (``jobfiles.NODE_FILES``).
+
+IMDSv2: a session token from ``PUT /latest/api/token`` (its lifetime in the
+``X-aws-ec2-metadata-token-ttl-seconds`` header), then each ``GET`` with the token in
+``X-aws-ec2-metadata-token``; a GET without one is refused 401, and so is one with an
+expired token (asked again, once). ``/latest/meta-data/spot/instance-action`` is 404
+until EC2 posts ``{"action": "terminate"|"stop"|"hibernate", "time": ...}`` (about two
+minutes before the action; AWS says to poll every 5 s), and
+``/latest/meta-data/events/recommendations/rebalance`` is 404 until
+``{"noticeTime": ...}`` (no lead time promised). The endpoint is a parameter, so the
+sandbox and the tests can serve it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import Enum
+
+DEFAULT_ENDPOINT = "http://169.254.169.254"
+TOKEN_PATH = "/latest/api/token"
+ACTION_PATH = "/latest/meta-data/spot/instance-action"
+REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
+TOKEN_TTL = 21600  # seconds: IMDSv2's longest
+POLL = 5.0  # seconds between two reads, as AWS recommends
+TIMEOUT = 1.0  # seconds a metadata request may take (it answers in milliseconds)
+MARGIN = 10.0  # seconds kept between the end of the checkpoint grace and the action
+
+
+class NoticeKind(str, Enum):
+    INTERRUPTION = "interruption"  # spot/instance-action: the instance goes at ``at``
+    REBALANCE = "rebalance"  # a rebalance recommendation: at elevated risk since ``at``
+
+
+@dataclass(frozen=True)
+class Notice:
+    kind: NoticeKind
+    at: float  # epoch seconds: when the action comes (interruption), when EC2 said so
+    action: str | None = None  # terminate | stop | hibernate (an interruption)
+
+    def seconds_left(self, now: float) -> float | None:
+        """Until the action (an interruption), never below 0; None for a rebalance."""
+        return max(0.0, self.at - now) if self.kind is NoticeKind.INTERRUPTION else None
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind.value, "at": self.at, "action": self.action}
+
+
+def _epoch(text: object) -> float | None:
+    """``2017-09-18T08:22:00Z`` as epoch seconds; None when it is not that."""
+    try:
+        when = datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return None
+    return when.replace(tzinfo=timezone.utc).timestamp()
+
+
+def _document(text: str) -> dict:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def parse_action(text: str) -> Notice | None:
+    """The instance-action document as a Notice; None when it is not one."""
+    data = _document(text)
+    at = _epoch(data.get("time"))
+    action = data.get("action")
+    if at is None or action not in ("terminate", "stop", "hibernate"):
+        return None
+    return Notice(NoticeKind.INTERRUPTION, at, action)
+
+
+def parse_rebalance(text: str) -> Notice | None:
+    """The rebalance recommendation document as a Notice; None when it is not one."""
+    at = _epoch(_document(text).get("noticeTime"))
+    return None if at is None else Notice(NoticeKind.REBALANCE, at)
+
+
+def grace_seconds(notice: Notice, configured: float, now: float,
+                  margin: float = MARGIN) -> float:
+    """How long the job's processes get between the checkpoint signal and SIGTERM:
+    ``configured`` (``train.checkpoint_grace``), capped so that it ends ``margin``
+    seconds before the instance goes (a rebalance recommendation sets no cap)."""
+    left = notice.seconds_left(now)
+    if left is None:
+        return max(0.0, configured)
+    return max(0.0, min(configured, left - margin))
+
+
+class MetadataError(Exception):
+    """The metadata service could not be read (not on EC2, or no route to it)."""
+
+
+class Metadata:
+    """An IMDSv2 client: one session token, asked again before it expires and once
+    when a GET is refused 401."""
+
+    def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, timeout: float = TIMEOUT,
+                 clock: Callable[[], float] = time.monotonic,
+                 opener: Callable[..., object] = urllib.request.urlopen) -> None:
+        self.endpoint, self.timeout, self.clock, self.opener = (
+            endpoint.rstrip("/"), timeout, clock, opener)
+        self._token: str | None = None
+        self._expires = 0.0
+
+    def _request(self, request: urllib.request.Request) -> str:
+        try:
+            with self.opener(request, timeout=self.timeout) as answer:  # type: ignore[attr-defined]
+                return answer.read().decode()
+        except urllib.error.HTTPError:
+            raise
+        except (OSError, ValueError) as exc:  # refused, unreachable, timed out
+            raise MetadataError(f"instance metadata at {self.endpoint}: {exc}") from exc
+
+    def token(self) -> str:
+        if self._token is None or self.clock() >= self._expires:
+            request = urllib.request.Request(
+                self.endpoint + TOKEN_PATH, method="PUT",
+                headers={"X-aws-ec2-metadata-token-ttl-seconds": str(TOKEN_TTL)})
+            try:
+                self._token = self._request(request).strip()
+            except urllib.error.HTTPError as exc:
+                raise MetadataError(f"instance metadata token: HTTP {exc.code}") from exc
+            self._expires = self.clock() + TOKEN_TTL - 60
+        return self._token
+
+    def get(self, path: str) -> str | None:
+        """The document at ``path``; None when there is none (404)."""
+        for attempt in (1, 2):
+            request = urllib.request.Request(
+                self.endpoint + path, headers={"X-aws-ec2-metadata-token": self.token()})
+            try:
+                return self._request(request)
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404:
+                    return None
+                if exc.code == 401 and attempt == 1:
+                    self._token = None  # expired or revoked: a new one, once
+                    continue
+                raise MetadataError(f"instance metadata {path}: HTTP {exc.code}") from exc
+        return None
+
+    def notices(self) -> list:
+        """What is posted now: the interruption notice, then the rebalance
+        recommendation (each when there is one)."""
+        found = []
+        for path, parse in ((ACTION_PATH, parse_action), (REBALANCE_PATH, parse_rebalance)):
+            text = self.get(path)
+            notice = parse(text) if text is not None else None
+            if notice is not None:
+                found.append(notice)
+        return found
+
+
+class Watcher:
+    """Reads the metadata every ``poll`` seconds when asked (``check``: the supervisor's
+    loop asks each round) and returns each notice once: EC2 leaves a notice posted
+    until the instance goes. A metadata service that cannot be read is said once
+    (``unavailable``) and tried again at the next poll."""
+
+    def __init__(self, metadata: Metadata, *, poll: float = POLL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.metadata, self.poll, self.clock = metadata, poll, clock
+        self.seen: set = set()
+        self.unavailable: str | None = None
+        self._next = 0.0
+
+    def check(self) -> list:
+        """The notices posted since the last check, when a poll is due; else []."""
+        now = self.clock()
+        if now < self._next:
+            return []
+        self._next = now + self.poll
+        try:
+            posted = self.metadata.notices()
+        except MetadataError as exc:
+            self.unavailable = str(exc)
+            return []
+        self.unavailable = None
+        new = [n for n in posted if (n.kind, n.at, n.action) not in self.seen]
+        self.seen.update((n.kind, n.at, n.action) for n in new)
+        return new
