@@ -222,6 +222,14 @@ TRAIN = _obj("The distributed job `clusterkit train` starts.", {
                   max_length=4096, pattern=PYTHON_RE, example="python3",
                   what="an interpreter, optionally with options (letters, digits, "
                   ". _ / ~ + = : , @ - and single spaces)"),
+    "checkpoint_signal": Key("string", "Signal every process of the job gets when a node's "
+                             "spot interruption notice comes: save a checkpoint (SIGTERM "
+                             "follows after checkpoint_grace).", default="SIGUSR1",
+                             enum=model.CHECKPOINT_SIGNALS),
+    "checkpoint_grace": Key("number", "Seconds between the checkpoint signal and SIGTERM, "
+                            "cut short to end 10 s before the instance goes (the notice "
+                            "comes two minutes ahead).", default=90, minimum=0,
+                            maximum=3600),
     "packages": Key("array", "pip packages installed on the nodes, e.g. mxnet-cu112.",
                     unique=True,
                     items=Key("string", "A pip requirement.",

@@ -17,6 +17,7 @@ from clusterkit.kinds import MarketPolicy
 
 MARKETS = tuple(p.value for p in MarketPolicy)
 FRAMEWORKS = ("mxnet", "torchrun")
+CHECKPOINT_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGHUP", "SIGINT", "SIGTERM")
 VOLUME_TYPES = ("gp2", "gp3", "io1", "io2", "st1", "sc1")
 ROOT_VOLUME_TYPES = ("gp2", "gp3", "io1", "io2")
 EFS_DELETION_POLICIES = ("retain", "delete")
@@ -122,6 +123,8 @@ class Train:
     workers_per_node: int = 1  # torchrun: processes per node; 0 = one per GPU
     python: str = "python3"
     packages: tuple[str, ...] = ()  # pip packages installed on the nodes, e.g. mxnet-cu112
+    checkpoint_signal: str = "SIGUSR1"  # on a spot interruption notice, to every process
+    checkpoint_grace: float = 90.0  # seconds from it to SIGTERM (capped by the notice)
 
 
 @dataclass(frozen=True)

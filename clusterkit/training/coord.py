@@ -10,7 +10,12 @@ node's supervisor dials it. Messages are newline-delimited JSON objects, ``t`` t
   stop {state, reason, failed, others}
                                 master -> node: the job's outcome, stop everything
   stop                          node -> master: stopped on request on that node
+  notice {notice}               node -> master: EC2 posted a spot interruption notice
+                                for that node (``interruption.Notice.to_json``)
   done                          node -> master: nothing of the job is left there
+
+A stop for an interruption carries ``checkpoint_until`` (epoch seconds): every node sends
+its processes the job's checkpoint signal at once and SIGTERM only then.
 
 The master alone decides success or failure (``decide_outcome``, missing heartbeats); a
 node decides only that it lost the master. An outcome is (state, reason, failed, others):
@@ -29,8 +34,9 @@ import socket
 import time
 
 try:  # imported as clusterkit.training.coord (the client, tests)
-    from . import jobstate
+    from . import interruption, jobstate
 except ImportError:  # run from a job dir on a node: its modules lie beside it
+    import interruption
     import jobstate
 
 WAITED_ROLES = jobstate.ROLES_WAITED
@@ -88,10 +94,19 @@ def failed_outcome(cause: jobstate.Failure, others: list) -> tuple:
     return (S.FAILED.value, cause.describe(), cause.to_dict(), [f.to_dict() for f in others])
 
 
-def stop_message(outcome: tuple) -> dict:
+def stop_message(outcome: tuple, checkpoint_until: float | None = None) -> dict:
     state, reason, failed, others = outcome
-    return {"t": "stop", "state": state, "reason": reason, "failed": failed,
-            "others": others}
+    msg = {"t": "stop", "state": state, "reason": reason, "failed": failed, "others": others}
+    if checkpoint_until is not None:
+        msg["checkpoint_until"] = checkpoint_until
+    return msg
+
+
+def interrupted_outcome(node: int, notice: interruption.Notice) -> tuple:
+    """The job's outcome when ``node`` got a spot interruption notice."""
+    when = time.strftime("%H:%M:%S UTC", time.gmtime(notice.at))
+    return (S.INTERRUPTED.value, f"node {node}: spot interruption notice ({notice.action} "
+            f"at {when})", None, [])
 
 
 class Coordinator:
@@ -107,6 +122,8 @@ class Coordinator:
         self.sel, self.listener = selectors.DefaultSelector(), None
         self.links, self.nodes, self.seen, self.done_nodes = {}, {}, {}, set()
         self.outcome, self.heard = None, None  # what was decided / asked of us
+        self.checkpoint_grace = float(job.get("checkpoint_grace", 0))
+        self.checkpoint_until: float | None = None  # an interruption's SIGTERM time
         self.pending: list = []  # stop / done for the master, waiting for a link
         self.started = time.monotonic()
         self.last_hb = self.last_dial = 0.0
@@ -123,12 +140,30 @@ class Coordinator:
     def send_done(self) -> None:
         self._to_master({"t": "done"})
 
+    def notice(self, notice: interruption.Notice) -> tuple | None:
+        """This node got a spot interruption notice: the master decides the job is
+        interrupted (its outcome, returned); a node tells the master."""
+        if notice.kind is not interruption.NoticeKind.INTERRUPTION:
+            return None  # a rebalance recommendation stops nothing
+        if self.master:
+            return self.interrupt(self.me, notice)
+        self._to_master({"t": "notice", "notice": notice.to_json()})
+        return None
+
+    def interrupt(self, node: int, notice: interruption.Notice) -> tuple:
+        """The outcome of ``node``'s notice; every process gets the job's checkpoint
+        grace, capped to end before the instance goes (``interruption.grace_seconds``)."""
+        now = time.time()
+        self.checkpoint_until = now + interruption.grace_seconds(
+            notice, self.checkpoint_grace, now)
+        return interrupted_outcome(node, notice)
+
     def broadcast(self, outcome: tuple) -> None:
         """The decision taken here; the master passes it to every node, now and later."""
         self.outcome = outcome
         if self.master:
             for link in list(self.links.values()):
-                link.send(stop_message(outcome))
+                link.send(stop_message(outcome, self.checkpoint_until))
 
     def heartbeat(self, now: float) -> None:
         if now - self.last_hb >= HEARTBEAT_S:
@@ -257,6 +292,9 @@ class Coordinator:
         if not self.master:
             self.seen[MASTER] = now
             if kind == "stop":
+                until = msg.get("checkpoint_until")
+                if isinstance(until, (int, float)) and not isinstance(until, bool):
+                    self.checkpoint_until = float(until)
                 others = msg.get("others")
                 self.hear((str(msg.get("state", S.FAILED.value)), str(msg.get("reason")),
                            msg.get("failed"), others if isinstance(others, list) else []))
@@ -270,6 +308,10 @@ class Coordinator:
             self.hear((S.STOPPED.value, f"stopped on request on node {link.node}", None, []))
         elif kind == "done":
             self.done_nodes.add(link.node)
+        elif kind == "notice" and isinstance(msg.get("notice"), dict):
+            notice = interruption.Notice.from_json(msg["notice"])
+            if notice is not None and notice.kind is interruption.NoticeKind.INTERRUPTION:
+                self.hear(self.interrupt(link.node, notice))
         return True
 
     def greet(self, link: Link, msg: dict) -> bool:
@@ -283,5 +325,6 @@ class Coordinator:
         if node in self.links:
             self.drop(self.links[node])
         link.node, self.links[node] = node, link
-        link.send({"t": "hb"} if self.outcome is None else stop_message(self.outcome))
+        link.send({"t": "hb"} if self.outcome is None
+                  else stop_message(self.outcome, self.checkpoint_until))
         return True

@@ -52,6 +52,14 @@ class Notice:
     def to_json(self) -> dict:
         return {"kind": self.kind.value, "at": self.at, "action": self.action}
 
+    @classmethod
+    def from_json(cls, data: dict) -> Notice | None:
+        """``to_json``'s dict (as another node sent it) back; None when it is not one."""
+        try:
+            return cls(NoticeKind(data.get("kind")), float(data["at"]), data.get("action"))
+        except (KeyError, TypeError, ValueError):
+            return None
+
 
 def _epoch(text: object) -> float | None:
     """``2017-09-18T08:22:00Z`` as epoch seconds; None when it is not that."""

@@ -38,6 +38,7 @@ class JobStateName(_Name):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     STOPPED = "stopped"
+    INTERRUPTED = "interrupted"  # a spot interruption notice: checkpoint, then stopped
     UNKNOWN = "unknown"  # no state.json (the supervisor never wrote one)
 
     @property
@@ -49,7 +50,7 @@ class JobStateName(_Name):
         return self.value in ACTIVE
 
 
-FINAL = ("succeeded", "failed", "stopped")
+FINAL = ("succeeded", "failed", "stopped", "interrupted")
 ACTIVE = ("starting", "running", "stopping")
 
 

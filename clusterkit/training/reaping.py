@@ -119,6 +119,13 @@ def pid_alive(pid: object) -> bool:
         return False
 
 
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 def signal_pid(pid: int, sig: int, group: bool = False) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         (os.killpg if group else os.kill)(pid, sig)
@@ -164,10 +171,13 @@ class Reaper:
         return scan_proc(self.pgids, self.job_id, self.node)
 
     def signal(self, sig: int) -> None:
+        """``sig`` to every process of the job here, once each (a checkpoint signal
+        must not come twice): its process groups, then each one that left them."""
         for pgid in self.pgids:
             signal_pid(pgid, sig, group=True)
-        for pid in self.alive():  # escaped their process group (setsid)
-            signal_pid(pid, sig)
+        for pid in self.alive():
+            if _pgid(pid) not in self.pgids:  # escaped its process group (setsid)
+                signal_pid(pid, sig)
 
     def kill(self) -> None:
         if self.cgroup is not None:

@@ -21,12 +21,13 @@ import sys
 import time
 
 try:  # imported as clusterkit.training.supervisor (the client, tests)
-    from . import coord, jobstate
+    from . import coord, interruption, jobstate
     from .reaping import Cgroup, Reaper, make_cgroup, pid_alive, recorded_cgroup, signal_pid
 except ImportError:  # run as a file on a node: its modules lie beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # even with -P
     sys.dont_write_bytecode = True  # the job dir holds only what the docs say
     import coord
+    import interruption
     import jobstate
     from reaping import Cgroup, Reaper, make_cgroup, pid_alive, recorded_cgroup, signal_pid
 
@@ -75,7 +76,18 @@ def load_job(job_dir: str) -> dict:
     bad = [n for n in names if not PROC_NAME_RE.match(str(n))]
     if bad or len(set(names)) != len(names):
         raise ValueError(f"bad or repeated process names: {names!r}")
+    checkpoint_signal(job)  # a signal this Python knows, or ValueError
     return job
+
+
+def checkpoint_signal(job: dict) -> signal.Signals:
+    """The signal that asks the job's processes to checkpoint (job.json's
+    ``checkpoint_signal``, default SIGUSR1)."""
+    name = str(job.get("checkpoint_signal") or "SIGUSR1")
+    try:
+        return signal.Signals[name]
+    except KeyError:
+        raise ValueError(f"bad checkpoint_signal {name!r}") from None
 
 
 def process_env(base: dict, extra: dict, job_id: str, node: int) -> dict:
@@ -159,12 +171,19 @@ class Supervisor:
         self.stop_at = self.last_kill = 0.0
         self.stop_flag = self.local_done = False
         self.linked: set = set()  # the nodes supervisor.log last said this one is linked to
+        endpoint = job.get("imds")  # instance metadata; none: no interruption watcher
+        self.watcher = interruption.Watcher(interruption.Metadata(str(endpoint))) \
+            if endpoint else None
+        self.notices: list = []  # what the watcher saw, as state.json records it
+        self.said_unavailable = None
+        self.term_at = None  # monotonic: an interruption's SIGTERM, after the checkpoint
 
     def save(self) -> None:
         _, reason, failed, others = self.outcome or (self.state, None, None, [])
         write_json(os.path.join(self.job_dir, "state.json"), {
             "job_id": self.job_id, "node": self.me, "state": self.state, "reason": reason,
             "failed": failed, "others": others, "processes": {p.name: p.view() for p in self.procs},
+            "notices": self.notices,
             "cgroup": self.cgroup.path if self.cgroup else None,
             "cgroup_unit": self.cgroup.unit if self.cgroup else None,
             "supervisor_pid": os.getpid(), "updated": time.time()})
@@ -228,8 +247,16 @@ class Supervisor:
         self.coord.broadcast(self.outcome)
         pgids = {p.popen.pid for p in self.procs if p.popen is not None}
         self.reaper = Reaper(self.job_id, self.cgroup, pgids, self.me)
-        self.reaper.signal(signal.SIGTERM)
         self.stop_at = time.monotonic()
+        until = self.coord.checkpoint_until if state == S.INTERRUPTED else None
+        if until is None:
+            self.reaper.signal(signal.SIGTERM)
+        else:  # checkpoint first; SIGTERM when the grace ends, SIGKILL after the stop's
+            sig = checkpoint_signal(self.job)
+            self.reaper.signal(sig)
+            self.term_at = self.stop_at = self.stop_at + max(0.0, until - time.time())
+            log(f"sent {sig.name} to every process; SIGTERM in "
+                f"{self.term_at - time.monotonic():.0f} s")
         self.save()
 
     def step_stop(self, now: float) -> None:
@@ -241,7 +268,11 @@ class Supervisor:
                 self.cgroup.remove()
             self.local_done = True
             self.coord.send_done()
-        elif now - self.stop_at >= self.grace and now - self.last_kill >= 0.5:
+        elif self.term_at is not None and now >= self.term_at:
+            self.reaper.signal(signal.SIGTERM)
+            self.term_at = None
+        elif self.term_at is None and now - self.stop_at >= self.grace and \
+                now - self.last_kill >= 0.5:
             self.reaper.kill()
             self.last_kill = now
 
@@ -262,12 +293,30 @@ class Supervisor:
             self.coord.request_stop()
             self.decide(S.STOPPED, f"stopped on request on node {self.me}", None, [])
         self.coord.heartbeat(now)
+        self.watch()
         if self.outcome is None:
             verdict = self.coord.verdict(now)
             if verdict is not None:
                 self.decide(*verdict)
         if self.outcome is not None:
             self.step_stop(now)
+
+    def watch(self) -> None:
+        """The instance metadata, every ``interruption.POLL`` s: an interruption notice
+        makes the job interrupted (the master decides; a node tells it)."""
+        if self.watcher is None or self.outcome is not None:
+            return
+        for notice in self.watcher.check():
+            log(f"{notice.kind.value} notice: {notice.to_json()}")
+            self.notices.append(notice.to_json())
+            self.save()
+            if notice.kind is interruption.NoticeKind.INTERRUPTION:
+                outcome = self.coord.notice(notice)
+                if outcome is not None:
+                    self.decide(*outcome)
+        if self.watcher.unavailable != self.said_unavailable:
+            self.said_unavailable = self.watcher.unavailable
+            log(f"interruption watcher: {self.said_unavailable or 'metadata readable again'}")
 
     def crash(self, error: BaseException) -> None:
         """Last resort: nothing of the job may outlive its supervisor silently."""

@@ -254,9 +254,13 @@ def cgroup_name(cluster: str, node_index: int, job_id: str) -> str:
 
 def job_file(processes: Sequence[ProcessSpec], node: NodeSlot, *, cluster: str,
              job_id: str, num_nodes: int, coordinator_host: str, coordinator_port: int,
-             grace_seconds: int = 10, heartbeat_timeout: int = 15) -> dict[str, Any]:
+             grace_seconds: int = 10, heartbeat_timeout: int = 15,
+             checkpoint_signal: str = "SIGUSR1", checkpoint_grace: float = 90.0,
+             imds: str = "") -> dict[str, Any]:
     """job.json of ``node`` (its own processes only), without the coordinator's token:
-    the caller adds ``["coordinator"]["token"]`` and sends it over SSH stdin."""
+    the caller adds ``["coordinator"]["token"]`` and sends it over SSH stdin. ``imds``:
+    the instance metadata endpoint the node's supervisor watches for a spot interruption
+    notice (empty: none)."""
     mine = [p.plain() for p in processes if p.node_index == node.index]
     if not mine:
         raise ValueError(f"node {node.index} has no process in this job")
@@ -265,4 +269,5 @@ def job_file(processes: Sequence[ProcessSpec], node: NodeSlot, *, cluster: str,
             "coordinator": {"host": coordinator_host, "port": coordinator_port},
             "is_master": node.index == 0, "num_nodes": num_nodes,
             "grace_seconds": grace_seconds, "heartbeat_timeout": heartbeat_timeout,
-            "processes": mine}
+            "checkpoint_signal": checkpoint_signal, "checkpoint_grace": checkpoint_grace,
+            "imds": imds, "processes": mine}

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterkit.training import jobfiles
+from clusterkit.training import jobfiles, jobstate
 from tests.support import wait_for
 
 SLEEP = "exec sleep 1000"
@@ -79,7 +79,7 @@ class Job:
         """The state of the first ``count`` nodes (all), once final and their supervisor
         has exited."""
         nodes = self.nodes[:count]
-        wait_for(lambda: all(n.state().get("state") in ("succeeded", "failed", "stopped")
+        wait_for(lambda: all(n.state().get("state") in jobstate.FINAL
                              and n.cli("status").stdout.find('"supervisor": "gone"') > 0
                              for n in nodes), f"job {self.id} final", timeout)
         return [n.state() for n in nodes]
@@ -132,8 +132,9 @@ def cgroup_dirs(job: Job) -> list[Path]:
 
 
 def build_job(root: Path, node_procs: list[list[dict]], grace: float = 1, hb: float = 3,
-              port: int | None = None) -> Job:
-    """A job of ``len(node_procs)`` nodes under ``root``/nodeI, written, not started."""
+              port: int | None = None, extra: list[dict] | None = None) -> Job:
+    """A job of ``len(node_procs)`` nodes under ``root``/nodeI, written, not started;
+    ``extra``: more job.json keys, per node."""
     job_id, port, token = new_job_id(), port or free_port(), secrets.token_hex(16)
     nodes = []
     for i, procs in enumerate(node_procs):
@@ -150,6 +151,7 @@ def build_job(root: Path, node_procs: list[list[dict]], grace: float = 1, hb: fl
                                "argv": ["bash", "-c", p["cmd"]], "cwd": str(root),
                                "env": {"SECRET_THING": MARKER, "CK_TEST_NODE": str(i)}}
                               for p in procs]}
+        spec.update((extra or [{}] * len(node_procs))[i])
         (d / "job.json").write_text(json.dumps(spec))
         (d / "job.json").chmod(0o600)
         nodes.append(Node(i, d))

@@ -37,8 +37,8 @@ def make_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     jobs: list[Job] = []
 
     def make(node_procs: list[list[dict]], grace: float = 1, hb: float = 3,
-             port: int | None = None) -> Job:
-        job = build_job(tmp_path, node_procs, grace, hb, port)
+             port: int | None = None, extra: list[dict] | None = None) -> Job:
+        job = build_job(tmp_path, node_procs, grace, hb, port, extra)
         jobs.append(job)
         return job
 
@@ -264,3 +264,44 @@ def _stranger(port: int, *msgs: dict) -> bytes:
             return s.recv(100)
         except ConnectionResetError:
             return b""
+
+
+# A process that checkpoints on SIGUSR1 and ends on SIGTERM, saying each in its log.
+CHECKPOINTS = ("trap 'echo checkpoint' USR1; trap 'echo term; exit 0' TERM; "
+               "while :; do sleep 0.05; done")
+
+
+def test_an_interruption_notice_checkpoints_every_process_then_stops_the_job(
+        make_job, tmp_path: Path) -> None:
+    """Node 1's instance metadata posts a spot interruption notice (the fake service on
+    loopback, as EC2 posts it): every process on every node gets the checkpoint signal,
+    SIGTERM only after the job's checkpoint grace, and the job ends interrupted, naming
+    node 1; node 1's state records the notice."""
+    from clusterkit.training import interruption
+    from tests.fake_imds import fake_imds
+
+    with fake_imds() as (endpoint, served):
+        procs = [{"name": "server-0", "role": "server", "cmd": CHECKPOINTS},
+                 {"name": "worker-0", "role": "worker", "cmd": CHECKPOINTS}]
+        job = make_job([procs, procs], grace=2, extra=[
+            {"checkpoint_grace": 1.5}, {"checkpoint_grace": 1.5, "imds": endpoint}])
+        job.start()
+        job.wait_linked()
+        wait_for(lambda: any(c == "GET" for c, _p, _s in served.log), "node 1 watching", 10)
+        soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 120))
+        served.documents[interruption.ACTION_PATH] = (
+            f'{{"action": "terminate", "time": "{soon}"}}')
+        states = job.wait_final(30)
+    assert [s["state"] for s in states] == ["interrupted"] * 2
+    assert all("node 1: spot interruption notice (terminate at" in s["reason"]
+               for s in states), states
+    assert states[0]["notices"] == []
+    assert [n["kind"] for n in states[1]["notices"]] == ["interruption"]
+    for node in job.nodes:
+        for name in ("server-0", "worker-0"):
+            said = [line for line in (node.dir / f"{name}.log").read_text().splitlines()
+                    if line in ("checkpoint", "term")]  # (bash also says its sleep died)
+            assert said == ["checkpoint", "term"], (node.index, name, said)
+            assert (node.dir / f"{name}.exit").read_text().strip() == "0"
+    assert "sent SIGUSR1 to every process" in job.master.log()
+    assert job.leftovers() == []

@@ -114,3 +114,13 @@ def test_the_drain_after_the_masters_stream_never_holds_the_command_open():
     assert drain.daemon  # a non-daemon timer kept `train` alive DRAIN_S after the job
     assert printer.states["master"].state is JobStateName.SUCCEEDED
     drain.cancel()  # type: ignore[attr-defined]
+
+
+def test_the_nodes_watch_ec2s_instance_metadata_but_never_in_the_sandbox(monkeypatch) -> None:
+    from clusterkit.cluster.jobs.train import metadata_endpoint
+    from clusterkit.training.interruption import DEFAULT_ENDPOINT
+
+    monkeypatch.delenv("CLUSTERKIT_SANDBOX", raising=False)
+    assert metadata_endpoint() == DEFAULT_ENDPOINT == "http://169.254.169.254"
+    monkeypatch.setenv("CLUSTERKIT_SANDBOX", "1")  # its nodes dial nothing but loopback
+    assert metadata_endpoint() == ""

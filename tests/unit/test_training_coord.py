@@ -120,6 +120,29 @@ def test_a_stop_asked_on_a_node_reaches_the_master(pair) -> None:
     assert heard == [(0, ("stopped", "stopped on request on node 1", None, []))]
 
 
+def test_a_nodes_interruption_notice_interrupts_the_job_with_a_checkpoint_grace(pair) -> None:
+    """Node 1's notice reaches the master, which decides the job is interrupted and
+    gives every process the checkpoint grace, cut to end 10 s before the instance goes
+    (notice 60 s ahead, grace 90 s: 50 s); the stop carries it to the node. A rebalance
+    recommendation stops nothing."""
+    from clusterkit.training.interruption import Notice, NoticeKind
+
+    master, node = pair
+    master.checkpoint_grace = 90.0
+    _pump_until(lambda: 1 in master.links, master, node)
+    node.notice(Notice(NoticeKind.REBALANCE, time.time()))
+    node.notice(Notice(NoticeKind.INTERRUPTION, time.time() + 60, "terminate"))
+    heard = _pump_until(lambda: master.heard is not None, master, node)
+    [(who, outcome)] = heard
+    assert who == 0 and outcome[0] == "interrupted"
+    assert outcome[1].startswith("node 1: spot interruption notice (terminate at ")
+    assert master.checkpoint_until is not None
+    assert master.checkpoint_until - time.time() == pytest.approx(50, abs=5)
+    master.broadcast(outcome)
+    _pump_until(lambda: node.heard is not None, master, node)
+    assert node.heard == outcome and node.checkpoint_until == master.checkpoint_until
+
+
 def test_a_stop_asked_before_the_link_is_up_still_reaches_the_master(pair) -> None:
     """Both supervisors start at once: a node may be asked to stop before its first
     dial reached the master's listener; the stop must not be lost (the master would

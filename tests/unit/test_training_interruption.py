@@ -5,83 +5,22 @@ until a notice is posted), serving the documents captured on real EC2 instances 
 
 from __future__ import annotations
 
-import http.server
-import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from clusterkit.training import interruption as imds
 from clusterkit.training.interruption import Metadata, Notice, NoticeKind, Watcher
+from tests.fake_imds import FakeImds, captured, fake_imds
 
-CAPTURES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "node-captures"
-FALLBACK = {"imds.spot-instance-action.terminate.json":
-            '{"action": "terminate", "time": "2017-09-18T08:22:00Z"}',
-            "imds.spot-instance-action.stop.json":
-            '{"action": "stop", "time": "2017-09-18T08:22:00Z"}',
-            "imds.rebalance-recommendation.json": '{"noticeTime": "2020-10-27T08:22:00Z"}'}
 ACTION_AT = 1505722920.0  # 2017-09-18T08:22:00Z
 REBALANCE_AT = 1603786920.0  # 2020-10-27T08:22:00Z
 
 
-def captured(name: str) -> str:
-    path = CAPTURES / name
-    return path.read_text() if path.exists() else FALLBACK[name]
-
-
-class FakeImds(http.server.BaseHTTPRequestHandler):
-    documents: dict[str, str] = {}
-    tokens: set[str] = set()
-    issued = 0
-    log: list[tuple[str, str, int]] = []
-
-    def _answer(self, code: int, body: str = "") -> None:
-        self.log.append((self.command, self.path, code))
-        data = body.encode()
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_PUT(self) -> None:  # noqa: N802 (http.server's names)
-        if self.path != imds.TOKEN_PATH or \
-                not self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
-            return self._answer(400)
-        type(self).issued += 1
-        token = f"token-{self.issued}"
-        self.tokens.add(token)
-        self._answer(200, token)
-
-    def do_GET(self) -> None:  # noqa: N802
-        if self.headers.get("X-aws-ec2-metadata-token") not in self.tokens:
-            return self._answer(401)
-        body = self.documents.get(self.path)
-        if body is None:
-            return self._answer(404, captured_404())
-        self._answer(200, body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-def captured_404() -> str:
-    path = CAPTURES / "imds.404-no-notice.http-body.txt"
-    return path.read_text() if path.exists() else "<h1>404 - Not Found</h1>"
-
-
 @pytest.fixture
 def server() -> Iterator[tuple[str, type[FakeImds]]]:
-    handler = type("Handler", (FakeImds,), {"documents": {}, "tokens": set(), "issued": 0,
-                                            "log": []})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", handler
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with fake_imds() as served:
+        yield served
 
 
 def test_a_get_without_a_token_is_refused_and_the_client_always_sends_one(server) -> None:

@@ -142,6 +142,7 @@ def test_job_file_holds_one_nodes_processes_and_no_token():
         "node_name": "deeplearning-worker1", "cgroup_name": f"demo-1-{ARGS['job_id']}",
         "coordinator": {"host": "10.0.1.5", "port": 9092}, "is_master": False,
         "num_nodes": 2, "grace_seconds": 10, "heartbeat_timeout": 15,
+        "checkpoint_signal": "SIGUSR1", "checkpoint_grace": 90.0, "imds": "",
         "processes": [p.plain() for p in procs if p.node_index == 1]}
     assert [p["name"] for p in job["processes"]] == ["server-0", "worker-0"]
     master = topo.job_file(procs, nodes[0], cluster="demo", job_id=ARGS["job_id"],

@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import os
 import secrets
 import shlex
 import tarfile
@@ -42,12 +43,13 @@ from clusterkit.cluster.jobs.control import JobCluster, JobOutcome, job_dir, nod
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, RemoteError, UsageError
 from clusterkit.events import Stage
+from clusterkit.netguard import SANDBOX_ENV
 from clusterkit.remote.address import ssh_address
 from clusterkit.remote.channels import Call
 from clusterkit.remote.fanout import Connections
 from clusterkit.remote.results import GroupResult
-from clusterkit.spec.model import Spec
-from clusterkit.training import jobfiles, topology
+from clusterkit.spec.model import Spec, Train
+from clusterkit.training import interruption, jobfiles, topology
 from clusterkit.training.jobfiles import JobState, state_of
 from clusterkit.training.jobstate import JobStateName
 
@@ -209,6 +211,13 @@ def cuda_warnings(spec: Spec, instance_types: Sequence[str]) -> list[str]:
                               for w in warnings(spec, t)))
 
 
+def metadata_endpoint() -> str:
+    """What the nodes' supervisors watch for spot interruption notices: EC2's instance
+    metadata; none in the sandbox, which does not serve it (and whose nodes must dial
+    nothing but loopback)."""
+    return "" if os.environ.get(SANDBOX_ENV) == "1" else interruption.DEFAULT_ENDPOINT
+
+
 def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
           cwd: str, ports: Sequence[int], sync: Sync | None = None) -> None:
     """Every node's job files and supervisor, all nodes at once; ``sync``: a workdir
@@ -223,11 +232,14 @@ def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
     except ValueError as exc:
         raise UsageError(f"{spec.file}: {exc}", "check the train section") from exc
     token, files = secrets.token_hex(16), jobfiles.node_files()
+    train = spec.train or Train()
     calls = {}
     for target, slot in zip(jc.targets, slots, strict=True):
         job = topology.job_file(procs, slot, cluster=jc.name, job_id=job_id,
                                 num_nodes=len(slots), coordinator_host=slots[0].address,
-                                coordinator_port=ports[2])
+                                coordinator_port=ports[2], imds=metadata_endpoint(),
+                                checkpoint_signal=train.checkpoint_signal,
+                                checkpoint_grace=train.checkpoint_grace)
         job["coordinator"]["token"] = token
         calls[target.hop.label] = Call(
             start_command(job_id, sync.remote if sync else None),
