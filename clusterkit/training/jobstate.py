@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 JOB_ID_RE = re.compile(r"^j-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
 ROLES_WAITED = ("worker", "torchrun")  # the job succeeds when all of these exit 0
+LAUNCHER_ROLE = "torchrun"  # starts the job's real processes: spared the checkpoint signal
 
 
 class _Name(str, enum.Enum):

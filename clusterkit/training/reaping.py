@@ -179,6 +179,14 @@ class Reaper:
             if _pgid(pid) not in self.pgids:  # escaped its process group (setsid)
                 signal_pid(pid, sig)
 
+    def signal_but(self, sig: int, spared: set) -> None:
+        """``sig`` to every process of the job here but ``spared``, once each (the
+        checkpoint signal: a launcher such as torchrun's agent would die of it; its
+        workers save)."""
+        for pid in self.alive() | scan_proc(self.pgids, self.job_id, self.node):
+            if pid not in spared:
+                signal_pid(pid, sig)
+
     def kill(self) -> None:
         if self.cgroup is not None:
             self.cgroup.kill()

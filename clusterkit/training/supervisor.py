@@ -253,9 +253,11 @@ class Supervisor:
             self.reaper.signal(signal.SIGTERM)
         else:  # checkpoint first; SIGTERM when the grace ends, SIGKILL after the stop's
             sig = checkpoint_signal(self.job)
-            self.reaper.signal(sig)
+            launchers = {p.popen.pid for p in self.procs if p.popen is not None
+                         and p.role == jobstate.LAUNCHER_ROLE}
+            self.reaper.signal_but(sig, launchers)
             self.term_at = self.stop_at = self.stop_at + max(0.0, until - time.time())
-            log(f"sent {sig.name} to every process; SIGTERM in "
+            log(f"sent {sig.name} to every process but a launcher's; SIGTERM in "
                 f"{self.term_at - time.monotonic():.0f} s")
         self.save()
 

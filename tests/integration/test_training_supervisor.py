@@ -303,5 +303,31 @@ def test_an_interruption_notice_checkpoints_every_process_then_stops_the_job(
                     if line in ("checkpoint", "term")]  # (bash also says its sleep died)
             assert said == ["checkpoint", "term"], (node.index, name, said)
             assert (node.dir / f"{name}.exit").read_text().strip() == "0"
-    assert "sent SIGUSR1 to every process" in job.master.log()
+    assert "sent SIGUSR1 to every process but a launcher's" in job.master.log()
+    assert job.leftovers() == []
+
+
+def test_a_launcher_is_spared_the_checkpoint_signal_its_workers_get_it(
+        make_job, tmp_path: Path) -> None:
+    """A torchrun-role process (the elastic agent, here bash, whom SIGUSR1 would kill)
+    gets SIGTERM only; the worker it started gets the checkpoint signal first."""
+    from clusterkit.training import interruption
+    from tests.fake_imds import fake_imds
+
+    agent = f"bash -c {CHECKPOINTS!r} & trap 'echo agent-term; kill $!; exit 0' TERM; " \
+        "while :; do sleep 0.05; done"
+    with fake_imds() as (endpoint, served):
+        job = make_job([[{"name": "torchrun", "role": "torchrun", "cmd": agent}]], grace=2,
+                       extra=[{"checkpoint_grace": 1.0, "imds": endpoint}])
+        job.start()
+        wait_for(lambda: any(c == "GET" for c, _p, _s in served.log), "watching", 10)
+        soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 120))
+        served.documents[interruption.ACTION_PATH] = (
+            f'{{"action": "terminate", "time": "{soon}"}}')
+        [state] = job.wait_final(30)
+    assert state["state"] == "interrupted"
+    said = [line for line in (job.master.dir / "torchrun.log").read_text().splitlines()
+            if line in ("checkpoint", "term", "agent-term")]
+    assert said[0] == "checkpoint" and "agent-term" in said, said  # the agent lived on
+    assert (job.master.dir / "torchrun.exit").read_text().strip() == "0"
     assert job.leftovers() == []
