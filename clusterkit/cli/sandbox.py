@@ -76,6 +76,45 @@ def stop(directory: str | None) -> None:
         f"{result['unmounted']} mount(s), {result['loops_detached']} loop device(s)")
 
 
+@sandbox.command()
+@DIR_OPTION
+@click.argument("cluster")
+@click.argument("node")
+@click.option("--notice", default="2m", show_default=True, metavar="DURATION",
+              help="How long before the instance goes (EC2: two minutes).")
+@click.option("--rebalance-first", default="0s", show_default=True, metavar="DURATION",
+              help="Post a rebalance recommendation first, this long before the notice.")
+@click.option("--action", type=click.Choice(["terminate", "stop"]), default="terminate",
+              show_default=True, help="What happens to the instance at the notice's time.")
+@click.option("--region", default="us-east-1", show_default=True)
+@json_option
+def interrupt(directory: str | None, cluster: str, node: str, notice: str,
+              rebalance_first: str, action: str, region: str) -> None:
+    """Post a spot interruption notice in NODE's instance metadata, as EC2 does: the
+    node's supervisor sees it within 5 s; the instance goes when the notice says.
+
+    \b
+    Example:
+      clusterkit sandbox interrupt demo worker-1 --notice 20s
+      clusterkit sandbox interrupt demo 2 --rebalance-first 30s
+    """
+    from clusterkit.errors import UsageError
+    from clusterkit.sandbox.imds import do_interrupt, duration
+
+    try:
+        result = do_interrupt(directory, cluster, node, notice=duration(notice),
+                              rebalance_first=duration(rebalance_first), action=action,
+                              region=region)
+    except ValueError as exc:
+        raise UsageError(str(exc), "`clusterkit status CLUSTER` lists the nodes; durations "
+                         "look like 10s or 2m") from None
+    if get_ctx().json:
+        print_json(result)
+    else:
+        Console().print(f"{result['instance_id']} ({node} of {cluster}): interruption "
+                        f"notice posted, {action} at {result['at']}")
+
+
 @sandbox.command("status")
 @DIR_OPTION
 @json_option

@@ -15,10 +15,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from clusterkit.sandbox import console
+from clusterkit.sandbox import console, imds
 from clusterkit.sandbox import node as nodes
 from clusterkit.sandbox.disks import Disks, VolumeView
-from clusterkit.sandbox.moto_models import InstanceView, read_instances, unsettled_volume_ids
+from clusterkit.sandbox.moto_models import (
+    InstanceView,
+    end_instance,
+    read_instances,
+    unsettled_volume_ids,
+)
 from clusterkit.sandbox.state import ADDRESSES_FILE, NODES_FILE, read_json, write_json
 from clusterkit.sandbox.timed import Recorder
 from clusterkit.sandbox.timings import Timings, Wait
@@ -100,6 +105,7 @@ class Agent:
             self.stopping.wait(TICK)
 
     def tick(self) -> None:
+        self._interruptions()
         views, volumes, snapshots = read_instances()
         if self.timings.on:
             volumes = self._settled(volumes)
@@ -111,6 +117,14 @@ class Agent:
                  if n.state in ("ready", "booting")}
         self.disks.sync(volumes, snapshots, by_id)
         self._publish()
+
+    def _interruptions(self) -> None:
+        """The instances whose spot interruption notice's time has come go, as on EC2
+        (stopped or terminated, as the notice said)."""
+        for iid, action in imds.due(self.dir, time.time()).items():
+            if end_instance(iid, action):
+                log.info("node %s: %s at its interruption notice's time", iid, action)
+            imds.forget(self.dir, iid)
 
     def _roles(self, views: list[InstanceView]) -> None:
         """Each node's instance profile where the node reads it (``nodes.ROLE_FILE``), as

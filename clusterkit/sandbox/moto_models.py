@@ -78,6 +78,19 @@ def _view(backend: Any, inst: Any, region: str) -> InstanceView | None:
                         node_index(tags, getattr(inst, "ami_launch_index", None)), role)
 
 
+def end_instance(instance_id: str, action: str) -> bool:
+    """Stop (``action`` "stop") or terminate the instance, as EC2 does when a spot
+    interruption notice's time comes; False when no backend holds it."""
+    for _region, backend in _backends():
+        if instance_id in {i.id for i in backend.all_instances()}:
+            if action == "stop":
+                backend.stop_instances([instance_id])
+            else:
+                backend.terminate_instances([instance_id])
+            return True
+    return False
+
+
 def read_instances() -> tuple[list[InstanceView], list[VolumeView], dict[str, str | None]]:
     """Tagged instances, non-root volume attachments, snapshots -> source volume."""
     views: list[InstanceView] = []

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clusterkit.sandbox import ebs_direct, ec2_gaps, iam_seed, spot_prices, timed
+from clusterkit.sandbox import ebs_direct, ec2_gaps, iam_seed, imds, spot_prices, timed
 from clusterkit.sandbox.state import (
     ADDRESSES_FILE,
     CAPS_FILE,
@@ -87,6 +87,7 @@ def _serve(state_dir: Path) -> None:
     server.start()
     host, port = server.get_host_and_port()
     recorder = timed.install(server, timings, state_dir / RUN_DIR)
+    server._server.app = imds.Imds(server._server.app, state_dir)  # each node's metadata
     _install_extras()
     iam_seed.install()
     block, _claim = claim_block()

@@ -32,6 +32,13 @@ TOKEN_TTL = 21600  # seconds: IMDSv2's longest
 POLL = 5.0  # seconds between two reads, as AWS recommends
 TIMEOUT = 1.0  # seconds a metadata request may take (it answers in milliseconds)
 MARGIN = 10.0  # seconds kept between the end of the checkpoint grace and the action
+SANDBOX_PREFIX = "/_clusterkit/imds/"  # the sandbox serves each instance's metadata here
+
+
+def sandbox_endpoint(endpoint: str, instance_id: str) -> str:
+    """Where an instance reads its metadata in the sandbox: a path of the sandbox's own
+    (loopback) endpoint."""
+    return endpoint.rstrip("/") + SANDBOX_PREFIX + instance_id
 
 
 class NoticeKind(str, Enum):

@@ -52,3 +52,35 @@ def test_two_node_dist_sync_aggregates_every_round_on_every_worker(cluster: Clus
     assert results["master"]["params"] == results["worker-1"]["params"]
     assert job_processes(outcome.job_id) == []  # scheduler and servers stopped too
     assert cluster.active() == []
+
+
+def test_an_interruption_notice_checkpoints_every_worker_and_interrupts_the_job(
+        sandbox, cluster: Cluster):
+    """`clusterkit sandbox interrupt` posts a notice in worker-1's instance metadata, as
+    EC2 does: its supervisor sees it, the master interrupts the job, and every worker
+    gets the checkpoint signal (here it saves nothing and ends); `train` reports the
+    job interrupted, naming node 1. The notice is taken back before its time, so the
+    instance stays for the other tests of this cluster."""
+    import threading
+
+    from clusterkit.sandbox import imds
+
+    out = io.StringIO()  # train's output, read while train runs in another thread
+    command = ("trap 'echo checkpoint; exit 0' USR1; echo ready; "
+               "while :; do sleep 0.1; done")
+    done: list = []
+    thread = threading.Thread(target=lambda: done.append(cluster.train(command, out=out)))
+    thread.start()
+    support.wait_for(lambda: out.getvalue().count("] ready") >= 2, "both workers ready", 120)
+    posted = imds.do_interrupt(str(sandbox.dir), cluster.name, "worker-1", notice=600)
+    try:
+        thread.join(120)
+    finally:
+        imds.forget(sandbox.dir, posted["instance_id"])
+    [outcome] = done
+    text = out.getvalue()
+    assert outcome.state == "interrupted", text
+    assert "node 1: spot interruption notice (terminate at" in (outcome.reason or ""), outcome
+    assert re.search(r"^\[master/worker-0\] checkpoint$", text, re.M), text
+    assert re.search(r"^\[worker-1/worker-0\] checkpoint$", text, re.M), text
+    assert job_processes(outcome.job_id) == []

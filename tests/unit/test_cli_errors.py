@@ -44,6 +44,7 @@ COMMANDS: dict[str, Row] = {
     "pack": Row(Arg.OTHER), "snapshot-dataset": Row(Arg.OTHER), "deploy-dataset": Row(Arg.SPEC, SNAP), "train": Row(Arg.SPEC),
     "logs": Row(Arg.TARGET), "stop": Row(Arg.TARGET), "sandbox start": Row(Arg.NONE),
     "sandbox stop": Row(Arg.NONE), "sandbox status": Row(Arg.NONE),
+    "sandbox interrupt": Row(Arg.OTHER),
     "iam-policy": Row(Arg.NONE),
 }
 BAD_SPEC = "name: ok\nregion: us-east-1\nnodes: {count: 0, instance_types: [c5.large]}\n"

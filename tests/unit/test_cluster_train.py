@@ -116,11 +116,14 @@ def test_the_drain_after_the_masters_stream_never_holds_the_command_open():
     drain.cancel()  # type: ignore[attr-defined]
 
 
-def test_the_nodes_watch_ec2s_instance_metadata_but_never_in_the_sandbox(monkeypatch) -> None:
+def test_the_nodes_watch_ec2s_metadata_or_in_the_sandbox_its_loopback_one(monkeypatch) -> None:
     from clusterkit.cluster.jobs.train import metadata_endpoint
     from clusterkit.training.interruption import DEFAULT_ENDPOINT
 
     monkeypatch.delenv("CLUSTERKIT_SANDBOX", raising=False)
-    assert metadata_endpoint() == DEFAULT_ENDPOINT == "http://169.254.169.254"
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    assert metadata_endpoint("i-1") == DEFAULT_ENDPOINT == "http://169.254.169.254"
     monkeypatch.setenv("CLUSTERKIT_SANDBOX", "1")  # its nodes dial nothing but loopback
-    assert metadata_endpoint() == ""
+    assert metadata_endpoint("i-1") == ""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5000/")
+    assert metadata_endpoint("i-1") == "http://127.0.0.1:5000/_clusterkit/imds/i-1"

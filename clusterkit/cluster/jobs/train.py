@@ -211,11 +211,14 @@ def cuda_warnings(spec: Spec, instance_types: Sequence[str]) -> list[str]:
                               for w in warnings(spec, t)))
 
 
-def metadata_endpoint() -> str:
-    """What the nodes' supervisors watch for spot interruption notices: EC2's instance
-    metadata; none in the sandbox, which does not serve it (and whose nodes must dial
-    nothing but loopback)."""
-    return "" if os.environ.get(SANDBOX_ENV) == "1" else interruption.DEFAULT_ENDPOINT
+def metadata_endpoint(instance_id: str) -> str:
+    """What a node's supervisor watches for spot interruption notices: EC2's instance
+    metadata; in the sandbox, the instance's metadata on the sandbox's own endpoint (its
+    nodes dial nothing but loopback)."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
+    if os.environ.get(SANDBOX_ENV) == "1":
+        return interruption.sandbox_endpoint(endpoint, instance_id) if endpoint else ""
+    return interruption.DEFAULT_ENDPOINT
 
 
 def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
@@ -237,7 +240,8 @@ def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
     for target, slot in zip(jc.targets, slots, strict=True):
         job = topology.job_file(procs, slot, cluster=jc.name, job_id=job_id,
                                 num_nodes=len(slots), coordinator_host=slots[0].address,
-                                coordinator_port=ports[2], imds=metadata_endpoint(),
+                                coordinator_port=ports[2],
+                                imds=metadata_endpoint(target.node.instance_id),
                                 checkpoint_signal=train.checkpoint_signal,
                                 checkpoint_grace=train.checkpoint_grace)
         job["coordinator"]["token"] = token

@@ -1,0 +1,176 @@
+"""Instance metadata in the sandbox: each instance's IMDSv2 at a path of the sandbox's own
+endpoint (``<endpoint>/_clusterkit/imds/<instance id>``, so a node dials loopback only),
+with IMDSv2's rules (PUT for a session token, 401 without one, 404 until a document is
+posted), its instance id, and the spot ``instance-action`` notice and rebalance
+recommendation that `clusterkit sandbox interrupt` posts. When a notice's time comes,
+the node agent stops or terminates the instance, as EC2 does (``due``).
+
+The notices live in ``run/imds.json`` (instance id -> {"action": doc, "rebalance": doc}),
+written by the CLI, read by the server at each request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from clusterkit.sandbox.state import RUN_DIR, read_json, write_json
+from clusterkit.statedir import check_name
+from clusterkit.training.interruption import (
+    ACTION_PATH,
+    REBALANCE_PATH,
+    SANDBOX_PREFIX,
+    TOKEN_PATH,
+)
+
+PREFIX = SANDBOX_PREFIX
+NOTICES_FILE = "imds.json"
+INSTANCE_ID_PATH = "/latest/meta-data/instance-id"
+TOKEN_HEADER = "HTTP_X_AWS_EC2_METADATA_TOKEN"
+TTL_HEADER = "HTTP_X_AWS_EC2_METADATA_TOKEN_TTL_SECONDS"
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def post(state_dir: Path, instance_id: str, *, action: str | None = None,
+         at: float | None = None, rebalance: bool = False) -> None:
+    """Post an interruption notice (``action`` at ``at``) or a rebalance recommendation
+    for ``instance_id`` (read by the server at the next request)."""
+    path = state_dir / RUN_DIR / NOTICES_FILE
+    notices = read_json(path, {}) or {}
+    mine = notices.setdefault(instance_id, {})
+    if rebalance:
+        mine["rebalance"] = {"noticeTime": iso(time.time())}
+    if action is not None and at is not None:
+        mine["action"] = {"action": action, "time": iso(at)}
+    write_json(path, notices)
+
+
+def due(state_dir: Path, now: float) -> dict[str, str]:
+    """instance id -> the action (terminate | stop) whose notice's time has come."""
+    out = {}
+    for iid, mine in (read_json(state_dir / RUN_DIR / NOTICES_FILE, {}) or {}).items():
+        doc = mine.get("action") or {}
+        when = doc.get("time")
+        if when and datetime.strptime(when, "%Y-%m-%dT%H:%M:%SZ").replace(
+                tzinfo=timezone.utc).timestamp() <= now:
+            out[iid] = str(doc.get("action"))
+    return out
+
+
+def forget(state_dir: Path, instance_id: str) -> None:
+    """The instance went: its notices with it."""
+    path = state_dir / RUN_DIR / NOTICES_FILE
+    notices = read_json(path, {}) or {}
+    if notices.pop(instance_id, None) is not None:
+        write_json(path, notices)
+
+
+class Imds:
+    """WSGI: the metadata paths answered here, anything else passed to ``app``."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], state_dir: Path) -> None:
+        self.app, self.state_dir = app, state_dir
+        self.tokens: dict[str, tuple[str, float]] = {}  # token -> (instance id, expires)
+
+    def __call__(self, environ: dict[str, Any],
+                 start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if not path.startswith(PREFIX):
+            return self.app(environ, start_response)
+        iid, _, rest = path[len(PREFIX):].partition("/")
+        code, body = self.answer(environ.get("REQUEST_METHOD", "GET"), iid, "/" + rest,
+                                 environ)
+        data = body.encode()
+        start_response(f"{code} {'OK' if code == 200 else 'Error'}",
+                       [("Content-Type", "text/plain"), ("Content-Length", str(len(data)))])
+        return [data]
+
+    def answer(self, method: str, iid: str, rest: str,
+               environ: dict[str, Any]) -> tuple[int, str]:
+        if method == "PUT" and rest == TOKEN_PATH:
+            try:
+                ttl = int(environ.get(TTL_HEADER, ""))
+            except ValueError:
+                return 400, "missing or bad X-aws-ec2-metadata-token-ttl-seconds"
+            token = secrets.token_urlsafe(24)
+            self.tokens[token] = (iid, time.time() + max(1, min(ttl, 21600)))
+            return 200, token
+        held = self.tokens.get(environ.get(TOKEN_HEADER, ""))
+        if method != "GET" or held is None or held[0] != iid or held[1] < time.time():
+            return 401, "Unauthorized"
+        if rest == INSTANCE_ID_PATH:
+            return 200, iid
+        mine = (read_json(self.state_dir / RUN_DIR / NOTICES_FILE, {}) or {}).get(iid, {})
+        doc = {ACTION_PATH: mine.get("action"), REBALANCE_PATH: mine.get("rebalance")}.get(rest)
+        if doc is None:
+            return 404, "Not Found"
+        return 200, json.dumps(doc)
+
+
+DURATION_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(s|m)?$")
+NODE_RE = re.compile(r"^(master|worker-([0-9]+)|[0-9]+)$")
+
+
+def duration(text: str) -> float:
+    """``10s``, ``2m`` or ``30`` (seconds); ValueError otherwise."""
+    found = DURATION_RE.match(text.strip())
+    if found is None:
+        raise ValueError(f"not a duration: {text!r} (e.g. 10s, 2m)")
+    return float(found.group(1)) * (60 if found.group(2) == "m" else 1)
+
+
+def node_index(node: str) -> int:
+    """``master``, ``worker-N`` or ``N``; ValueError otherwise."""
+    found = NODE_RE.match(node)
+    if found is None:
+        raise ValueError(f"not a node: {node!r} (master, worker-N or an index)")
+    return 0 if node == "master" else int(found.group(2) or node)
+
+
+def find_instance(ec2: Any, cluster: str, index: int) -> str | None:
+    """The running (or pending) instance of ``cluster`` with node index ``index``."""
+    from clusterkit.aws.instances import to_node
+
+    reply = ec2.describe_instances(Filters=[
+        {"Name": "tag:clusterkit:cluster", "Values": [cluster]},
+        {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+    nodes = [to_node(i, "") for r in reply["Reservations"] for i in r["Instances"]]
+    return next((n.instance_id for n in nodes if n.index == index), None)
+
+
+def do_interrupt(directory: str | None, cluster: str, node: str, *, notice: float = 120.0,
+                 rebalance_first: float = 0.0, action: str = "terminate",
+                 region: str = "us-east-1",
+                 sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+    """`clusterkit sandbox interrupt`: a rebalance recommendation first (then
+    ``rebalance_first`` s), then the interruption notice, ``action`` ``notice`` s later;
+    the agent carries it out then. ValueError for a node that is not running."""
+    import boto3
+
+    from clusterkit.sandbox.client import sandbox_env
+    from clusterkit.sandbox.state import state_dir
+
+    check_name(cluster)  # UsageError (exit 2) before anything is asked
+    env = sandbox_env(directory)
+    ec2 = boto3.client("ec2", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=region,
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    iid = find_instance(ec2, cluster, node_index(node))
+    if iid is None:
+        raise ValueError(f"no running node {node} of cluster {cluster} in {region}")
+    where = state_dir(directory)
+    if rebalance_first > 0:
+        post(where, iid, rebalance=True)
+        sleep(rebalance_first)
+    at = time.time() + notice
+    post(where, iid, action=action, at=at)
+    return {"cluster": cluster, "node": node, "instance_id": iid, "action": action,
+            "at": iso(at), "rebalance_first": rebalance_first}
