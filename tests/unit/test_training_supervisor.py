@@ -14,16 +14,15 @@ from pathlib import Path
 import pytest
 
 from clusterkit.errors import ClusterkitError, UsageError
-from clusterkit.training import jobfiles
-from clusterkit.training import supervisor as sup
+from clusterkit.training import daemon, jobfiles
 
 JOB_ID = "j-20250101-120000-ab12"
 
 
 def test_the_node_files_parse_as_python_3_8_and_import_only_the_stdlib() -> None:
     files = jobfiles.node_files()
-    assert set(files) == {"supervisor.py", "coord.py", "reaping.py", "jobstate.py",
-                          "interruption.py"}
+    assert set(files) == {"supervisor.py", "daemon.py", "coord.py", "reaping.py",
+                          "jobstate.py", "interruption.py"}
     siblings = {name.removesuffix(".py") for name in files}
     for name, source in files.items():
         tree = ast.parse(source, feature_version=(3, 8))
@@ -48,14 +47,14 @@ def test_the_supervisor_run_as_a_file_imports_its_modules_from_its_own_dir(tmp_p
 
 def test_process_env_is_minimal_plus_the_job_keys() -> None:
     base = {"PATH": "/bin", "HOME": "/home/u", "AWS_SECRET_ACCESS_KEY": "x", "TERM": "y"}
-    env = sup.process_env(base, {"DMLC_ROLE": "worker", "N": 3}, JOB_ID, 2)
+    env = daemon.process_env(base, {"DMLC_ROLE": "worker", "N": 3}, JOB_ID, 2)
     assert env == {"PATH": "/bin", "HOME": "/home/u", "LANG": "C.UTF-8",
                    "DMLC_ROLE": "worker", "N": "3", "CLUSTERKIT_JOB_ID": JOB_ID,
                    "CLUSTERKIT_NODE_RANK": "2"}
-    forged = sup.process_env({}, {"CLUSTERKIT_JOB_ID": "other", "CLUSTERKIT_NODE_RANK": "0"},
+    forged = daemon.process_env({}, {"CLUSTERKIT_JOB_ID": "other", "CLUSTERKIT_NODE_RANK": "0"},
                              JOB_ID, 1)
     assert (forged["CLUSTERKIT_JOB_ID"], forged["CLUSTERKIT_NODE_RANK"]) == (JOB_ID, "1")
-    assert sup.process_env({}, {}, JOB_ID, 0)["PATH"] == sup.DEFAULT_PATH
+    assert daemon.process_env({}, {}, JOB_ID, 0)["PATH"] == daemon.DEFAULT_PATH
 
 
 def _job_dir(tmp_path: Path, **overrides: object) -> str:
@@ -75,18 +74,18 @@ def _job_dir(tmp_path: Path, **overrides: object) -> str:
 ])
 def test_load_job_refuses_names_that_could_leave_their_directory(tmp_path, overrides) -> None:
     with pytest.raises(ValueError):
-        sup.load_job(_job_dir(tmp_path, **overrides))
+        daemon.load_job(_job_dir(tmp_path, **overrides))
 
 
 def test_load_job_accepts_a_good_job(tmp_path: Path) -> None:
-    assert sup.load_job(_job_dir(tmp_path))["job_id"] == JOB_ID
+    assert daemon.load_job(_job_dir(tmp_path))["job_id"] == JOB_ID
     with pytest.raises(ValueError, match="no readable job.json"):
-        sup.load_job(str(tmp_path))
+        daemon.load_job(str(tmp_path))
 
 
 def test_write_json_is_private_and_atomic(tmp_path: Path) -> None:
     path = str(tmp_path / "state.json")
-    sup.write_json(path, {"a": 1})
+    daemon.write_json(path, {"a": 1})
     assert json.loads(Path(path).read_text()) == {"a": 1}
     assert os.stat(path).st_mode & 0o777 == 0o600
     assert os.listdir(tmp_path) == ["state.json"]

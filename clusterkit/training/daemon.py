@@ -1,0 +1,318 @@
+"""The supervisor's daemon: this node's processes of a job, run until the job's outcome
+is known, then stopped; the files of the job dir it reads and writes. Stdlib only,
+Python >= 3.8; shipped beside ``supervisor.py`` (its verbs), which imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+try:  # imported as clusterkit.training.daemon (the client, tests)
+    from . import coord, interruption, jobstate
+    from .reaping import Cgroup, Reaper, make_cgroup
+except ImportError:  # run from a job dir on a node: its modules lie beside it
+    import coord
+    import interruption
+    import jobstate
+    from reaping import Cgroup, Reaper, make_cgroup
+
+JOB_ID_RE = jobstate.JOB_ID_RE
+S, P = jobstate.JobStateName, jobstate.ProcStateName  # str enums: JSON writes their values
+PROC_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+CGROUP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,200}$")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Moves the process into the cgroup between fork and exec ($0 is cgroup.procs), so
+# nothing it forks can start outside it; the supervisor has no threads but stays safe.
+CGROUP_WRAPPER = 'echo $$ > "$0" && exec "$@"'
+
+
+# ----- files ----------------------------------------------------------------------
+
+def read_json(path: str, default: object = None) -> object:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return default
+
+
+def write_json(path: str, data: object) -> None:
+    """Atomic (rename) and 0600: state.json may be read at any time by the client."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def load_job(job_dir: str) -> dict:
+    """job.json, checked: every name in it becomes a file or cgroup name."""
+    job = read_json(os.path.join(job_dir, "job.json"))
+    if not isinstance(job, dict):
+        raise ValueError(f"no readable job.json in {job_dir}")
+    if not JOB_ID_RE.match(str(job.get("job_id"))) or \
+            os.path.basename(job_dir.rstrip("/")) != job["job_id"]:
+        raise ValueError("job.json's job_id does not name this job dir")
+    if not CGROUP_NAME_RE.match(str(job.get("cgroup_name"))):
+        raise ValueError(f"bad cgroup_name {job.get('cgroup_name')!r}")
+    names = [p.get("name") for p in job.get("processes", [])]
+    bad = [n for n in names if not PROC_NAME_RE.match(str(n))]
+    if bad or len(set(names)) != len(names):
+        raise ValueError(f"bad or repeated process names: {names!r}")
+    checkpoint_signal(job)  # a signal this Python knows, or ValueError
+    return job
+
+
+def checkpoint_signal(job: dict) -> signal.Signals:
+    """The signal that asks the job's processes to checkpoint (job.json's
+    ``checkpoint_signal``, default SIGUSR1)."""
+    name = str(job.get("checkpoint_signal") or "SIGUSR1")
+    try:
+        return signal.Signals[name]
+    except KeyError:
+        raise ValueError(f"bad checkpoint_signal {name!r}") from None
+
+
+def process_env(base: dict, extra: dict, job_id: str, node: int) -> dict:
+    """The minimal environment (PATH, HOME, LANG) plus the job's keys, nothing else."""
+    env = {"PATH": base.get("PATH") or DEFAULT_PATH, "HOME": base.get("HOME") or "/root",
+           "LANG": base.get("LANG") or "C.UTF-8"}
+    env.update({str(k): str(v) for k, v in extra.items()})
+    # the last-resort stop finds the processes of this job on this node by these two
+    env.update(CLUSTERKIT_JOB_ID=job_id, CLUSTERKIT_NODE_RANK=str(node))
+    return env
+
+
+# ----- processes --------------------------------------------------------------------
+
+class Proc:
+    def __init__(self, spec: dict, job_dir: str):
+        self.name, self.role = spec["name"], spec.get("role", "worker")
+        self.spec, self.job_dir = spec, job_dir
+        self.popen = None
+        self.exit = None
+        self.ended = None  # epoch seconds: what orders failures across nodes
+
+    def file(self, ext: str) -> str:
+        return os.path.join(self.job_dir, self.name + "." + ext)
+
+    def start(self, cgroup: Cgroup | None, env: dict) -> None:
+        argv = [str(a) for a in self.spec["argv"]]
+        if cgroup is not None:
+            argv = ["sh", "-c", CGROUP_WRAPPER, cgroup.procs_file] + argv
+        log = os.open(self.file("log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            self.popen = subprocess.Popen(
+                argv, cwd=self.spec.get("cwd") or "/", env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            write_file(self.file("pid"), f"{self.popen.pid} {self.popen.pid}\n")
+        except OSError as e:
+            os.write(log, (f"clusterkit: cannot start {self.name}: {e}\n").encode())
+            self.finish(127)
+        finally:
+            os.close(log)
+
+    def poll(self) -> bool:
+        """True once, when the process has just ended."""
+        if self.exit is not None or self.popen is None or self.popen.poll() is None:
+            return False
+        self.finish(self.popen.returncode)
+        return True
+
+    def finish(self, code: int) -> None:
+        self.exit, self.ended = code, time.time()
+        write_file(self.file("exit"), f"{code}\n")
+
+    def view(self) -> dict:
+        return {"pid": self.popen.pid if self.popen else None, "role": self.role,
+                "state": (P.RUNNING if self.exit is None else P.EXITED).value, "exit": self.exit,
+                "ended": self.ended}
+
+
+def write_file(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+# ----- the daemon -------------------------------------------------------------------
+
+def log(msg: str) -> None:
+    print(time.strftime("%Y-%m-%dT%H:%M:%S ") + msg, flush=True)
+
+
+class Supervisor:
+    """This node's processes, run until the job's outcome is known, then stopped."""
+
+    def __init__(self, job_dir: str, job: dict):
+        self.job_dir, self.job, self.job_id = job_dir, job, job["job_id"]
+        self.me = int(job.get("node_index", 0))
+        self.grace = float(job.get("grace_seconds", 10))
+        self.procs = [Proc(p, job_dir) for p in job.get("processes", [])]
+        self.coord = coord.Coordinator(job)
+        self.state, self.outcome, self.cgroup, self.reaper = S.STARTING, None, None, None
+        self.stop_at = self.last_kill = 0.0
+        self.stop_flag = self.local_done = False
+        self.linked: set = set()  # the nodes supervisor.log last said this one is linked to
+        endpoint = job.get("imds")  # instance metadata; none: no interruption watcher
+        self.watcher = interruption.Watcher(interruption.Metadata(str(endpoint))) \
+            if endpoint else None
+        self.notices: list = []  # what the watcher saw, as state.json records it
+        self.said_unavailable = None
+        self.term_at = None  # monotonic: an interruption's SIGTERM, after the checkpoint
+
+    def save(self) -> None:
+        _, reason, failed, others = self.outcome or (self.state, None, None, [])
+        write_json(os.path.join(self.job_dir, "state.json"), {
+            "job_id": self.job_id, "node": self.me, "state": self.state, "reason": reason,
+            "failed": failed, "others": others, "processes": {p.name: p.view() for p in self.procs},
+            "notices": self.notices,
+            "cgroup": self.cgroup.path if self.cgroup else None,
+            "cgroup_unit": self.cgroup.unit if self.cgroup else None,
+            "supervisor_pid": os.getpid(), "updated": time.time()})
+
+    def run(self) -> int:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda *_: setattr(self, "stop_flag", True))
+        self.wake_on_signals()
+        self.cgroup = make_cgroup(self.job["cgroup_name"])
+        log(f"job {self.job_id} node {self.me} cgroup {self.cgroup and self.cgroup.path}")
+        failure = self.coord.listen()
+        if failure is not None:
+            self.decide(S.FAILED, failure, None, [])
+        if self.outcome is None:
+            for p in self.procs:
+                p.start(self.cgroup, process_env(os.environ, p.spec.get("env") or {},
+                                                 self.job_id, self.me))
+            self.state = S.RUNNING
+        self.save()
+        self.report()
+        while not self.finished():
+            heard = self.coord.pump(dial=not self.local_done)
+            self.log_links()
+            if heard is not None:
+                self.decide(*heard)
+            self.tick()
+        self.state = self.outcome[0]
+        self.save()
+        log(f"final state {self.state}: {self.outcome[1]}")
+        return 0
+
+    def wake_on_signals(self) -> None:
+        """A process that exits (SIGCHLD) or a stop request wakes the loop through a
+        pipe at once, instead of at its next tick."""
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the pipe is written
+        rfd, wfd = os.pipe()
+        os.set_blocking(rfd, False)
+        os.set_blocking(wfd, False)
+        signal.set_wakeup_fd(wfd)
+        self.coord.wake_on(rfd)
+
+    def log_links(self) -> None:
+        """Each link to another node that came up or went, in supervisor.log: what shows
+        a node that never reached the master (and what tests wait for)."""
+        links = set(self.coord.links)
+        for node in sorted(links - self.linked):
+            log(f"linked to node {node}")
+        for node in sorted(self.linked - links):
+            log(f"lost the link to node {node}")
+        self.linked = links
+
+    def report(self) -> None:
+        self.coord.report({p.name: p.view() for p in self.procs})
+
+    # -- decisions and the local stop
+    def decide(self, state: str, reason: str, failed: dict | None, others: list) -> None:
+        if self.outcome is not None:
+            return
+        log(f"decided {state}: {reason}")
+        self.outcome, self.state = (state, reason, failed, others), S.STOPPING
+        self.coord.broadcast(self.outcome)
+        pgids = {p.popen.pid for p in self.procs if p.popen is not None}
+        self.reaper = Reaper(self.job_id, self.cgroup, pgids, self.me)
+        self.stop_at = time.monotonic()
+        until = self.coord.checkpoint_until if state == S.INTERRUPTED else None
+        if until is None:
+            self.reaper.signal(signal.SIGTERM)
+        else:  # checkpoint first; SIGTERM when the grace ends, SIGKILL after the stop's
+            sig = checkpoint_signal(self.job)
+            launchers = {p.popen.pid for p in self.procs if p.popen is not None
+                         and p.role == jobstate.LAUNCHER_ROLE}
+            self.reaper.signal_but(sig, launchers)
+            self.term_at = self.stop_at = self.stop_at + max(0.0, until - time.time())
+            log(f"sent {sig.name} to every process but a launcher's; SIGTERM in "
+                f"{self.term_at - time.monotonic():.0f} s")
+        self.save()
+
+    def step_stop(self, now: float) -> None:
+        if self.local_done:
+            return
+        running = [p for p in self.procs if p.popen is not None and p.exit is None]
+        if not running and not self.reaper.alive():
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            self.local_done = True
+            self.coord.send_done()
+        elif self.term_at is not None and now >= self.term_at:
+            self.reaper.signal(signal.SIGTERM)
+            self.term_at = None
+        elif self.term_at is None and now - self.stop_at >= self.grace and \
+                now - self.last_kill >= 0.5:
+            self.reaper.kill()
+            self.last_kill = now
+
+    def finished(self) -> bool:
+        """Stopped here, and (the master) every node said so or had its grace."""
+        if not self.local_done:
+            return False
+        return self.coord.all_done() or time.monotonic() - self.stop_at > self.grace + 3
+
+    def tick(self) -> None:
+        if [p for p in self.procs if p.poll()]:
+            self.save()
+            self.report()
+        now = time.monotonic()
+        if self.stop_flag and self.outcome is None:
+            grace = (read_json(os.path.join(self.job_dir, "stop.json")) or {}).get("grace")
+            self.grace = self.grace if grace is None else float(grace)
+            self.coord.request_stop()
+            self.decide(S.STOPPED, f"stopped on request on node {self.me}", None, [])
+        self.coord.heartbeat(now)
+        self.watch()
+        if self.outcome is None:
+            verdict = self.coord.verdict(now)
+            if verdict is not None:
+                self.decide(*verdict)
+        if self.outcome is not None:
+            self.step_stop(now)
+
+    def watch(self) -> None:
+        """The instance metadata, every ``interruption.POLL`` s: an interruption notice
+        makes the job interrupted (the master decides; a node tells it)."""
+        if self.watcher is None or self.outcome is not None:
+            return
+        for notice in self.watcher.check():
+            log(f"{notice.kind.value} notice: {notice.to_json()}")
+            self.notices.append(notice.to_json())
+            self.save()
+            if notice.kind is interruption.NoticeKind.INTERRUPTION:
+                outcome = self.coord.notice(notice)
+                if outcome is not None:
+                    self.decide(*outcome)
+        if self.watcher.unavailable != self.said_unavailable:
+            self.said_unavailable = self.watcher.unavailable
+            log(f"interruption watcher: {self.said_unavailable or 'metadata readable again'}")
+
+    def crash(self, error: BaseException) -> None:
+        """Last resort: nothing of the job may outlive its supervisor silently."""
+        pgids = {p.popen.pid for p in self.procs if p.popen is not None}
+        Reaper(self.job_id, self.cgroup, pgids, self.me).kill()
+        self.outcome = (S.FAILED, f"supervisor crashed: {error!r}", None, [])
+        self.state = S.FAILED
+        self.save()
