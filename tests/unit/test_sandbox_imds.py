@@ -54,20 +54,20 @@ def test_the_metadata_keeps_imdsv2s_rules_per_instance(tmp_path: Path) -> None:
 
 def test_a_posted_notice_is_served_and_falls_due(tmp_path: Path) -> None:
     client = _app(tmp_path)
-    now = time.time()
+    now = float(int(time.time()))  # whole seconds: the document's time has no fraction
     imds.post(tmp_path, "i-1", rebalance=True)
     imds.post(tmp_path, "i-1", action="terminate", at=now + 30)
     header = {"X-aws-ec2-metadata-token": _token(client, "i-1")}
     action = client.get(f"{imds.PREFIX}i-1{interruption.ACTION_PATH}", headers=header)
     notice = interruption.parse_action(action.get_data(as_text=True))
     assert notice is not None and notice.action == "terminate"
-    assert notice.at == pytest.approx(now + 30, abs=1)
+    assert notice.at == now + 30
     rebalance = client.get(f"{imds.PREFIX}i-1{interruption.REBALANCE_PATH}", headers=header)
     assert interruption.parse_rebalance(rebalance.get_data(as_text=True)) is not None
-    assert imds.due(tmp_path, now) == {}
-    assert imds.due(tmp_path, now + 31) == {"i-1": "terminate"}
+    assert imds.due(tmp_path, now + 29) == {}
+    assert imds.due(tmp_path, now + 30) == {"i-1": "terminate"}
     imds.forget(tmp_path, "i-1")
-    assert imds.due(tmp_path, now + 31) == {}
+    assert imds.due(tmp_path, now + 30) == {}
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("10s", 10), ("2m", 120), ("30", 30),
