@@ -48,6 +48,7 @@ class EmulatedNode:
     ns: str | None = None
     state: str = "stopped"
     instance_store: list[str] = field(default_factory=list)
+    role: str | None = None  # the instance profile its ROLE_FILE says (as last written)
 
     def record(self) -> dict[str, Any]:
         return {"instance_id": self.view.instance_id, "cluster": self.view.cluster,
@@ -128,17 +129,17 @@ class Agent:
 
     def _roles(self, views: list[InstanceView]) -> None:
         """Each node's instance profile where the node reads it (``nodes.ROLE_FILE``), as
-        IMDS serves its role's credentials once it is associated."""
+        IMDS serves its role's credentials once it is associated; written when it changes."""
         for view in views:
             node = self.nodes.get(view.instance_id)
-            conf = node.root / "conf" if node is not None else None
-            if conf is None or not conf.is_dir():
+            if node is None or node.role == view.role or not (node.root / "conf").is_dir():
                 continue
-            path = conf / nodes.ROLE_FILE
-            if view.role and not path.exists():
+            path = node.root / "conf" / nodes.ROLE_FILE
+            if view.role:
                 path.write_text(view.role + "\n")
-            elif not view.role and path.exists():
-                path.unlink()
+            else:
+                path.unlink(missing_ok=True)
+            node.role = view.role
 
     @staticmethod
     def _settled(volumes: list[VolumeView]) -> list[VolumeView]:

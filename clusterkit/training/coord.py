@@ -153,9 +153,10 @@ class Coordinator:
     def interrupt(self, node: int, notice: interruption.Notice) -> tuple:
         """The outcome of ``node``'s notice; every process gets the job's checkpoint
         grace, capped to end before the instance goes (``interruption.grace_seconds``)."""
-        now = time.time()
-        self.checkpoint_until = now + interruption.grace_seconds(
-            notice, self.checkpoint_grace, now)
+        if self.checkpoint_until is None:  # the first notice's grace is the one sent
+            now = time.time()
+            self.checkpoint_until = now + interruption.grace_seconds(
+                notice, self.checkpoint_grace, now)
         return interrupted_outcome(node, notice)
 
     def broadcast(self, outcome: tuple) -> None:

@@ -183,7 +183,7 @@ class Reaper:
         """``sig`` to every process of the job here but ``spared``, once each (the
         checkpoint signal: a launcher such as torchrun's agent would die of it; its
         workers save)."""
-        for pid in self.alive() | scan_proc(self.pgids, self.job_id, self.node):
+        for pid in self.alive():
             if pid not in spared:
                 signal_pid(pid, sig)
 

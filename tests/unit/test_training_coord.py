@@ -140,6 +140,9 @@ def test_a_nodes_interruption_notice_interrupts_the_job_with_a_checkpoint_grace(
     assert outcome[1].startswith("node 1: spot interruption notice (terminate at ")
     # the grace (90 s) is longer than the notice leaves: it ends MARGIN s before the action
     assert master.checkpoint_until == pytest.approx(notice.at - interruption.MARGIN, abs=1e-3)
+    first = master.checkpoint_until  # a later notice (another node's) does not move it
+    master.interrupt(1, Notice(NoticeKind.INTERRUPTION, notice.at + 100, "terminate"))
+    assert master.checkpoint_until == first
     master.broadcast(outcome)
     _pump_until(lambda: node.heard is not None, master, node)
     assert node.heard == outcome and node.checkpoint_until == master.checkpoint_until

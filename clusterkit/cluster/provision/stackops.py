@@ -14,8 +14,9 @@ from clusterkit.events import Kind, Stage
 from clusterkit.kinds import StackAction
 
 OK = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "DELETE_COMPLETE"})
-UNREAD = object()
-Early = Callable[[Sequence[Mapping[str, Any]]], "dict[str, str] | None"]  # deploy's ``current`` when the caller has not read the stack
+UNREAD = object()  # deploy's ``current`` when the caller has not read the stack
+# deploy's ``early``: the stack's events so far -> what the caller needs, or None (not yet)
+Early = Callable[[Sequence[Mapping[str, Any]]], "dict[str, str] | None"]
 
 
 def _kind(status: str) -> Kind:
@@ -33,8 +34,8 @@ def wait_stack(rt: Runtime, region: str, stack_id: str, *, timeout: float,
 
 
 def wait_ready(rt: Runtime, region: str, stack_id: str, *, timeout: float,
-          seen: set[str] | None = None, early: Early | None = None,
-          ) -> tuple[dict[str, Any], dict[str, str] | None]:
+               seen: set[str] | None = None, early: Early | None = None,
+               ) -> tuple[dict[str, Any], dict[str, str] | None]:
     """wait_stack; with ``early``, it also ends while the stack is in progress once
     ``early(its events so far)`` gives something (returned beside the stack)."""
     seen = set() if seen is None else seen
