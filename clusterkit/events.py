@@ -35,6 +35,7 @@ class Stage(Enum):
     DATASET = "dataset"  # deploy-dataset: snapshot checks, clones per node
     PUBLISH = "publish"  # snapshot-dataset: manifest, image, upload, tags
     TRAIN = "train"  # train: checks, workdir sync, job start on every node
+    AUTOSTOP = "autostop"  # each node's idle watchdog installed or removed
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,9 @@ USER_RULES: tuple[Rule, ...] = (
                           "ec2:AssociateIamInstanceProfile"),
      ec2("instance", "volume", "spot-instances-request", "fleet", "key-pair",
          "launch-template", "placement-group", "security-group"), OWN),
+    # A standby swapped in loses its standby tag, and no other tag.
+    ("SwapStandby", ("ec2:DeleteTags",), ec2("instance", "volume"),
+     {**OWN, "ForAllValues:StringEquals": {"aws:TagKeys": ["clusterkit:standby-for"]}}),
     ("NewVolumesAndKeys", ("ec2:CreateVolume", "ec2:ImportKeyPair"),
      ec2("volume", "key-pair"), NEW),
     ("VolumesFromDatasets", ("ec2:CreateVolume",), ec2("snapshot"),

@@ -73,6 +73,8 @@ def run_instances(session: boto3.Session, region: str, request: LaunchRequest, *
         "TagSpecifications": tag_specs(["instance"], request.tags)
         + tag_specs(["volume"], request.volume_tags),
     }
+    if request.shutdown_behavior:  # autostop: what the OS's shutdown does to the instance
+        kwargs["InstanceInitiatedShutdownBehavior"] = request.shutdown_behavior
     if request.block_devices:  # added to the launch template's (a device it does not have)
         kwargs["BlockDeviceMappings"] = [_block_device(b) for b in request.block_devices]
     if placement_group:  # repeated here: a Placement given to RunInstances replaces the LT's
@@ -108,6 +110,19 @@ def cluster_instances(session: boto3.Session, region: str, cluster: str,
     return _find(session, region, filters, cluster)
 
 
+def ended(session: boto3.Session, region: str, cluster: str) -> dict[str, tuple[str, str]]:
+    """instance id -> (state, EC2's state reason code) of the cluster's instances that
+    are stopped or terminated (EC2 lists terminated ones for about an hour)."""
+    filters = cluster_filter(cluster) + [{"Name": "instance-state-name", "Values": [
+        "stopping", "stopped", "shutting-down", "terminated"]}]
+    with aws_call("DescribeInstances", cluster):
+        pages = _ec2(session, region).get_paginator("describe_instances").paginate(
+            Filters=filters)
+        raw = [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+    return {i["InstanceId"]: (i.get("State", {}).get("Name", ""),
+                              (i.get("StateReason") or {}).get("Code", "")) for i in raw}
+
+
 def tagged_instances(session: boto3.Session, region: str, tag_key: str,
                      states: Sequence[str] = LIVE_STATES) -> list[Node]:
     """Live instances carrying ``tag_key`` with any value (every cluster)."""
@@ -136,6 +151,13 @@ def create_tags(session: boto3.Session, region: str, resource_ids: Sequence[str]
         _ec2(session, region).create_tags(Resources=list(resource_ids), Tags=to_list(tags))
 
 
+def delete_tags(session: boto3.Session, region: str, resource_ids: Sequence[str],
+                keys: Sequence[str]) -> None:
+    with aws_call("DeleteTags", ",".join(resource_ids)):
+        _ec2(session, region).delete_tags(Resources=list(resource_ids),
+                                          Tags=[{"Key": k} for k in keys])
+
+
 def associate_instance_profile(session: boto3.Session, region: str, instance_id: str,
                                profile_arn: str) -> None:
     """Give a running instance its IAM instance profile (its role's credentials appear in
@@ -150,6 +172,15 @@ def terminate_instances(session: boto3.Session, region: str, ids: Sequence[str])
         return
     with aws_call("TerminateInstances", ",".join(ids)):
         _ec2(session, region).terminate_instances(InstanceIds=list(ids))
+
+
+def set_shutdown_behavior(session: boto3.Session, region: str, instance_id: str,
+                          behaviour: str) -> None:
+    """What the instance does when its OS shuts down: ``stop`` or ``terminate`` (EC2's
+    ModifyInstanceAttribute takes one instance at a time)."""
+    with aws_call("ModifyInstanceAttribute", f"{instance_id} on shutdown: {behaviour}"):
+        _ec2(session, region).modify_instance_attribute(
+            InstanceId=instance_id, InstanceInitiatedShutdownBehavior={"Value": behaviour})
 
 
 def start_instances(session: boto3.Session, region: str, ids: Sequence[str]) -> None:

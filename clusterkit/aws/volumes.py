@@ -16,14 +16,16 @@ DESCRIBE_BATCH = 200  # volume ids per DescribeVolumes call
 
 
 def cluster_volumes(session: boto3.Session, region: str, cluster: str) -> list[dict[str, Any]]:
-    """[{id, state, attached_to}] of every volume tagged with the cluster."""
+    """[{id, state, attached_to, size_gib, type}] of every volume tagged with the
+    cluster."""
     with aws_call("DescribeVolumes", cluster):
         pages = client(session, "ec2", region).get_paginator("describe_volumes").paginate(
             Filters=cluster_filter(cluster))
         vols = [v for page in pages for v in page["Volumes"]]
     return [{"id": v["VolumeId"], "state": v["State"],
              "attached_to": [a["InstanceId"] for a in v.get("Attachments", [])
-                             if a.get("State") in ("attaching", "attached")]}
+                             if a.get("State") in ("attaching", "attached")],
+             "size_gib": int(v.get("Size") or 0), "type": v.get("VolumeType", "")}
             for v in vols]
 
 

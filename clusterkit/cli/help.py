@@ -9,7 +9,8 @@ import click
 # under OTHER, so a new command is never missing from the help.
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Spec", ("validate", "schema")),
-    ("Cluster", ("iam-policy", "spot", "plan", "up", "status", "exec", "ssh", "down")),
+    ("Cluster", ("iam-policy", "spot", "plan", "up", "status", "exec", "ssh", "autostop",
+                 "down")),
     ("Data", ("pack", "snapshot-dataset", "deploy-dataset")),
     ("Training", ("train", "logs", "stop")),
     ("Sandbox", ("sandbox",)),

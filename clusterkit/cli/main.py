@@ -10,6 +10,7 @@ import click
 
 from clusterkit import __version__
 from clusterkit.cli import (
+    autostop,
     dataset,
     help,
     iam,
@@ -149,7 +150,8 @@ def cli(ctx: click.Context, region: str | None, profile: str | None, debug: bool
         check_region(region, "--region")  # before any call: a typo dials a made-up host
 
 
-for module in (validate, iam, spot, provision, remote, pack, publish, dataset, train, sandbox):
+for module in (validate, iam, spot, provision, remote, pack, publish, dataset, train, sandbox,
+               autostop):
     for command in module.COMMANDS:
         cli.add_command(command)
         for leaf in leaf_commands(command):

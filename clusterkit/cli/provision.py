@@ -95,11 +95,14 @@ def _ask(question: str) -> bool:
               "says (repeatable).")
 @click.option("--no-bootstrap", is_flag=True, help="Stop once SSH answers: leave the "
               "nodes as they are (no hosts file, scratch, EFS or environment).")
+@click.option("--autostop", "autostop", default=None, metavar="DURATION|off",
+              help="Shut the nodes down after this long idle (no job, no SSH session with a "
+              "terminal), e.g. 30m; replaces the spec's `autostop` (off: none).")
 @accept_option
 @TIMELINE_OPTION
 @json_option
 def up(spec_file: str | None, plan_file: str | None, timeout: float, no_wait_ssh: bool,
-       yes: bool, force_steps: tuple[str, ...], no_bootstrap: bool,
+       yes: bool, force_steps: tuple[str, ...], no_bootstrap: bool, autostop: str | None,
        accept_host_keys: tuple[str, ...], timeline: str | None) -> None:
     """Provision the cluster, wait for SSH, bootstrap every node. Idempotent: a second run
     changes nothing.
@@ -120,6 +123,7 @@ def up(spec_file: str | None, plan_file: str | None, timeout: float, no_wait_ssh
       clusterkit --sandbox up examples/sandbox-cpu.yaml --yes
       clusterkit up --plan plan.json
       clusterkit up cluster.yaml --timeline up.png
+      clusterkit up cluster.yaml --autostop 30m
     """
     from clusterkit.cluster.provision.up import do_up
 
@@ -129,7 +133,7 @@ def up(spec_file: str | None, plan_file: str | None, timeout: float, no_wait_ssh
     result = do_up(spec_file, rt=runtime(), timeout=timeout, wait_ssh=not no_wait_ssh,
                    yes=yes or ctx.yes, confirm=ask, region=ctx.region,
                    accept_host_keys=accept_host_keys, bootstrap=not no_bootstrap,
-                   force_steps=force_steps, plan_file=plan_file)
+                   force_steps=force_steps, plan_file=plan_file, autostop=autostop)
     render_up(ctx.console, result)
     if timeline:
         upchart.draw(ctx.console, result.cluster, timeline)
@@ -150,6 +154,8 @@ def render_up(console: Console, result: UpResult) -> None:
         return
     if result.bootstrap is not None:
         render_bootstrap(console, result.bootstrap)
+    if result.autostop is not None and result.autostop.clock is not None:
+        console.print(result.autostop.clock.describe(), markup=False, highlight=False)
     master = result.nodes[0].ssh_address or "<master address>"
     port = "" if result.ssh_port == 22 else f" -p {result.ssh_port}"
     if result.known_hosts:
@@ -218,7 +224,7 @@ def status(name: str | None, wide: bool, timeline: str | None) -> None:
         upchart.draw(ctx.console, open_cluster(name).name or name, timeline)
         return
     result = do_status(name, region=ctx.region, rt=runtime())
-    if name and not result.nodes:  # not found: exit 1 (JSON error under --json)
+    if name and not result.nodes and result.remains is None:  # not found: exit 1
         raise ClusterkitError(f"no cluster {result.cluster or name} in "
                               f"{', '.join(result.regions)}",
                               "check the name and --region; `clusterkit status` lists "

@@ -115,6 +115,36 @@ def interrupt(directory: str | None, cluster: str, node: str, notice: str,
                         f"notice posted, {action} at {result['at']}")
 
 
+@sandbox.command()
+@DIR_OPTION
+@click.argument("cluster")
+@click.argument("node")
+@click.option("--heal", is_flag=True, help="Let the node answer again.")
+@click.option("--region", default="us-east-1", show_default=True)
+@json_option
+def partition(directory: str | None, cluster: str, node: str, heal: bool,
+              region: str) -> None:
+    """Make NODE stop answering, as a node cut off by the network does (every process
+    of it frozen; its instance keeps running); --heal undoes it.
+
+    \b
+    Example:
+      clusterkit sandbox partition demo worker-2
+    """
+    from clusterkit.errors import UsageError
+    from clusterkit.sandbox.partition import do_partition
+
+    try:
+        result = do_partition(directory, cluster, node, heal=heal, region=region)
+    except ValueError as exc:
+        raise UsageError(str(exc), "`clusterkit status CLUSTER` lists the nodes") from None
+    if get_ctx().json:
+        print_json(result)
+    else:
+        Console().print(f"{result['instance_id']} ({node} of {cluster}): {result['state']} "
+                        f"({result['processes']} process(es))")
+
+
 @sandbox.command("status")
 @DIR_OPTION
 @json_option

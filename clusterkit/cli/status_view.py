@@ -40,7 +40,10 @@ def usd(value: float | None, *, per_hour: bool = False) -> str:
 
 
 def node_name(row: StatusRow) -> str:
-    """``master``, ``worker-2``: the name ``--node`` accepts (with the index)."""
+    """``master``, ``worker-2``: the name ``--node`` accepts (with the index); a
+    standby: ``standby for worker-2``."""
+    if row.standby_for is not None:
+        return f"standby-{row.standby_for}"
     if row.index is None:
         return row.instance_id
     return "master" if row.role == Role.MASTER else f"{row.role}-{row.index}"
@@ -85,6 +88,9 @@ def _kept_efs(console: Console, result: StatusResult) -> None:
 def render_status(console: Console, result: StatusResult, *, wide: bool = False) -> None:
     """One table per cluster, then the total $/h and the cost so far."""
     if not result.nodes:
+        if result.remains is not None:
+            _autostop(console, result)
+            return
         what = f"cluster {result.cluster}" if result.cluster else "clusterkit clusters"
         console.print(f"no {what} in {', '.join(result.regions)}", markup=False,
                       highlight=False)
@@ -99,9 +105,36 @@ def render_status(console: Console, result: StatusResult, *, wide: bool = False)
     per_hour = f"{usd(hourly, per_hour=True)}/h" if hourly is not None else "$/h unknown"
     console.print(f"total: {per_hour}, so far {usd(so_far) if so_far is not None else 'unknown'}",
                   markup=False, highlight=False)
+    _standbys(console, result.nodes)
     _dataset(console, result)
     _job(console, result)
-    _kept_efs(console, result)
+    if not _autostop(console, result):
+        _kept_efs(console, result)
+
+
+def _autostop(console: Console, result: StatusResult) -> bool:
+    """The autostop clock while the nodes run; where none runs, what is left and what
+    it costs (True: that listed the file systems, kept ones too)."""
+    if result.autostop is not None:
+        console.print(result.autostop.describe(), markup=False, highlight=False)
+    if result.remains is None or result.cluster is None:
+        return False
+    for line in result.remains.lines(result.cluster):
+        console.print(line, markup=False, highlight=False)
+    return True
+
+
+def _standbys(console: Console, rows: Sequence[StatusRow]) -> None:
+    """What a standby row is, and what it costs."""
+    for row in rows:
+        if row.standby_for is None:
+            continue
+        node = "master" if row.standby_for == 0 else f"worker-{row.standby_for}"
+        console.print(f"standby-{row.standby_for} ({row.instance_id}, "
+                      f"{usd(row.price_per_hour, per_hour=True)}/h): booted for {node} on its "
+                      "rebalance recommendation; swapped in if its interruption notice comes, "
+                      "else terminated after train.standby_minutes (or by `down`)",
+                      markup=False, highlight=False)
 
 
 def _dataset(console: Console, result: StatusResult) -> None:
@@ -120,6 +153,8 @@ def _job(console: Console, result: StatusResult) -> None:
     why = (f": {job.failed.describe()}" if job.failed else
            f" ({job.reason})" if job.reason else "")
     console.print(f"job {job.job_id}: {job.state}{why}", markup=False, highlight=False)
+    for recovery in job.recoveries:
+        console.print(f"  {recovery.describe()}", markup=False, highlight=False)
     for other in job.others:
         console.print(f"  also: {other.describe()}", markup=False, highlight=False)
     for node, state in job.nodes.items():

@@ -50,6 +50,8 @@ def _finish(outcome: JobOutcome) -> None:
             sys.exit(1)
         return
     err = ctx.err_console
+    for recovery in outcome.recoveries:
+        err.print(recovery.describe(), markup=False, highlight=False)
     if outcome.detached:
         err.print(f"job {outcome.job_id} {outcome.state} on cluster {outcome.cluster}; "
                   f"follow it: clusterkit logs {outcome.cluster} -f; stop it: "
@@ -86,27 +88,57 @@ def _finish(outcome: JobOutcome) -> None:
 @click.option("--workdir", "workdir_option", type=click.Path(file_okay=False, exists=True),
               help="Local directory copied to the nodes (EFS, else every node) before the "
                    "start; the command runs there. Default: train.workdir when relative.")
+@click.option("--attach", is_flag=True,
+              help="Take over the cluster's running job (from any terminal): follow it "
+                   "and recover it when it loses nodes, as the `train` that started it.")
+@click.option("--max-recoveries", type=click.IntRange(0, 100), default=None,
+              help="Times a lost node (spot notice, instance gone, silent for "
+                   "train.node_timeout) is replaced and the job restarted from its "
+                   "checkpoint (default: train.max_recoveries, 0).")
 @json_option
 def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
-          workdir_option: str | None) -> None:
+          workdir_option: str | None, attach: bool, max_recoveries: int | None) -> None:
     """Start the distributed job (MXNet PS or torchrun) on every node; live logs; fail-fast.
 
     \b
-      clusterkit train SPEC [--detach] [--replace] [--workdir DIR] [-- COMMAND ...]
+      clusterkit train SPEC [--detach] [--replace] [--workdir DIR] [--max-recoveries N]
+                       [-- COMMAND ...]
+      clusterkit train SPEC --attach [--max-recoveries N] [--workdir DIR]
     Example:
       clusterkit train examples/sandbox-cpu.yaml --replace
 
     Exit 0 when every worker exited 0, 1 when the job failed (the failed node and role
-    and the last lines of its log are shown). Ctrl-C asks whether to stop the job."""
+    and the last lines of its log are shown). Ctrl-C asks whether to stop the job. With
+    recoveries allowed, a job that loses nodes gets them replaced (only those) and is
+    started again; each recovery is printed and kept in the job's record."""
     from clusterkit.cluster.jobs.train import do_train
 
     ctx = get_ctx()
+    if attach:
+        _finish(_attach(spec_file, command, detach, replace, workdir_option, max_recoveries))
+        return
     outcome = do_train(spec_file, command=command, workdir_option=workdir_option,
                        detach=detach, replace=replace,
                        out=sys.stderr if ctx.json else sys.stdout,
                        confirm_stop=_confirm_stop, region=ctx.region, profile=ctx.profile,
-                       rt=_runtime())
+                       max_recoveries=max_recoveries, rt=_runtime())
     _finish(outcome)
+
+
+def _attach(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
+            workdir_option: str | None, max_recoveries: int | None) -> JobOutcome:
+    from clusterkit.cluster.jobs.attach import do_attach
+    from clusterkit.errors import UsageError
+
+    if command or detach or replace:
+        raise UsageError("--attach takes over the running job: it starts nothing, so it "
+                         "takes no COMMAND, --detach or --replace",
+                         f"clusterkit train {spec_file} --attach")
+    ctx = get_ctx()
+    return do_attach(spec_file, workdir_option=workdir_option,
+                     out=sys.stderr if ctx.json else sys.stdout, confirm_stop=_confirm_stop,
+                     region=ctx.region, profile=ctx.profile, max_recoveries=max_recoveries,
+                     rt=_runtime())
 
 
 @click.command()

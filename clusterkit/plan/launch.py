@@ -10,8 +10,15 @@ from dataclasses import dataclass, field
 
 from clusterkit.catalog.ranking import Offer
 from clusterkit.kinds import Market
+from clusterkit.plan.autostop import SHUTDOWN_TAG, behaviour_for
 from clusterkit.plan.dataset import CLONE_OF_TAG, DEVICE_HINT
-from clusterkit.plan.nodes import CLUSTER_TAG, PRICE_TAG, format_slots, launch_tags
+from clusterkit.plan.nodes import (
+    CLUSTER_TAG,
+    PRICE_TAG,
+    format_slots,
+    launch_tags,
+    standby_tags,
+)
 from clusterkit.spec.model import Spec
 
 
@@ -41,6 +48,8 @@ class LaunchRequest:
     tags: Mapping[str, str] = field(default_factory=dict)  # the instances'
     volume_tags: Mapping[str, str] = field(default_factory=dict)  # volumes', spot requests'
     block_devices: tuple[BlockDevice, ...] = ()
+    # what the instances do when their OS shuts down (autostop); None: EC2's default
+    shutdown_behavior: str | None = None
 
     @property
     def count(self) -> int:
@@ -67,24 +76,35 @@ def dataset_devices(spec: Spec, size_gib: int | None) -> tuple[BlockDevice, ...]
                         ds.initialization_rate or None),)
 
 
-def client_token(stack_id: str, slots: Sequence[int], offer: Offer) -> str:
+def client_token(stack_id: str, slots: Sequence[int], offer: Offer, salt: str = "") -> str:
     """Same stack + same slots + same offer => same token, so a retried RunInstances is
-    not a second launch. A new stack (after `down`) gives new tokens."""
+    not a second launch. A new stack (after `down`) gives new tokens; ``salt`` sets a
+    launch apart from the one with the same slots (a standby: the node it stands by)."""
     text = f"{stack_id}|{format_slots(slots)}|{offer.instance_type}|{offer.az}|{offer.market}"
+    text += f"|{salt}" if salt else ""
     return "ck-" + hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
 def launch_request(spec: Spec, offer: Offer, slots: Sequence[int], stack_id: str,
-                   ) -> LaunchRequest:
+                   standby_of: str = "") -> LaunchRequest:
     """The launch of ``slots`` at ``offer``: identity tags on instances and volumes, the
-    price it was launched at, the clone's snapshot on its volumes."""
+    price it was launched at, the clone's snapshot on its volumes. ``standby_of``: the
+    instance id of the one node (``slots``) this launch makes a standby for."""
     devices = dataset_devices(spec, spec.storage.dataset.size_gb if spec.storage.dataset
                               else None)
-    volume_tags = {**base_tags(spec), **launch_tags(spec.name, slots)}
+    identity = standby_tags(spec.name, slots[0]) if standby_of else launch_tags(spec.name,
+                                                                               slots)
+    volume_tags = {**base_tags(spec), **identity}
     if devices:  # every volume of the launch alike; only the clone's SnapshotId matches
         volume_tags[CLONE_OF_TAG] = devices[0].snapshot_id
     tags = dict(volume_tags)
     if offer.price is not None:
         tags[PRICE_TAG] = f"{offer.price:.4f}"
+    behaviour = None
+    if spec.autostop is not None and spec.autostop.on:  # an idle node's OS shuts it down
+        behaviour = behaviour_for(offer.market, spec.autostop.action)
+        tags[SHUTDOWN_TAG] = behaviour
     return LaunchRequest(offer, tuple(slots), spec.nodes.max_price,
-                         client_token(stack_id, slots, offer), tags, volume_tags, devices)
+                         client_token(stack_id, slots, offer, standby_of), tags,
+                         volume_tags, devices,
+                         shutdown_behavior=behaviour)

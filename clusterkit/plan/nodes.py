@@ -17,7 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from clusterkit.kinds import LIVE_STATES, STOPPED_STATES, Market, NodeAction, Role
+from clusterkit.kinds import (
+    LIVE_STATES,
+    STOPPED_STATES,
+    InstanceState,
+    Market,
+    NodeAction,
+    Role,
+)
 
 CLUSTER_TAG = "clusterkit:cluster"
 ROLE_TAG = "clusterkit:role"
@@ -26,6 +33,9 @@ SLOTS_TAG = "clusterkit:slots"
 PRICE_TAG = "clusterkit:price"
 RETAIN_TAG = "clusterkit:retain"
 REGION_TAG = "clusterkit:region"  # on the IAM role (global): the region of its stack
+# A standby (a rebalance recommendation's replacement, booted before it is needed): the
+# index of the node it stands by for. It holds no index until it is swapped in.
+STANDBY_TAG = "clusterkit:standby-for"
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,19 @@ class Node:
     @property
     def live(self) -> bool:
         return self.state in LIVE_STATES
+
+    @property
+    def holds_index(self) -> bool:
+        """Live, not shutting down and not a standby: an instance on its way out (a lost
+        node being replaced) leaves its index to a new one; `down` still waits for it."""
+        return self.live and self.state != InstanceState.SHUTTING_DOWN \
+            and self.standby_for is None
+
+    @property
+    def standby_for(self) -> int | None:
+        """The node index this instance is a standby for (None: not a standby)."""
+        value = self.tags.get(STANDBY_TAG, "")
+        return int(value) if value.isdigit() else None
 
 
 def node_order(node: Node) -> tuple[bool, int, str]:
@@ -122,6 +145,17 @@ def node_index(tags: Mapping[str, str], launch_index: int | None) -> int | None:
 def wanted_tags(cluster: str, index: int) -> dict[str, str]:
     """The full identity tags of one node (a launch of that one slot carries them)."""
     return {INDEX_TAG: str(index), ROLE_TAG: role_of(index), "Name": node_name(cluster, index)}
+
+
+def standby_tags(cluster: str, index: int) -> dict[str, str]:
+    """The creation tags of a standby for node ``index``: the cluster's, no index."""
+    return {CLUSTER_TAG: cluster, STANDBY_TAG: str(index), ROLE_TAG: "standby",
+            "Name": f"{node_name(cluster, index)}-standby"}
+
+
+def swap_tags(cluster: str, index: int) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(tags to write, tag keys to delete) that make a standby node ``index``."""
+    return wanted_tags(cluster, index), (STANDBY_TAG,)
 
 
 def role_tags(cluster: str, role: Role) -> dict[str, str]:
@@ -180,7 +214,7 @@ class NodeActions:
         (``"index N"`` -> LAUNCH): the plan per node, as `plan --json` lists it."""
         out: dict[str, NodeAction] = {}
         retag = set(self.retag_ids)
-        for node in (n for n in nodes if n.live):
+        for node in (n for n in nodes if n.holds_index):
             iid = node.instance_id
             out[iid] = (NodeAction.TERMINATE if iid in self.terminate
                         else NodeAction.START if iid in self.start
@@ -192,7 +226,8 @@ def node_actions(cluster: str, count: int, nodes: Sequence[Node]) -> NodeActions
     """Scale to ``count``: launch missing indexes, terminate the highest surplus ones
     (and duplicates of an index, keeping the earliest launched), fix role tags that
     are missing or wrong (one ``Retag`` per role)."""
-    live = sorted((n for n in nodes if n.live), key=lambda n: (n.launch_time, n.instance_id))
+    live = sorted((n for n in nodes if n.holds_index),
+                  key=lambda n: (n.launch_time, n.instance_id))
     keep: dict[int, Node] = {}
     terminate: list[str] = []
     for node in live:

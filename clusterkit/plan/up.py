@@ -77,7 +77,8 @@ class UpPlan:
     def hourly_after(self) -> float | None:
         """Total $/h once `up` is done: kept nodes at their recorded price, new ones at
         the choice's."""
-        kept = [n for n in self.existing if n.live and n.instance_id not in self.nodes.terminate]
+        kept = [n for n in self.existing
+                if n.holds_index and n.instance_id not in self.nodes.terminate]
         total = 0.0
         for node in kept:
             if node.price is None:

@@ -5,6 +5,7 @@ state has its loop devices."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ from clusterkit.sandbox.moto_models import (
     InstanceView,
     end_instance,
     read_instances,
+    shut_down_by_os,
     unsettled_volume_ids,
 )
 from clusterkit.sandbox.state import ADDRESSES_FILE, NODES_FILE, read_json, write_json
@@ -30,6 +32,7 @@ from clusterkit.sandbox.timings import Timings, Wait
 
 log = logging.getLogger("clusterkit.sandbox.agent")
 TICK = 0.1
+POWER_LOG = "run/power-offs.jsonl"  # one line per node whose OS powered off
 BOOT_WORKERS = 8  # first-boot preparations (ssh-keygen, the node's /etc) at once
 LISTEN_TIMEOUT = 5.0  # seconds for a booting node's sshd to listen
 SSH_NOT_EMULATED = ("SSH node not emulated on this machine (the sandbox needs root and "
@@ -83,6 +86,8 @@ class Agent:
         self.disks = Disks(self.run_dir, bool(caps.get("loop_devices")))
         self.efs_dir = self.run_dir / "efs"
         self.efs_dir.mkdir(parents=True, exist_ok=True)
+        self.power_dir = nodes.power_dir(self.run_dir)  # a node's OS powered off
+        self.power_dir.mkdir(parents=True, exist_ok=True)
         self.stopping = threading.Event()
         self._last: str = ""
         console.install(state_dir, self.console_node)  # GetConsoleOutput shows host keys
@@ -107,6 +112,7 @@ class Agent:
 
     def tick(self) -> None:
         self._interruptions()
+        self._power_offs()
         views, volumes, snapshots = read_instances()
         if self.timings.on:
             volumes = self._settled(volumes)
@@ -126,6 +132,26 @@ class Agent:
             if end_instance(iid, action):
                 log.info("node %s: %s at its interruption notice's time", iid, action)
             imds.forget(self.dir, iid)
+
+    def _power_offs(self) -> None:
+        """The nodes whose OS powered off (their shutdown / poweroff shim wrote
+        ``run/power/<instance id>``) stop or terminate, as their instance's
+        InstanceInitiatedShutdownBehavior says; each is noted in POWER_LOG."""
+        for path in self.power_dir.iterdir():
+            if path.name.endswith(".tmp"):
+                continue
+            command = path.read_text(errors="replace").strip()[:200]
+            path.unlink(missing_ok=True)
+            node = self.nodes.get(path.name)
+            if node is None or node.state != "ready":
+                log.warning("power-off request for %s, not a running node: ignored", path.name)
+                continue
+            action = shut_down_by_os(path.name)
+            log.info("node %s: `%s` in the node: %s", path.name, command, action)
+            with open(self.dir / POWER_LOG, "a") as out:
+                out.write(json.dumps({"instance_id": path.name, "cluster": node.view.cluster,
+                                      "index": node.view.index, "command": command,
+                                      "action": action, "time": time.time()}) + "\n")
 
     def _roles(self, views: list[InstanceView]) -> None:
         """Each node's instance profile where the node reads it (``nodes.ROLE_FILE``), as

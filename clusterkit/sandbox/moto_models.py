@@ -91,6 +91,31 @@ def end_instance(instance_id: str, action: str) -> bool:
     return False
 
 
+OS_SHUTDOWN = ("Client.InstanceInitiatedShutdown: Instance initiated shutdown",
+               "Client.InstanceInitiatedShutdown")
+
+
+def shut_down_by_os(instance_id: str) -> str | None:
+    """The instance's OS powered off: stop or terminate it as its
+    InstanceInitiatedShutdownBehavior says (a spot instance always terminates), with the
+    state reason EC2 gives; what it did, or None when no backend holds it running."""
+    from moto.ec2.models.instances import StateReason
+
+    for _region, backend in _backends():
+        inst = next((i for i in backend.all_instances() if i.id == instance_id), None)
+        if inst is None or inst.state != "running":
+            continue
+        behaviour = getattr(inst, "instance_initiated_shutdown_behavior", "stop") or "stop"
+        if behaviour == "stop" and getattr(inst, "lifecycle", None) != "spot":
+            backend.stop_instances([instance_id])
+        else:
+            behaviour = "terminate"
+            backend.terminate_instances([instance_id])
+        inst.state_reason = StateReason(*OS_SHUTDOWN)
+        return behaviour
+    return None
+
+
 def read_instances() -> tuple[list[InstanceView], list[VolumeView], dict[str, str | None]]:
     """Tagged instances, non-root volume attachments, snapshots -> source volume."""
     views: list[InstanceView] = []

@@ -92,6 +92,37 @@ echo "$spec $dir $opts" >> "@LOG@"
 exec /usr/sbin/mount.nfs4 "$spec" "$dir"
 """.replace("@LOG@", EFS_MOUNTS).replace("@ROLE@", f"{CONF_IN_NODE}/{ROLE_FILE}")
 
+POWER_IN_NODE = "/var/lib/clusterkit-sandbox/power"  # the sandbox's run/power, in every node
+INSTANCE_ID_FILE = "instance-id"  # in conf/: the node's own instance id
+# The OS's power-off (shutdown -h now, poweroff, halt): a request the agent reads on its
+# tick, which stops or terminates the instance as its InstanceInitiatedShutdownBehavior
+# says, as EC2 does. Never the host's: these shims shadow them in the node's own root.
+POWER_SHIM = """\
+#!/bin/sh
+# clusterkit sandbox: this node's power-off; the sandbox agent ends the instance.
+set -eu
+me=$(basename "$0")
+if [ "$me" = shutdown ]; then
+  when=
+  for a in "$@"; do
+    case "$a" in
+      -h|-P|-H|--poweroff|--halt|--no-wall) ;;
+      now|+0) when=now;;
+      *) echo "shutdown $*: not emulated (clusterkit sandbox: shutdown -h now only)" >&2
+         exit 1;;
+    esac
+  done
+  [ -n "$when" ] || { echo "shutdown: not emulated without 'now' (clusterkit sandbox)" >&2
+                      exit 1; }
+fi
+iid=$(cat "@CONF@/@IID@")
+printf '%s\\n' "$me${*:+ $*}" > "@POWER@/$iid.tmp"
+mv "@POWER@/$iid.tmp" "@POWER@/$iid"
+echo "$me: the system is going down now (clusterkit sandbox, instance $iid)"
+""".replace("@CONF@", CONF_IN_NODE).replace("@IID@", INSTANCE_ID_FILE).replace(
+    "@POWER@", POWER_IN_NODE)
+POWER_COMMANDS = ("shutdown", "poweroff", "halt")
+
 MDADM_SHIM = """\
 #!/bin/sh
 echo "mdadm: not emulated: this kernel has no md driver (clusterkit sandbox)" >&2
@@ -138,6 +169,7 @@ def prepare(spec: NodeSpec) -> str:
         (conf / "authorized_keys").write_text("".join(k.strip() + "\n" for k in spec.public_keys))
         _first_boot_root(spec)
     (conf / "sshd_config").write_text(SSHD_CONFIG.format(address=spec.address))
+    (conf / INSTANCE_ID_FILE).write_text(spec.instance_id + "\n")
     for sub in ("disk/by-id", "upper", "work", "merged"):
         (spec.root / sub).mkdir(parents=True, exist_ok=True)
     return key.with_suffix(".pub").read_text().strip()
@@ -171,6 +203,24 @@ def _first_boot_root(spec: NodeSpec) -> None:
     _write(upper / "usr/sbin/mount.efs", MOUNT_EFS_SHIM, 0o755)
     if not spec.md:
         _write(upper / "usr/sbin/mdadm", MDADM_SHIM, 0o755)
+    for command in POWER_COMMANDS:
+        for where in power_shim_dirs():
+            _write(upper / where / command, POWER_SHIM, 0o755)
+
+
+def power_dir(run_dir: Path) -> Path:
+    """The sandbox's directory of power-off requests (``<instance id>`` files), shown in
+    every node at POWER_IN_NODE."""
+    return run_dir / "power"
+
+
+def power_shim_dirs() -> list[str]:
+    """Where a node finds shutdown / poweroff / halt: /usr/sbin, and /sbin where the
+    host's is not a link to it (an overlay directory there would hide the link)."""
+    dirs = ["usr/sbin"]
+    if Path("/sbin").is_dir() and not Path("/sbin").is_symlink():
+        dirs.append("sbin")
+    return dirs
 
 
 def _opaque(path: Path) -> None:
@@ -198,6 +248,7 @@ def client_packages_mount(merged: str) -> list[str]:
 def boot_script(spec: NodeSpec) -> str:
     r = shlex.quote(str(spec.root))
     merged = f"{r}/merged"
+    power = shlex.quote(str(power_dir(spec.efs_dir.parent)))
     lines = [
         "set -e",
         f"mount -t overlay ckroot -o lowerdir=/,upperdir={r}/upper,workdir={r}/work {merged}",
@@ -210,6 +261,8 @@ def boot_script(spec: NodeSpec) -> str:
         f"mkdir -p {merged}/etc/clusterkit-node {merged}/run/sshd {merged}{EFS_IN_NODE}",
         f"mount --bind {r}/conf {merged}/etc/clusterkit-node",
         f"mount --bind {shlex.quote(str(spec.efs_dir))} {merged}{EFS_IN_NODE}",
+        f"mkdir -p {merged}{POWER_IN_NODE}",
+        f"mount --bind {power} {merged}{POWER_IN_NODE}",
         *client_packages_mount(merged),
         f"hostname {shlex.quote(spec.hostname)}",
         f"exec chroot {merged} {' '.join(sshd_flags())} -f /etc/clusterkit-node/sshd_config",

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from clusterkit.autostop.policy import duration_seconds
 from clusterkit.spec import model
 from clusterkit.spec.model import Location
 
@@ -53,6 +54,22 @@ def _train(d: Mapping[str, Any] | None) -> model.Train:
     return model.Train(**given)
 
 
+def _autostop(d: Any) -> model.Autostop | None:
+    """The section (or its shorthand, already a section); False or idle ``off``: off
+    (idle_s None); not written: None."""
+    if d is None:
+        return None
+    idle = "off" if d is False else d.get("idle", "30m")
+    if idle == "off":
+        return model.Autostop(None, d.get("action", model.Autostop.action) if d else
+                              model.Autostop.action)
+    try:
+        seconds = duration_seconds(idle)  # its range: checks.py, located
+    except ValueError:  # walk.py refused its form already
+        seconds = model.Autostop.idle_s
+    return model.Autostop(seconds, d.get("action", model.Autostop.action))
+
+
 def _regions(region: str, regions: list[str] | None) -> tuple[str, ...]:
     ordered = [region] + [r for r in (regions or []) if r != region]
     return tuple(ordered)
@@ -72,6 +89,7 @@ def build_spec(plain: Mapping[str, Any], locations: Mapping[str, Location],
         storage=_storage(plain.get("storage")),
         train=_train(plain["train"]) if "train" in plain else None,
         tags=MappingProxyType(dict(plain.get("tags") or {})),
+        autostop=_autostop(plain.get("autostop")),
         file=file,
         locations=MappingProxyType(dict(locations)),
     )

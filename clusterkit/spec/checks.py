@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from pathlib import PurePosixPath
 
+from clusterkit.autostop.policy import range_problem
 from clusterkit.catalog import families, instances, prices, regions
 from clusterkit.errors import SpecIssue
 from clusterkit.kinds import MarketPolicy
@@ -46,7 +47,7 @@ def check_spec(spec: Spec) -> list[SpecIssue]:
         issues.append(SpecIssue(loc.file, loc.line, loc.col, path, message, hint, level))
 
     for check in (_regions, _nodes, _ssh, _mounts, _dataset, _efs, _train, _instance_facts,
-                  _max_price):
+                  _max_price, _autostop):
         check(spec, add)
     return issues
 
@@ -295,3 +296,26 @@ def cuda_warnings(spec: Spec, instance_type: str) -> list[str]:
 
     _gpu_facts(spec, itype, f"the chosen type {instance_type}", add)
     return lines
+
+
+def _autostop(spec: Spec, add: Add) -> None:
+    """The idle time in range; `stop` where EC2 cannot stop the nodes (one-time spot
+    instances only terminate): an error on a spot-only market, a warning where spot comes
+    first."""
+    auto = spec.autostop
+    if auto is None or auto.idle_s is None:
+        return
+    problem = range_problem(auto.idle_s)
+    if problem:
+        add("autostop.idle" if "autostop.idle" in spec.locations else "autostop", problem,
+            "e.g. 20s, 30m or 2h")
+    if auto.action != "stop":
+        return
+    if spec.nodes.market == MarketPolicy.SPOT:
+        add("autostop.action", "spot nodes cannot stop: EC2 terminates a one-time spot "
+            "instance that shuts down", "use action: terminate, or nodes.market: on-demand")
+    elif spec.nodes.market == MarketPolicy.SPOT_THEN_ON_DEMAND:
+        add("autostop.action", "spot nodes terminate when they shut down (only on-demand "
+            "nodes can stop)", "nodes.market: on-demand if every node must stop",
+            level="warning")
+

@@ -27,6 +27,7 @@ SHOWN_DEFAULTS: dict[str, str] = {
     "storage.dataset.throughput": "gp3: 125",
     "storage.dataset.size_gb": "the snapshot's size",
     "train": "off",
+    "autostop": "off",
 }
 TYPE_NAMES = {"object": "section", "map": "mapping", "array": "list"}
 HEADER = "| key | type | default | meaning |\n|---|---|---|---|\n"
@@ -35,6 +36,8 @@ HEADER = "| key | type | default | meaning |\n|---|---|---|---|\n"
 def _type(key: Key) -> str:
     if key.enum:
         return " \\| ".join(f"`{value}`" for value in key.enum)
+    if key.shorthand:
+        return f"section, `{(key.keys or {})[key.shorthand].example}` or `off`"
     if key.type == "array" and key.items is not None:
         return f"list of {key.items.type}"
     return TYPE_NAMES.get(key.type, key.type)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from clusterkit.autostop import policy
 from clusterkit.spec import model
 
 _HEX = "([0-9a-f]{8}|[0-9a-f]{17})"
@@ -33,6 +34,7 @@ _ONE_LINE = _CONTROLS + r"\t\n"
 _SHELLISH = "\"'`$\\\\"
 LOCAL_FILE_RE = rf"^(?!-)[^{_ONE_LINE}{_SHELLISH}%]+$"
 NODE_PATH_RE = rf"^(?!-)[^{_ONE_LINE}{_SHELLISH}]+$"
+CHECKPOINT_DIR_RE = rf"^(/|~|s3://)[^{_ONE_LINE}{_SHELLISH}]*$"
 PYTHON_RE = r"^(?!-)[A-Za-z0-9_./~+=:,@-]+( [A-Za-z0-9_./~+=:,@-]+)*$"
 KEY_NAME_RE = r"^[ !#%&()*+,./0-9:;<=>?@A-Z\[\]^_a-z{|}~-]{1,255}$"
 _CONTROL_NAMES = {"\n": "a newline", "\t": "a tab", "\r": "a carriage return",
@@ -91,6 +93,9 @@ class Key:
     key_pattern: str | None = None
     exclusive: tuple[str, ...] = ()  # object: at most one of these keys
     chars: Chars = Chars.LINE  # string and text values, whether or not a pattern is set
+    # object: a scalar written in place of the section stands for this key of it
+    # (``autostop: 30m`` is ``autostop: {idle: 30m}``); false (YAML's off, no) turns it off
+    shorthand: str | None = None
 
 
 def _obj(doc: str, keys: dict[str, Key], **kw: Any) -> Key:
@@ -200,6 +205,16 @@ STORAGE = _obj("Disks and file systems on every node; each part is off unless wr
                    example="alias/clusterkit"),
 })
 
+AUTOSTOP = _obj("Shut the nodes down after this long idle (no job, no SSH session with a "
+                "terminal); `autostop: 30m` is short for `{idle: 30m}`, `off` turns it off.", {
+    "idle": Key("string", "How long the cluster must be idle: 20s, 30m, 2h, 1h30m (10s..30d).",
+                default="30m", pattern=policy.DURATION_PATTERN, max_length=32,
+                what="a duration (a number and s, m, h or d: 20s, 30m, 1h30m)", example="30m"),
+    "action": Key("string", "What the idle nodes do: terminate, or stop (on-demand only; "
+                  "EC2 terminates spot nodes either way).", default="terminate",
+                  enum=policy.ACTIONS),
+}, shorthand="idle")
+
 TRAIN = _obj("The distributed job `clusterkit train` starts.", {
     "framework": Key("string", "mxnet (parameter server) or torchrun.", default="mxnet",
                      enum=model.FRAMEWORKS),
@@ -230,6 +245,24 @@ TRAIN = _obj("The distributed job `clusterkit train` starts.", {
                             "cut short to end 10 s before the instance goes (the notice "
                             "comes two minutes ahead).", default=90, minimum=0,
                             maximum=3600),
+    "checkpoint_dir": Key("string", "Where the training script saves its checkpoints and "
+                          "resumes from ($CLUSTERKIT_CHECKPOINT_DIR): storage that outlives "
+                          "a node (EFS, or an s3:// prefix). Left in place by a recovery.",
+                          max_length=4096, pattern=CHECKPOINT_DIR_RE, example="/efs/ckpt",
+                          what="an absolute path, a ~ path or an s3:// prefix (no quotes, "
+                          "$, `, \\, control characters)"),
+    "max_recoveries": Key("integer", "Times a lost node (spot notice, instance gone, silent "
+                          "for node_timeout) is replaced and the job restarted from its "
+                          "checkpoint (`train --max-recoveries`); 0: the job fails.",
+                          default=0, minimum=0, maximum=100),
+    "node_timeout": Key("number", "Seconds a node may stay silent before the job counts it "
+                        "lost.", default=60, minimum=5, maximum=3600),
+    "prelaunch_on_rebalance": Key("boolean", "On a spot node's rebalance recommendation, "
+                                  "launch and bootstrap its replacement at once as a "
+                                  "standby (when recoveries are allowed).", default=True),
+    "standby_minutes": Key("number", "Minutes a standby waits for its node's interruption "
+                           "notice before it is terminated.", default=30, minimum=1,
+                           maximum=1440),
     "packages": Key("array", "pip packages installed on the nodes, e.g. mxnet-cu112.",
                     unique=True,
                     items=Key("string", "A pip requirement.",
@@ -252,6 +285,7 @@ SPEC = _obj("A clusterkit cluster.", {
     "ssh": SSH,
     "storage": STORAGE,
     "train": TRAIN,
+    "autostop": AUTOSTOP,
     "tags": Key("map", "Extra tags on every AWS resource.",
                 key_pattern=r"^(?!aws:|clusterkit:)[A-Za-z0-9 _.:/=+@-]{1,128}$",
                 items=Key("text", "Tag value.", max_length=256)),

@@ -125,6 +125,24 @@ class Train:
     packages: tuple[str, ...] = ()  # pip packages installed on the nodes, e.g. mxnet-cu112
     checkpoint_signal: str = "SIGUSR1"  # on a spot interruption notice, to every process
     checkpoint_grace: float = 90.0  # seconds from it to SIGTERM (capped by the notice)
+    checkpoint_dir: str | None = None  # where the script saves (EFS, S3): outlives a node
+    max_recoveries: int = 0  # lost nodes replaced and the job restarted, at most this often
+    node_timeout: float = 60.0  # a node silent this long is lost
+    prelaunch_on_rebalance: bool = True  # a rebalance recommendation boots a standby
+    standby_minutes: float = 30.0  # a standby no notice claimed is terminated after this
+
+
+@dataclass(frozen=True)
+class Autostop:
+    """Shut the nodes down after ``idle_s`` seconds idle (None: off, as written);
+    ``action``: what the instances do then (their InstanceInitiatedShutdownBehavior)."""
+
+    idle_s: int | None = 1800
+    action: str = "terminate"
+
+    @property
+    def on(self) -> bool:
+        return self.idle_s is not None
 
 
 @dataclass(frozen=True)
@@ -137,6 +155,7 @@ class Spec:
     storage: Storage
     train: Train | None
     tags: Mapping[str, str]
+    autostop: Autostop | None = None  # None: not written (`up` keeps what the nodes run)
     file: str = "<memory>"
     locations: Mapping[str, Location] = field(
         default_factory=lambda: MappingProxyType({}), compare=False, repr=False)

@@ -41,6 +41,10 @@ def _key_schema(key: Key, nullable: bool) -> dict[str, Any]:
         out["additionalProperties"] = _key_schema(key.items, nullable=True)
         if key.key_pattern:
             out["propertyNames"] = {"pattern": key.key_pattern}
+    if key.shorthand:  # the section, or its shorthand key's value, or a boolean
+        short = _key_schema((key.keys or {})[key.shorthand], nullable=False)
+        section = {k: v for k, v in out.items() if k != "description"}
+        return {"description": key.doc, "anyOf": [section, short, {"type": "boolean"}]}
     return out
 
 

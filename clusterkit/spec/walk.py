@@ -57,6 +57,8 @@ def _value(node: Located, key: Key, path: str, w: Walk) -> Any:
     w.locations[path] = node.loc if scalar and node.kind != "null" else (node.key_loc or node.loc)
     if node.kind == "null":
         return _null(node, key, path, w)
+    if key.shorthand and node.kind not in ("map", "seq"):
+        return _shorthand(node, key, path, w)
     if key.type == "integer" and node.kind == "float" and math.isfinite(node.value) \
             and float(node.value).is_integer():
         node = Located("int", int(node.value), node.loc, node.key_loc)  # 4.0 is 4, as in JSON
@@ -81,6 +83,21 @@ def _null(node: Located, key: Key, path: str, w: Walk) -> Any:
     if key.type == "object":  # `efs:` with nothing under it: the section with its defaults
         return _object(Located("map", {}, node.loc, node.key_loc), key, path, w)
     return None
+
+
+def _shorthand(node: Located, key: Key, path: str, w: Walk) -> Any:
+    """A scalar in place of a section with a shorthand key: false (off, no) is False (the
+    section off), true the section with its defaults, anything else that key's value,
+    checked as that key and located here."""
+    if node.kind == "bool":
+        return {} if node.value else False
+    if node.kind in ("int", "float") and key.keys and key.keys[key.shorthand or ""].example:
+        example = key.keys[key.shorthand or ""].example
+        w.add(node.loc, path, f"{node.value!r} has no unit", f"write it with its unit, e.g. "
+              f"{node.value}s or {node.value}m (like {example})")
+        return BAD
+    value = _value(node, (key.keys or {})[key.shorthand or ""], path, w)
+    return BAD if value is BAD else {key.shorthand: value}
 
 
 def _describe(node: Located) -> str:

@@ -124,6 +124,7 @@ class Coordinator:
         self.outcome, self.heard = None, None  # what was decided / asked of us
         self.checkpoint_grace = float(job.get("checkpoint_grace", 0))
         self.checkpoint_until: float | None = None  # an interruption's SIGTERM time
+        self.interruption: dict | None = None  # the first notice: node, when seen, action
         self.pending: list = []  # stop / done for the master, waiting for a link
         self.started = time.monotonic()
         self.last_hb = self.last_dial = 0.0
@@ -157,6 +158,7 @@ class Coordinator:
             now = time.time()
             self.checkpoint_until = now + interruption.grace_seconds(
                 notice, self.checkpoint_grace, now)
+            self.interruption = dict(notice.to_json(), node=node, seen=now)
         return interrupted_outcome(node, notice)
 
     def broadcast(self, outcome: tuple) -> None:

@@ -166,13 +166,15 @@ class Supervisor:
         self.notices: list = []  # what the watcher saw, as state.json records it
         self.said_unavailable = None
         self.term_at = None  # monotonic: an interruption's SIGTERM, after the checkpoint
+        self.started = None  # epoch seconds: when the job's processes were started here
 
     def save(self) -> None:
         _, reason, failed, others = self.outcome or (self.state, None, None, [])
         write_json(os.path.join(self.job_dir, "state.json"), {
             "job_id": self.job_id, "node": self.me, "state": self.state, "reason": reason,
             "failed": failed, "others": others, "processes": {p.name: p.view() for p in self.procs},
-            "notices": self.notices,
+            "notices": self.notices, "interruption": self.coord.interruption,
+            "started": self.started, "recovery": self.job.get("recovery") or {},
             "cgroup": self.cgroup.path if self.cgroup else None,
             "cgroup_unit": self.cgroup.unit if self.cgroup else None,
             "supervisor_pid": os.getpid(), "updated": time.time()})
@@ -190,7 +192,7 @@ class Supervisor:
             for p in self.procs:
                 p.start(self.cgroup, process_env(os.environ, p.spec.get("env") or {},
                                                  self.job_id, self.me))
-            self.state = S.RUNNING
+            self.state, self.started = S.RUNNING, time.time()
         self.save()
         self.report()
         while not self.finished():
@@ -242,11 +244,13 @@ class Supervisor:
             self.reaper.signal(signal.SIGTERM)
         else:  # checkpoint first; SIGTERM when the grace ends, SIGKILL after the stop's
             sig = checkpoint_signal(self.job)
-            launchers = {p.popen.pid for p in self.procs if p.popen is not None
-                         and p.role == jobstate.LAUNCHER_ROLE}
-            self.reaper.signal_but(sig, launchers)
+            started = [p for p in self.procs if p.popen is not None]
+            launchers = {p.popen.pid for p in started if p.role == jobstate.LAUNCHER_ROLE}
+            groups = {p.popen.pid for p in started if p.role in jobstate.SPARED_ROLES}
+            self.reaper.signal_but(sig, launchers, frozenset(groups))
             self.term_at = self.stop_at = self.stop_at + max(0.0, until - time.time())
-            log(f"sent {sig.name} to every process but a launcher's; SIGTERM in "
+            log(f"sent {sig.name} to every process but a launcher, scheduler or server; "
+                f"SIGTERM in "
                 f"{self.term_at - time.monotonic():.0f} s")
         self.save()
 

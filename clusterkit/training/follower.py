@@ -189,10 +189,20 @@ class Changes:
         return why
 
 
+def tell_notices(state, told):
+    """The node's spot notices (state.json ``notices``) after the first ``told``, one
+    ``N`` line each, as they come; how many are told now."""
+    notices = (state or {}).get("notices") or []
+    for notice in notices[told:]:
+        sys.stdout.write("N" + json.dumps(notice) + "\n")
+    sys.stdout.flush()
+    return max(told, len(notices))
+
+
 def follow(job_dir, keep_following, names, roles):
     logs = selected(job_dir, names, roles)
     start, failing_since, last_pass = time.monotonic(), None, False
-    state = None
+    state, told = None, 0
     changes = Changes(job_dir) if keep_following else None
     while True:
         for log in logs:
@@ -201,6 +211,7 @@ def follow(job_dir, keep_following, names, roles):
         if last_pass or not keep_following:
             break
         state = read_json(os.path.join(job_dir, STATE))
+        told = tell_notices(state, told)
         if state is None and time.monotonic() - start > MISSING_WAIT:
             break
         if state is not None and state.get("failed") is not None and failing_since is None:

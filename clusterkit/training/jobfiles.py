@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.training.jobstate import (
@@ -52,6 +54,11 @@ class JobState:
     processes: tuple[ProcessState, ...]
     supervisor_running: bool | None  # None: not said (state.json read directly)
     updated: float | None
+    started: float | None = None  # when this node's processes were started
+    # the master's record of a spot interruption notice: node, action, at, seen
+    interruption: Mapping[str, Any] | None = None
+    # a restarted job's record (job.json's "recovery": first_job, restart_count, ...)
+    recovery: Mapping[str, Any] = field(default_factory=dict)
 
 
 def check_job_id(job_id: str) -> str:
@@ -133,4 +140,14 @@ def state_from(data: dict, state: JobStateName) -> JobState:
                                     else []) if f is not None),
         processes=procs,
         supervisor_running=None if supervisor is None else supervisor == "running",
-        updated=data.get("updated") if isinstance(data.get("updated"), (int, float)) else None)
+        updated=_time(data.get("updated")), started=_time(data.get("started")),
+        interruption=_dict(data.get("interruption")), recovery=_dict(data.get("recovery")) or {})
+
+
+def _time(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and \
+        not isinstance(value, bool) else None
+
+
+def _dict(value: object) -> dict[str, Any] | None:
+    return dict(value) if isinstance(value, dict) else None

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 JOB_ID_RE = re.compile(r"^j-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
 ROLES_WAITED = ("worker", "torchrun")  # the job succeeds when all of these exit 0
 LAUNCHER_ROLE = "torchrun"  # starts the job's real processes: spared the checkpoint signal
+# MXNet's scheduler and servers (`python -c "import mxnet"`) hold no checkpoint and
+# would die of it: their whole process groups are spared the checkpoint signal.
+SPARED_ROLES = ("scheduler", "server")
 
 
 class _Name(str, enum.Enum):

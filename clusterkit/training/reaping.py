@@ -179,12 +179,14 @@ class Reaper:
             if _pgid(pid) not in self.pgids:  # escaped its process group (setsid)
                 signal_pid(pid, sig)
 
-    def signal_but(self, sig: int, spared: set) -> None:
-        """``sig`` to every process of the job here but ``spared``, once each (the
-        checkpoint signal: a launcher such as torchrun's agent would die of it; its
-        workers save)."""
+    def signal_but(self, sig: int, spared: set, spared_groups: frozenset = frozenset(),
+                   ) -> None:
+        """``sig`` to every process of the job here but the ``spared`` ones and those in
+        the ``spared_groups`` process groups, once each (the checkpoint signal: a
+        launcher such as torchrun's agent, MXNet's scheduler and servers would die of
+        it; the workers save)."""
         for pid in self.alive():
-            if pid not in spared:
+            if pid not in spared and _pgid(pid) not in spared_groups:
                 signal_pid(pid, sig)
 
     def kill(self) -> None:

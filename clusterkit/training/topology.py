@@ -20,6 +20,7 @@ Decisions (README, "The environment of each process"):
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import posixpath
 import re
@@ -148,9 +149,20 @@ def _check(nodes: Sequence[NodeSlot], job_id: str, ports: Sequence[int], workdir
         raise ValueError("gpus_per_node must be >= 0")
 
 
+def checkpoint_env(train: Train, restart_count: int) -> dict[str, str]:
+    """The checkpoint contract's variables: which signal asks for a checkpoint, where
+    checkpoints go (when the spec says), and how often the job was restarted after a
+    lost node (0 on the first start)."""
+    env = {"CLUSTERKIT_CHECKPOINT_SIGNAL": train.checkpoint_signal,
+           "CLUSTERKIT_RESTART_COUNT": str(restart_count)}
+    if train.checkpoint_dir:
+        env["CLUSTERKIT_CHECKPOINT_DIR"] = train.checkpoint_dir
+    return env
+
+
 def job_processes(spec: Spec, nodes: Sequence[NodeSlot], *, job_id: str, command: str,
                   port: int, rdzv_port: int, gpus_per_node: int,
-                  workdir: str) -> tuple[ProcessSpec, ...]:
+                  workdir: str, restart_count: int = 0) -> tuple[ProcessSpec, ...]:
     """Every process of the job on every node, node by node. ``port``: the MXNet
     scheduler's (DMLC_PS_ROOT_PORT); ``rdzv_port``: torchrun's c10d rendezvous on the
     master; both picked by the caller and checked free on the master."""
@@ -161,12 +173,16 @@ def job_processes(spec: Spec, nodes: Sequence[NodeSlot], *, job_id: str, command
         raise ValueError("the training command is empty")
     _check(nodes, job_id, (port, rdzv_port), workdir, gpus_per_node)
     if train.framework == "torchrun":
-        return tuple(_torchrun(train, nodes, n, job_id=job_id, command=command,
-                               rdzv_port=rdzv_port, gpus=gpus_per_node, cwd=workdir)
-                     for n in nodes)
-    return tuple(p for n in nodes for p in _mxnet_node(
-        train, nodes, n, job_id=job_id, command=command, port=port, gpus=gpus_per_node,
-        cwd=workdir))
+        procs = [_torchrun(train, nodes, n, job_id=job_id, command=command,
+                           rdzv_port=rdzv_port, gpus=gpus_per_node, cwd=workdir)
+                 for n in nodes]
+    else:
+        procs = [p for n in nodes for p in _mxnet_node(
+            train, nodes, n, job_id=job_id, command=command, port=port,
+            gpus=gpus_per_node, cwd=workdir)]
+    extra = checkpoint_env(train, restart_count)
+    return tuple(dataclasses.replace(p, env=MappingProxyType({**p.env, **extra}))
+                 for p in procs)
 
 
 def mxnet_workers(train: Train, gpus: int) -> int:
@@ -254,13 +270,14 @@ def cgroup_name(cluster: str, node_index: int, job_id: str) -> str:
 
 def job_file(processes: Sequence[ProcessSpec], node: NodeSlot, *, cluster: str,
              job_id: str, num_nodes: int, coordinator_host: str, coordinator_port: int,
-             grace_seconds: int = 10, heartbeat_timeout: int = 15,
+             grace_seconds: int = 10, heartbeat_timeout: float = 15,
              checkpoint_signal: str = "SIGUSR1", checkpoint_grace: float = 90.0,
-             imds: str = "") -> dict[str, Any]:
+             imds: str = "", recovery: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """job.json of ``node`` (its own processes only), without the coordinator's token:
     the caller adds ``["coordinator"]["token"]`` and sends it over SSH stdin. ``imds``:
     the instance metadata endpoint the node's supervisor watches for a spot interruption
-    notice (empty: none)."""
+    notice (empty: none). ``recovery``: a restarted job's record (its first job, how
+    often it was restarted and why), which the supervisor keeps in state.json."""
     mine = [p.plain() for p in processes if p.node_index == node.index]
     if not mine:
         raise ValueError(f"node {node.index} has no process in this job")
@@ -270,4 +287,4 @@ def job_file(processes: Sequence[ProcessSpec], node: NodeSlot, *, cluster: str,
             "is_master": node.index == 0, "num_nodes": num_nodes,
             "grace_seconds": grace_seconds, "heartbeat_timeout": heartbeat_timeout,
             "checkpoint_signal": checkpoint_signal, "checkpoint_grace": checkpoint_grace,
-            "imds": imds, "processes": mine}
+            "imds": imds, "recovery": dict(recovery or {}), "processes": mine}

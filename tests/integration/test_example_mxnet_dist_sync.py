@@ -2,16 +2,21 @@
 parameter server on 127.0.0.1 (no SSH, no clusterkit launcher: the DMLC_* environment
 by hand, as clusterkit's topology gives it). The workers must end with the same
 parameters, equal to init - lr * steps * (1 + 2), and each reads its shard of a RecordIO
-file written by clusterkit's own RecordIO writer."""
+file written by clusterkit's own RecordIO writer. The checkpoint contract (the directory
+in CLUSTERKIT_CHECKPOINT_DIR, as clusterkit sets it): worker 0 saves every K steps and on
+SIGUSR1, a job SIGKILLed after a checkpoint resumes and still ends at init - lr * steps *
+(1 + 2), a torn or truncated checkpoint is skipped."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,27 +45,53 @@ def start(role: str, argv: list[str], port: int, log: Path, **extra: str) -> sub
                                 stdin=subprocess.DEVNULL, start_new_session=True)
 
 
-def run_job(tmp_path: Path, *args: str) -> tuple[list[int], list[dict], str]:
-    """Exit codes of the two workers, their JSON results, and every log (for messages)."""
-    port, out = free_port(), tmp_path / "out"
-    ps = [sys.executable, "-c", "import mxnet"]
-    worker = [sys.executable, str(EXAMPLE), "--out", str(out), *args]
-    procs = [start("scheduler", ps, port, tmp_path / "scheduler.log"),
-             start("server", ps, port, tmp_path / "server.log")]
-    workers = [start("worker", worker, port, tmp_path / f"worker{i}.log") for i in range(2)]
-    procs += workers
-    try:
-        codes = [w.wait(timeout=TIMEOUT) for w in workers]
-        for p in procs[:2]:  # the scheduler and server end once the workers finalize
-            p.wait(timeout=30)
-    finally:
-        for p in procs:
+class Job:
+    """A scheduler, a server and two workers on a free port; logs and worker results
+    under ``root``; ``env`` added to every process's environment."""
+
+    def __init__(self, root: Path, *args: str, **env: str):
+        root.mkdir(parents=True, exist_ok=True)
+        self.root, self.out, port = root, root / "out", free_port()
+        ps = [sys.executable, "-c", "import mxnet"]
+        worker = [sys.executable, str(EXAMPLE), "--out", str(self.out), *args]
+        self.procs = [start("scheduler", ps, port, root / "scheduler.log", **env),
+                      start("server", ps, port, root / "server.log", **env)]
+        self.workers = [start("worker", worker, port, root / f"worker{i}.log", **env)
+                        for i in range(2)]
+        self.procs += self.workers
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {f.name}\n{f.read_text()}" for f in sorted(self.root.glob("*.log")))
+
+    def wait_for(self, pattern: str) -> re.Match:
+        """The first match of ``pattern`` in the logs, once one is there."""
+        deadline = time.monotonic() + TIMEOUT
+        while (m := re.search(pattern, self.logs(), re.M)) is None:
+            assert time.monotonic() < deadline, f"no {pattern!r} in:\n{self.logs()}"
+            assert all(w.poll() is None for w in self.workers), self.logs()
+            time.sleep(0.1)
+        return m
+
+    def kill(self) -> None:
+        for p in self.procs:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-    logs = "\n".join(f"--- {f.name}\n{f.read_text()}" for f in sorted(tmp_path.glob("*.log")))
-    results = [json.loads(f.read_text()) for f in sorted(out.glob("worker-*.json"))]
-    return codes, results, logs
+
+    def finish(self) -> tuple[list[int], list[dict], str]:
+        """Exit codes of the two workers, their JSON results, and every log (for messages)."""
+        try:
+            codes = [w.wait(timeout=TIMEOUT) for w in self.workers]
+            for p in self.procs[:2]:  # the scheduler and server end once the workers finalize
+                p.wait(timeout=30)
+        finally:
+            self.kill()
+        results = [json.loads(f.read_text()) for f in sorted(self.out.glob("worker-*.json"))]
+        return codes, results, self.logs()
+
+
+def run_job(tmp_path: Path, *args: str, **env: str) -> tuple[list[int], list[dict], str]:
+    return Job(tmp_path, *args, **env).finish()
 
 
 def write_rec(path: Path, count: int) -> None:
@@ -94,3 +125,89 @@ def test_workers_read_their_shards_of_a_recordio_file(tmp_path: Path):
     assert sum(s["bytes"] for s in shards) == sum(100 + i for i in range(23))
     assert sorted(set(shards[0]["labels"]) | set(shards[1]["labels"])) == [0, 1, 2, 3, 4]
     assert "read 1" in logs  # "read 11/12 record(s) of ..."
+
+
+def param(steps: int, lr: float = 0.1) -> float:
+    """The parameter after ``steps`` steps of two workers pushing 1 and 2 (init 1.0)."""
+    return 1.0 - lr * steps * (1 + 2)
+
+
+def saved(directory: Path) -> dict[str, dict]:
+    return {f.name: json.loads(f.read_text()) for f in sorted(directory.iterdir())}
+
+
+def test_a_checkpoint_every_k_steps_by_worker_0_the_newest_three_kept(tmp_path: Path):
+    ckpt = tmp_path / "ckpt"
+    codes, results, logs = run_job(tmp_path, "--steps", "9", "--checkpoint-every", "2",
+                                   CLUSTERKIT_CHECKPOINT_DIR=str(ckpt))
+    assert codes == [0, 0] and all(r["ok"] for r in results), logs
+    for step in (2, 4, 6, 8):
+        assert logs.count(f"checkpoint: saved step {step} to {ckpt}/ckpt-{step:08d}.json") == 1
+    files = saved(ckpt)  # step 2's was deleted when step 8's was saved; no temp file left
+    assert list(files) == ["ckpt-00000004.json", "ckpt-00000006.json", "ckpt-00000008.json"]
+    for name, ckpt_ in files.items():
+        step = int(name[5:13])
+        assert ckpt_["step"] == step
+        assert ckpt_["params"] == pytest.approx([param(step)] * 4, abs=1e-5)
+    assert "resumed" not in logs
+
+
+def test_the_checkpoint_signal_saves_at_the_next_step_and_the_job_goes_on(tmp_path: Path):
+    ckpt = tmp_path / "ckpt"
+    job = Job(tmp_path, "--steps", "20", "--checkpoint-every", "0", "--step-seconds", "0.2",
+              CLUSTERKIT_CHECKPOINT_DIR=str(ckpt), CLUSTERKIT_CHECKPOINT_SIGNAL="SIGUSR1")
+    try:
+        job.wait_for(r"step 2/20$")
+        for w in job.workers:
+            os.kill(w.pid, signal.SIGUSR1)
+        step = int(job.wait_for(r"checkpoint: saved step (\d+) to ").group(1))
+    finally:
+        codes, results, logs = job.finish()
+    assert codes == [0, 0] and all(r["ok"] for r in results), logs
+    assert 2 <= step < 20 and logs.count("checkpoint: saved") == 1, logs
+    files = saved(ckpt)
+    assert list(files) == [f"ckpt-{step:08d}.json"]
+    assert files[f"ckpt-{step:08d}.json"]["params"] == pytest.approx([param(step)] * 4, abs=1e-5)
+
+
+def test_a_job_killed_after_a_checkpoint_resumes_and_ends_where_an_uninterrupted_one_does(
+        tmp_path: Path):
+    ckpt = tmp_path / "ckpt"
+    first = Job(tmp_path / "first", "--steps", "15", "--checkpoint-every", "3",
+                "--step-seconds", "0.2", CLUSTERKIT_CHECKPOINT_DIR=str(ckpt))
+    try:
+        first.wait_for(r"checkpoint: saved step 6 to ")
+    finally:
+        first.kill()  # SIGKILL: scheduler, server and workers, mid-run
+    assert not list(first.out.glob("*.json")), first.logs()
+    codes, results, logs = run_job(tmp_path / "second", "--steps", "15",
+                                   "--checkpoint-every", "3",
+                                   CLUSTERKIT_CHECKPOINT_DIR=str(ckpt),
+                                   CLUSTERKIT_RESTART_COUNT="1")
+    assert codes == [0, 0], logs
+    resumed = {r["resumed_from"] for r in results}
+    assert len(resumed) == 1 and (step := resumed.pop()) >= 6, logs
+    assert logs.count(f"checkpoint: resumed from step {step} (restart 1)") == 2, logs
+    assert logs.count("dist_sync rank 0: step ") == 15 - step, logs
+    for r in results:
+        assert r["ok"] is True and r["expected"] == [round(param(15), 6)] * 4
+        assert r["params"] == pytest.approx([param(15)] * 4, abs=1e-5)
+
+
+def test_a_torn_or_truncated_checkpoint_is_ignored(tmp_path: Path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "ckpt-00000004.json").write_text(json.dumps({"step": 4, "params": [param(4)] * 4}))
+    (ckpt / "ckpt-00000008.json").write_text('{"step": 8, "params": [-1.4, -1.')  # truncated
+    (ckpt / ".ckpt-00000009.json.tmp-123").write_text(  # a temp file, never renamed
+        json.dumps({"step": 9, "params": [param(9)] * 4}))
+    codes, results, logs = run_job(tmp_path, "--steps", "10", "--checkpoint-every", "0",
+                                   CLUSTERKIT_CHECKPOINT_DIR=str(ckpt),
+                                   CLUSTERKIT_RESTART_COUNT="2")
+    assert codes == [0, 0], logs
+    assert [r["resumed_from"] for r in results] == [4, 4], logs
+    assert logs.count("checkpoint: resumed from step 4 (restart 2)") == 2, logs
+    assert f"checkpoint: skipped incomplete {ckpt}/ckpt-00000008.json" in logs
+    for r in results:
+        assert r["ok"] is True
+        assert r["params"] == pytest.approx([param(10)] * 4, abs=1e-5)

@@ -274,9 +274,10 @@ CHECKPOINTS = ("trap 'echo checkpoint' USR1; trap 'echo term; exit 0' TERM; "
 def test_an_interruption_notice_checkpoints_every_process_then_stops_the_job(
         make_job, tmp_path: Path) -> None:
     """Node 1's instance metadata posts a spot interruption notice (the fake service on
-    loopback, as EC2 posts it): every process on every node gets the checkpoint signal,
-    SIGTERM only after the job's checkpoint grace, and the job ends interrupted, naming
-    node 1; node 1's state records the notice."""
+    loopback, as EC2 posts it): every worker on every node gets the checkpoint signal
+    (MXNet's servers, which would die of it, do not), SIGTERM only after the job's
+    checkpoint grace, and the job ends interrupted, naming node 1; node 1's state
+    records the notice, the master's the interruption the job ended on."""
     from clusterkit.training import interruption
     from tests.fake_imds import fake_imds
 
@@ -297,13 +298,19 @@ def test_an_interruption_notice_checkpoints_every_process_then_stops_the_job(
                for s in states), states
     assert states[0]["notices"] == []
     assert [n["kind"] for n in states[1]["notices"]] == ["interruption"]
+    interrupted = states[0]["interruption"]
+    assert (interrupted["node"], interrupted["kind"], interrupted["action"]) == (
+        1, "interruption", "terminate")
+    assert interrupted["seen"] <= states[0]["updated"]
+    assert all(s["started"] <= interrupted["seen"] for s in states)
     for node in job.nodes:
-        for name in ("server-0", "worker-0"):
+        for name, want in (("server-0", ["term"]), ("worker-0", ["checkpoint", "term"])):
             said = [line for line in (node.dir / f"{name}.log").read_text().splitlines()
                     if line in ("checkpoint", "term")]  # (bash also says its sleep died)
-            assert said == ["checkpoint", "term"], (node.index, name, said)
+            assert said == want, (node.index, name, said)
             assert (node.dir / f"{name}.exit").read_text().strip() == "0"
-    assert "sent SIGUSR1 to every process but a launcher's" in job.master.log()
+    assert "sent SIGUSR1 to every process but a launcher, scheduler or server" in \
+        job.master.log()
     assert job.leftovers() == []
 
 

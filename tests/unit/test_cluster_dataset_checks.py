@@ -53,6 +53,17 @@ def test_a_launch_request_tags_its_volumes_with_the_clone_and_prices_the_instanc
     assert request.client_token != launch_request(spec, offer, [2, 3], "arn:stack/2").client_token
 
 
+def test_a_standby_launch_holds_no_index_and_is_not_the_nodes_launch_again():
+    spec = _spec(f"snapshot: {SID}")
+    offer = support.offer("c5.large", "spot", 0.04)
+    node = launch_request(spec, offer, [2], "arn:stack/1")
+    standby = launch_request(spec, offer, [2], "arn:stack/1", standby_of="i-0abc")
+    assert standby.tags["clusterkit:standby-for"] == "2" and standby.count == 1
+    assert not {"clusterkit:index", "clusterkit:slots"} & set(standby.tags)
+    assert standby.volume_tags["clusterkit:dataset-snapshot"] == SID  # its own clone
+    assert standby.client_token != node.client_token  # EC2 would answer with node 2
+
+
 def _spend_text(spec, gib):
     candidate = support.offer("c5.large", "on-demand", 0.085)
     plan = plan_up(spec, support.observed(spec, candidates=[candidate]))

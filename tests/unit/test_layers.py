@@ -17,7 +17,7 @@ PURE = ("spec", "plan", "catalog")
 # The pure halves of impure packages (DESIGN.md: facts -> steps -> run; topology and
 # diagnose beside the supervisor); checked from the moment each file exists.
 PURE_FILES = ("bootstrap/facts.py", "bootstrap/steps.py", "training/topology.py",
-              "training/diagnose.py", "training/jobstate.py")
+              "training/diagnose.py", "training/jobstate.py", "autostop/policy.py")
 # top-level module -> the only sub-packages of clusterkit that may import it
 ONLY_IN = {
     "boto3": ("aws", "sandbox"),
@@ -31,7 +31,7 @@ IMPURE = {"subprocess", "socket", "http", "urllib", "requests", "shutil", "tempf
           "threading", "multiprocessing", "asyncio", "time", "boto3", "botocore", "fabric",
           "paramiko", "invoke", "moto"}  # rich: test_only_cli_imports_rich
 IMPURE_OWN = ("aws", "remote", "sandbox", "cli", "cluster", "bootstrap", "training",
-              "dataset", "statedir", "netguard")
+              "dataset", "statedir", "netguard", "autostop")
 
 CLOCK_CALLS = {"now", "utcnow", "today"}  # datetime.now(), date.today(), ...
 ENV_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}

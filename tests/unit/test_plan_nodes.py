@@ -80,6 +80,30 @@ def test_terminated_nodes_are_replaced_and_duplicates_removed():
     assert acts.terminate == ("i-dup",) and acts.launch == (1,)
 
 
+def test_a_node_shutting_down_leaves_its_index_to_a_new_one():
+    """A lost node terminated by a recovery is replaced at once, not once it is gone."""
+    going = node("i-going", 1, state="shutting-down")
+    nodes = [node("i-m", 0), going, node("i-w2", 2)]
+    acts = node_actions("c", 3, nodes)
+    assert acts.launch == (1,) and acts.terminate == () and acts.start == ()
+    assert going.live and not going.holds_index  # `down` still waits for it
+    assert "i-going" not in acts.by_node(nodes)
+
+
+def test_a_standby_is_no_node_until_its_tags_are_swapped():
+    from clusterkit.plan.nodes import STANDBY_TAG, standby_tags, swap_tags
+
+    standby = node("i-sb", None, tags=standby_tags("c", 2))
+    assert standby.standby_for == 2 and standby.index is None and not standby.holds_index
+    acts = node_actions("c", 3, [node("i-m", 0), node("i-w1", 1), node("i-w2", 2), standby])
+    assert acts.empty  # neither kept, nor surplus
+    write, drop = swap_tags("c", 2)
+    assert drop == (STANDBY_TAG,)
+    swapped = node("i-sb", 2, tags={k: v for k, v in {**standby.tags, **write}.items()
+                                    if k not in drop})
+    assert swapped.holds_index and swapped.standby_for is None and swapped.name == "c-worker-2"
+
+
 def test_untagged_node_of_a_crashed_up_gets_its_tags():
     crashed = node("i-9", 0, tags={SLOTS_TAG: "0-1", ROLE_TAG: "worker"})
     acts = node_actions("c", 1, [crashed])

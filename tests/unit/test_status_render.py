@@ -86,6 +86,18 @@ def test_stopped_node_is_shown_with_its_state(paris):
     assert "so far unknown" in text
 
 
+def test_a_standby_is_shown_with_the_node_it_stands_by_and_its_cost(paris):
+    from clusterkit.plan.nodes import standby_tags
+
+    standby = dataclasses.replace(_node(7), index=None, tags=standby_tags(NAME, 2))
+    text = _render(_result([_node(0), _node(1), _node(2), standby]), 100)
+    line = next(line for line in text.splitlines() if "standby-2" in line)
+    assert "$32.773" in line, text
+    assert "total: $131.090/h" in text
+    assert "standby-2 (i-0723456789abcdef0, $32.773/h): booted for worker-2" in \
+        " ".join(text.split())
+
+
 def test_every_cluster_gets_its_own_table(paris):
     result = _result([_node(0), _node(0, cluster="other"), _node(1, cluster="other")])
     result = dataclasses.replace(result, cluster=None)

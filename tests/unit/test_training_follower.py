@@ -42,6 +42,20 @@ def test_follow_prints_every_line_tagged_then_the_state(tmp_path: Path):
     assert json.loads(out[-1][1:])["state"] == "succeeded"
 
 
+def test_follow_tells_each_spot_notice_of_the_node_once(tmp_path: Path):
+    d = _job(tmp_path, "running")
+    notices = [{"kind": "rebalance", "at": 1.0, "action": None},
+               {"kind": "interruption", "at": 2.0, "action": "terminate"}]
+    (d / "state.json").write_text(json.dumps({"state": "running", "notices": notices[:1]}))
+    told = follower.tell_notices(json.loads((d / "state.json").read_text()), 0)
+    assert told == 1
+    (d / "state.json").write_text(json.dumps({"state": "succeeded", "notices": notices}))
+    out = _run("follow", str(d), "--follow").stdout.decode().splitlines()
+    said = [json.loads(line[1:]) for line in out if line.startswith("N")]
+    assert said == notices  # a follower of its own tells both, in order, once each
+    assert out[-1].startswith("S")
+
+
 def test_follow_by_role(tmp_path: Path):
     d = _job(tmp_path, "running")
     out = _run("follow", str(d), "--role", "worker").stdout.decode().splitlines()

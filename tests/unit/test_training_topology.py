@@ -143,12 +143,23 @@ def test_job_file_holds_one_nodes_processes_and_no_token():
         "coordinator": {"host": "10.0.1.5", "port": 9092}, "is_master": False,
         "num_nodes": 2, "grace_seconds": 10, "heartbeat_timeout": 15,
         "checkpoint_signal": "SIGUSR1", "checkpoint_grace": 90.0, "imds": "",
-        "processes": [p.plain() for p in procs if p.node_index == 1]}
+        "recovery": {}, "processes": [p.plain() for p in procs if p.node_index == 1]}
     assert [p["name"] for p in job["processes"]] == ["server-0", "worker-0"]
     master = topo.job_file(procs, nodes[0], cluster="demo", job_id=ARGS["job_id"],
                            num_nodes=2, coordinator_host="10.0.1.5", coordinator_port=9092)
     assert master["is_master"] and master["processes"][0]["name"] == "scheduler"
     json.dumps(master)  # serializable as is
+
+
+def test_job_file_carries_a_restarted_jobs_recovery_record():
+    procs, nodes = job_file_case()
+    record = {"first_job": "j-20250101-110000-ab12", "restart_count": 1,
+              "recoveries": [{"number": 1, "reason": "notice", "nodes": ["worker-1"]}]}
+    job = topo.job_file(procs, nodes[0], cluster="demo", job_id=ARGS["job_id"],
+                        num_nodes=2, coordinator_host="10.0.1.5", coordinator_port=9092,
+                        heartbeat_timeout=60, recovery=record)
+    assert job["recovery"] == record and job["recovery"] is not record
+    assert job["heartbeat_timeout"] == 60
 
 
 def test_job_file_refuses_a_node_without_processes():

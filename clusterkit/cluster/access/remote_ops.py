@@ -57,8 +57,10 @@ def login_for(target: str, region: str | None, *, user: str | None = None,
 
 def cluster_nodes(rt: Runtime, cluster: str, regions: Sequence[str]) -> list[Node]:
     """The cluster's live nodes (running or not), from its local record's region or a
-    tag search (every enabled region when ``regions`` is empty)."""
-    _, nodes = find_nodes(rt, cluster, regions)
+    tag search (every enabled region when ``regions`` is empty); a standby is none of
+    them until it is swapped in (``cluster/jobs/standby.py``)."""
+    _, found = find_nodes(rt, cluster, regions)
+    nodes = [n for n in found if n.standby_for is None]
     if not nodes:
         where = ", ".join(regions) if regions else "any enabled region"
         raise ClusterkitError(f"no cluster {cluster} in {where}",

@@ -11,10 +11,11 @@ runs the job's own ``supervisor.py stop`` on every node at once.
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -34,6 +35,7 @@ from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.kinds import InstanceState
 from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node
+from clusterkit.plan.recovery import recoveries_of
 from clusterkit.remote.address import ssh_address
 from clusterkit.remote.address import targets as dial_targets
 from clusterkit.remote.channels import Call, run_calls
@@ -48,6 +50,7 @@ from clusterkit.training.jobstate import JobStateName
 JOBS_DIR = follower.JOBS
 __all__ = ["JobOutcome", "StopResult", "JobSummary", "JobCluster", "do_stop", "do_logs",
            "job_summary", "open_job_cluster"]
+OnNotice = Callable[[str, dict[str, Any]], None]  # node's short name, the notice
 TAIL_LINES = 20  # of the failed process's log shown with the failure
 DRAIN_S = 2.0  # the other nodes' streams get this long to finish after the master's ends
 # A kept node that does not answer this soon sends `train` to AWS (a reclaimed spot node).
@@ -252,8 +255,9 @@ class LogPrinter:
     """The sink of every node's follower: ``[node/process] line`` on ``out``, the last
     lines of each process kept, each node's final state recorded."""
 
-    def __init__(self, jc: JobCluster, out: TextIO | None, stop: threading.Event) -> None:
-        self.jc, self.out, self.stop = jc, out, stop
+    def __init__(self, jc: JobCluster, out: TextIO | None, stop: threading.Event,
+                 on_notice: OnNotice | None = None) -> None:
+        self.jc, self.out, self.stop, self.on_notice = jc, out, stop, on_notice
         self.lock = threading.Lock()
         self.tails: dict[tuple[str, str], deque[str]] = {}
         self.states: dict[str, JobState] = {}
@@ -263,12 +267,27 @@ class LogPrinter:
         if line.startswith("S"):
             self._ended(label, node, line[1:])
             return
+        if line.startswith("N"):
+            self._notice(node, line[1:])
+            return
         name, _, text = line[1:].partition("\t")
         with self.lock:
             self.tails.setdefault((node, name), deque(maxlen=TAIL_LINES)).append(text)
             if self.out is not None:
                 self.out.write(f"[{node}/{name}] {text}\n")
                 self.out.flush()
+
+    def _notice(self, node: str, text: str) -> None:
+        """A spot notice a node's supervisor recorded: said, and handed on."""
+        try:
+            notice = json.loads(text)
+        except ValueError:
+            return
+        if self.out is not None:
+            with self.lock:
+                self.out.write(f"[{node}] spot {notice.get('kind')} notice\n")
+        if self.on_notice is not None and isinstance(notice, dict):
+            self.on_notice(node, notice)
 
     def _ended(self, label: str, node: str, text: str) -> None:
         try:
@@ -283,16 +302,18 @@ class LogPrinter:
 
 def follow_logs(jc: JobCluster, job_id: str, *, keep_following: bool,
                 chosen: Sequence[Target] | None = None, names: Sequence[str] = (),
-                roles: Sequence[str] = (), out: TextIO | None = None) -> LogPrinter:
+                roles: Sequence[str] = (), out: TextIO | None = None,
+                on_notice: OnNotice | None = None) -> LogPrinter:
     """Stream the job's logs from ``chosen`` nodes (all by default) until the job has
-    ended (``keep_following``) or what is there now has been printed."""
+    ended (``keep_following``) or what is there now has been printed; ``on_notice``
+    gets each spot notice a node's supervisor records (its short name, the notice)."""
     args = ["follow", job_dir(job_id), *(["--follow"] if keep_following else [])]
     for name in names:
         args += ["--name", name]
     for role in roles:
         args += ["--role", role]
     stop = threading.Event()
-    printer = LogPrinter(jc, out, stop)
+    printer = LogPrinter(jc, out, stop, on_notice)
     chosen = list(chosen if chosen is not None else jc.targets)
     jc.run(chosen, {t.hop.label: follower_call(*args) for t in chosen},
               sink=printer, stop=stop, warn=True)
@@ -307,12 +328,16 @@ def unknown_state(job_id: str) -> JobState:
 def outcome(jc: JobCluster, job_id: str, printer: LogPrinter) -> JobOutcome:
     """The job's outcome from the master's final state (read again when the master's
     stream ended without one)."""
-    state = printer.states.get("master")
-    if state is None:
-        state = job_on(node_jobs(jc).get(jc.master.hop.label, []), job_id)
-    state = state or unknown_state(job_id)
+    final = printer.states.get("master")
+    if final is None:
+        try:
+            final = job_on(node_jobs(jc).get(jc.master.hop.label, []), job_id)
+        except ClusterkitError:  # the master does not answer (a lost master)
+            final = None
+    state = final or unknown_state(job_id)
     cause, others = report_failures(state, jc.node_name, printer.tails)
-    return JobOutcome(jc.name, job_id, state.state, state.reason, cause, others)
+    return JobOutcome(jc.name, job_id, state.state, state.reason, cause, others,
+                      final=final)
 
 
 def do_logs(target: str, *, job_id: str | None = None, follow: bool = False,
@@ -347,4 +372,5 @@ def job_summary(rt: Runtime, cluster: str, region: str | None = None) -> JobSumm
     nodes = {jc.short(label): job_on(found, job_id) for label, found in by_node.items()}
     master = nodes.get("master") or unknown_state(job_id)
     cause, others = report_failures(master, jc.node_name)
-    return JobSummary(job_id, master.state, master.reason, cause, others, nodes)
+    return JobSummary(job_id, master.state, master.reason, cause, others, nodes,
+                      tuple(recoveries_of(master.recovery, master.started)))

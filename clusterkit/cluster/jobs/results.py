@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusterkit.plan.recovery import Recovery
 from clusterkit.remote.results import GroupResult
 from clusterkit.training.jobfiles import JobState
 from clusterkit.training.jobstate import Failure, JobStateName
@@ -76,6 +77,8 @@ class JobOutcome:
     failed: FailureReport | None = None
     others: tuple[FailureReport, ...] = ()
     detached: bool = False
+    recoveries: tuple[Recovery, ...] = ()  # lost nodes replaced and the job restarted
+    final: JobState | None = field(default=None, compare=False, repr=False)  # the master's
 
     @property
     def ok(self) -> bool:
@@ -85,7 +88,14 @@ class JobOutcome:
         return {"cluster": self.cluster, "job_id": self.job_id, "state": self.state.value,
                 "reason": self.reason, "ok": self.ok, "detached": self.detached,
                 "failed": self.failed.to_json() if self.failed else None,
-                "others": [f.to_json() for f in self.others]}
+                "others": [f.to_json() for f in self.others],
+                "recoveries": [recovery_json(r) for r in self.recoveries]}
+
+
+def recovery_json(recovery: Recovery) -> dict[str, Any]:
+    """A recovery as `--json` shows it: its record and what it works out."""
+    return {**recovery.to_json(), "seconds_to_running": recovery.seconds_to_running,
+            "node_hours_lost": recovery.node_hours_lost, "cost_usd": recovery.cost_usd}
 
 
 @dataclass(frozen=True)
@@ -129,10 +139,12 @@ class JobSummary:
     failed: FailureReport | None
     others: tuple[FailureReport, ...]
     nodes: dict[str, JobState | None]
+    recoveries: tuple[Recovery, ...] = ()  # of this job and the jobs it restarted
 
     def to_json(self) -> dict[str, Any]:
         return {"job_id": self.job_id, "state": self.state.value, "reason": self.reason,
                 "failed": self.failed.to_json() if self.failed else None,
                 "others": [f.to_json() for f in self.others],
+                "recoveries": [recovery_json(r) for r in self.recoveries],
                 "nodes": {name: NodeStop(s, "no such job here").to_json()
                           for name, s in self.nodes.items()}}

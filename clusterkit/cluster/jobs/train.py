@@ -30,10 +30,11 @@ import os
 import secrets
 import shlex
 import tarfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TextIO
+from typing import Any, TextIO
 
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.catalog.instances import lookup as instance_type
@@ -44,6 +45,7 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, RemoteError, UsageError
 from clusterkit.events import Stage
 from clusterkit.netguard import SANDBOX_ENV
+from clusterkit.plan.recovery import job_record, recoveries_of
 from clusterkit.remote.address import ssh_address
 from clusterkit.remote.channels import Call
 from clusterkit.remote.fanout import Connections
@@ -221,17 +223,32 @@ def metadata_endpoint(instance_id: str) -> str:
     return interruption.DEFAULT_ENDPOINT
 
 
+@dataclass(frozen=True)
+class Restart:
+    """A job started again after lost nodes were replaced: its record (``plan.recovery
+    .job_record``: the first job, the restart count, every recovery so far)."""
+
+    record: Mapping[str, Any]
+
+    @property
+    def count(self) -> int:
+        return int(self.record.get("restart_count", 0))
+
+
 def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
-          cwd: str, ports: Sequence[int], sync: Sync | None = None) -> None:
+          cwd: str, ports: Sequence[int], sync: Sync | None = None,
+          restart: Restart | None = None) -> None:
     """Every node's job files and supervisor, all nodes at once; ``sync``: a workdir
-    for every node, swapped in by the same call."""
+    for every node, swapped in by the same call; ``restart``: the job's recovery record
+    (each process gets ``CLUSTERKIT_RESTART_COUNT``)."""
     slots = node_slots(jc)
     itype = instance_type(jc.nodes[0].instance_type)
     gpus = itype.gpu_count if itype else 0
     try:
         procs = topology.job_processes(spec, slots, job_id=job_id, command=command,
                                        port=ports[0], rdzv_port=ports[1],
-                                       gpus_per_node=gpus, workdir=cwd)
+                                       gpus_per_node=gpus, workdir=cwd,
+                                       restart_count=restart.count if restart else 0)
     except ValueError as exc:
         raise UsageError(f"{spec.file}: {exc}", "check the train section") from exc
     token, files = secrets.token_hex(16), jobfiles.node_files()
@@ -243,7 +260,10 @@ def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
                                 coordinator_port=ports[2],
                                 imds=metadata_endpoint(target.node.instance_id),
                                 checkpoint_signal=train.checkpoint_signal,
-                                checkpoint_grace=train.checkpoint_grace)
+                                checkpoint_grace=train.checkpoint_grace,
+                                heartbeat_timeout=train.node_timeout,
+                                recovery=restart.record if restart else
+                                job_record(job_id, [], command))
         job["coordinator"]["token"] = token
         calls[target.hop.label] = Call(
             start_command(job_id, sync.remote if sync else None),
@@ -258,27 +278,66 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
              detach: bool = False, replace: bool = False, out: TextIO | None = None,
              confirm_stop: Callable[[str], bool] = lambda _job: True,
              region: str | None = None, profile: str | None = None,
-             rt: Runtime | None = None) -> JobOutcome:
+             max_recoveries: int | None = None, rt: Runtime | None = None) -> JobOutcome:
     """Start the spec's job on every node of its running cluster; unless ``detach``,
     stream every log to ``out`` until it ends. On Ctrl-C, ``confirm_stop(job_id)``
-    decides whether the job is stopped (True) or left running."""
+    decides whether the job is stopped (True) or left running. A job that loses nodes
+    is recovered up to ``max_recoveries`` times (default: the spec's
+    ``train.max_recoveries``; ``cluster/jobs/recovery.py``)."""
     rt = rt or Runtime.make(region=region, profile=profile)
     jc = jobs.open_job_cluster(rt, spec_file, region, cached=True)
     spec = jc.spec
     if spec is None or spec.train is None:
         raise UsageError(f"{spec_file}: no train section", "add `train:` to the spec")
-    text = training_command(spec, command)
-    plan = workdir.plan(spec, workdir_option)
+    job = Job(spec_file, spec, training_command(spec, command),
+              workdir.plan(spec, workdir_option), region)
+    limit = spec.train.max_recoveries if max_recoveries is None else max_recoveries
+    from clusterkit.cluster.jobs import recovery
+
+    with recovery.standbys_for(rt, job, limit if not detach else 0) as standbys:
+        outcome = run_attempt(rt, job, jc, detach=detach, replace=replace, out=out,
+                              confirm_stop=confirm_stop,
+                              on_notice=standbys.on_notice if standbys else None)
+        if detach or outcome.ok or outcome.detached or \
+                outcome.state is JobStateName.STOPPED:
+            return outcome
+        return recovery.recover(rt, job, outcome, limit=limit, out=out,
+                                confirm_stop=confirm_stop, standbys=standbys)
+
+
+@dataclass(frozen=True)
+class Job:
+    """What `train` starts, again as it was after a recovery."""
+
+    spec_file: str
+    spec: Spec
+    command: str
+    workdir: workdir.Workdir | None
+    region: str | None
+
+
+def run_attempt(rt: Runtime, job: Job, jc: JobCluster, *, detach: bool = False,
+                replace: bool = False, out: TextIO | None = None,
+                confirm_stop: Callable[[str], bool] = lambda _job: True,
+                restart: Restart | None = None,
+                on_notice: jobs.OnNotice | None = None) -> JobOutcome:
+    """The job started on ``jc`` (its nodes asked first, one call each) and, unless
+    ``detach``, followed until it ends (``on_notice``: each spot notice meanwhile)."""
+    assert job.spec.train is not None
+    node_workdir = None if job.workdir else job.spec.train.workdir
     with contextlib.ExitStack() as stack:  # one SSH handshake per node in all
-        jc, ready = ready_cluster(rt, stack, jc, None if plan else spec.train.workdir,
-                                  lambda: jobs.open_job_cluster(rt, spec_file, region))
-        return _run_job(rt, jc, spec, text, plan, ready, detach=detach, replace=replace,
-                        out=out, confirm_stop=confirm_stop)
+        jc, ready = ready_cluster(rt, stack, jc, node_workdir, lambda: jobs.open_job_cluster(
+            rt, job.spec_file, job.region))
+        return _run_job(rt, jc, job.spec, job.command, job.workdir, ready, detach=detach,
+                        replace=replace, out=out, confirm_stop=confirm_stop,
+                        restart=restart, on_notice=on_notice)
 
 
 def _run_job(rt: Runtime, jc: JobCluster, spec: Spec, text: str,
              plan: workdir.Workdir | None, ready: Ready, *, detach: bool, replace: bool,
-             out: TextIO | None, confirm_stop: Callable[[str], bool]) -> JobOutcome:
+             out: TextIO | None, confirm_stop: Callable[[str], bool],
+             restart: Restart | None = None,
+             on_notice: jobs.OnNotice | None = None) -> JobOutcome:
     """``do_train`` once the nodes answered: every call on ``jc``'s open connections."""
     assert spec.train is not None
     refuse_running(rt, jc, ready, replace)
@@ -290,11 +349,24 @@ def _run_job(rt: Runtime, jc: JobCluster, spec: Spec, text: str,
         sync_shared(jc, sync, job_id)
     cwd = sync.remote if sync else ready.cwd or "/"
     start(rt, jc, spec, text, job_id, cwd, ready.ports,
-          sync if sync is not None and not sync.shared else None)
+          sync if sync is not None and not sync.shared else None, restart)
+    if restart is not None:  # the node clocks say it in the record; this one says it now
+        latest = recoveries_of(restart.record, time.time())[-1:]
+        for recovery in latest:
+            rt.done(Stage.TRAIN, f"job {job_id} is the job restarted: {recovery.describe()}")
     if detach:
         return JobOutcome(jc.name, job_id, JobStateName.RUNNING, detached=True)
+    return follow_job(jc, job_id, out, confirm_stop, on_notice)
+
+
+def follow_job(jc: JobCluster, job_id: str, out: TextIO | None,
+               confirm_stop: Callable[[str], bool], on_notice: jobs.OnNotice | None = None,
+               active: bool = True) -> JobOutcome:
+    """The job's logs until it ends (``active``; else those it has, then its state);
+    Ctrl-C asks ``confirm_stop`` whether to stop it."""
     try:
-        printer = jobs.follow_logs(jc, job_id, keep_following=True, out=out)
+        printer = jobs.follow_logs(jc, job_id, keep_following=active, out=out,
+                                   on_notice=on_notice)
     except KeyboardInterrupt:
         if not confirm_stop(job_id):
             return JobOutcome(jc.name, job_id, JobStateName.RUNNING, "left running (Ctrl-C)",
@@ -302,4 +374,8 @@ def _run_job(rt: Runtime, jc: JobCluster, spec: Spec, text: str,
         # the interrupted run closed the shared connections: fresh ones of its own
         jobs.stop_job(dataclasses.replace(jc, pool=None), job_id)
         return JobOutcome(jc.name, job_id, JobStateName.STOPPED, "stopped on Ctrl-C")
+    if not active:
+        final = jobs.job_on(jobs.node_jobs(jc).get(jc.master.hop.label, []), job_id)
+        if final is not None:
+            printer.states["master"] = final
     return jobs.outcome(jc, job_id, printer)

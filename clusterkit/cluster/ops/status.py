@@ -12,9 +12,12 @@ from clusterkit.aws import instances, volumes
 from clusterkit.cluster.access.target import open_cluster, per_region, search_regions
 from clusterkit.cluster.dataset.checks import hydration
 from clusterkit.cluster.jobs.results import JobSummary
+from clusterkit.cluster.ops import autostop
 from clusterkit.cluster.provision import kept_efs
 from clusterkit.cluster.runtime import Runtime
+from clusterkit.errors import ClusterkitError
 from clusterkit.kinds import InstanceState, Market, Role
+from clusterkit.plan.autostop import Clock, Remains
 from clusterkit.plan.cost import cluster_hourly, node_cost
 from clusterkit.plan.dataset import clone_index
 from clusterkit.plan.nodes import CLUSTER_TAG, Node, node_order
@@ -40,6 +43,7 @@ class StatusRow:
     launch_time: str | None
     price_per_hour: float | None
     cost_so_far: float | None
+    standby_for: int | None = None  # a standby (cluster/jobs/standby.py) for that node
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -58,13 +62,17 @@ class StatusResult:
     kept_efs: list[dict[str, Any]] = field(default_factory=list)
     dataset: list[DatasetRow] = field(default_factory=list)
     job: JobSummary | None = None  # the newest training job (cluster/jobs.job_summary)
+    autostop: Clock | None = None  # the master watchdog's clock, while the nodes run
+    remains: Remains | None = None  # what is left where no node runs (autostopped)
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "regions": self.regions,
                 "nodes": [r.to_json() for r in self.nodes], "hourly_usd": self.hourly_usd,
                 "cost_so_far_usd": self.cost_so_far_usd, "kept_efs": self.kept_efs,
                 "dataset": [d.to_json() for d in self.dataset],
-                "job": self.job.to_json() if self.job else None}
+                "job": self.job.to_json() if self.job else None,
+                "autostop": self.autostop.to_json() if self.autostop else None,
+                "remains": self.remains.to_json() if self.remains else None}
 
 
 @dataclass(frozen=True)
@@ -103,7 +111,7 @@ def node_row(node: Node, now: datetime) -> StatusRow:
         public_ip=node.public_ip, private_ip=node.private_ip,
         ssh_address=address_or_none(node) if node.state == InstanceState.RUNNING else None,
         launch_time=node.launch_time, price_per_hour=node.price,
-        cost_so_far=node_cost(node, now))
+        cost_so_far=node_cost(node, now), standby_for=node.standby_for)
 
 
 def collect(rt: Runtime, name: str | None, regions: Sequence[str]) -> list[Node]:
@@ -142,5 +150,21 @@ def do_status(name: str | None, *, region: str | None = None, profile: str | Non
         from clusterkit.cluster.jobs.control import job_summary
 
         where = region or result.nodes[0].region  # found already: no second search
-        result = dataclasses.replace(result, job=job_summary(rt, name or cluster, where))
+        result = dataclasses.replace(result, job=job_summary(rt, name or cluster, where),
+                                     autostop=_clock(name or cluster, region, rt, [where]))
+    elif cluster and not any(r.state == InstanceState.RUNNING for r in result.nodes):
+        where = sorted({r.region for r in result.nodes}) or regions
+        result = dataclasses.replace(result, remains=autostop.remains(rt, cluster, where))
     return result
+
+
+def _clock(target: str, region: str | None, rt: Runtime, regions: Sequence[str],
+           ) -> Clock | None:
+    """The master watchdog's clock (None: no autostop, or the master cannot be read)."""
+    from clusterkit.cluster.access.remote_ops import login_for
+
+    try:
+        login, _ = login_for(target, region)
+        return autostop.read_clock(login, collect(rt, login.cluster, regions))
+    except ClusterkitError:
+        return None

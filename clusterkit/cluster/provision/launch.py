@@ -41,9 +41,10 @@ def first_candidate(rt: Runtime | None, spec: Spec) -> Offer:
 
 def gang_launch(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
                 launch_template_id: str, subnet_id: str, stack_id: str,
-                placement_group: str = "") -> list[Node]:
-    """One RunInstances for every node of ``slots`` (plan.launch.launch_request)."""
-    request = launch_request(spec, offer, slots, stack_id)
+                placement_group: str = "", standby_of: str = "") -> list[Node]:
+    """One RunInstances for every node of ``slots`` (plan.launch.launch_request);
+    ``standby_of``: a standby for the one node of ``slots``, that instance."""
+    request = launch_request(spec, offer, slots, stack_id, standby_of)
     launched = instances.run_instances(
         rt.session, offer.region, request, launch_template_id=launch_template_id,
         subnet_id=subnet_id, placement_group=placement_group)

@@ -15,6 +15,7 @@ from clusterkit.catalog.ranking import Offer
 from clusterkit.cluster.access import hostkeys, nodecache, record
 from clusterkit.cluster.dataset.checks import view_for_up
 from clusterkit.cluster.ops import uprecord
+from clusterkit.cluster.ops.autostop import AutostopResult, parse_setting, up_stage
 from clusterkit.cluster.provision import efsaccess, launch, savedplan, stopped
 from clusterkit.cluster.provision.bootstrap import bootstrap_nodes, check_steps
 from clusterkit.cluster.provision.caller import ssh_source_cidr
@@ -85,24 +86,29 @@ class UpResult:
     ssh_port: int = 22
     known_hosts: Path | None = None
     bootstrap: BootstrapResult | None = None  # None: not bootstrapped (no SSH wait)
+    autostop: AutostopResult | None = None  # None: autostop neither asked for nor running
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "region": self.region, "hourly_usd": self.hourly_usd,
                 "nodes": [n.to_json() for n in self.nodes],
-                "bootstrap": self.bootstrap.to_json() if self.bootstrap else None}
+                "bootstrap": self.bootstrap.to_json() if self.bootstrap else None,
+                "autostop": self.autostop.to_json() if self.autostop else None}
 
 
 def do_up(spec_file: str | None, *, rt: Runtime | None = None, profile: str | None = None,
           timeout: float = 1800.0, wait_ssh: bool = True, yes: bool = False,
           confirm: Confirm | None = None, region: str | None = None,
           accept_host_keys: Sequence[str] = (), bootstrap: bool = True,
-          force_steps: Sequence[str] = (), plan_file: str | None = None) -> UpResult:
+          force_steps: Sequence[str] = (), plan_file: str | None = None,
+          autostop: str | None = None) -> UpResult:
     """``yes`` skips the question; ``confirm`` asks it (None: no terminal to ask on, so
     anything that would spend money is refused unless ``yes``). ``region`` (--region)
     restricts new nodes to that one of the spec's regions, or is refused (exit 2).
     ``plan_file``: a saved plan (`plan --out`) applied as saved, instead of a spec file.
     Once SSH answers every node is bootstrapped (unless ``bootstrap`` is False);
-    ``force_steps``: bootstrap steps to run again whatever their receipts say."""
+    ``force_steps``: bootstrap steps to run again whatever their receipts say.
+    ``autostop`` (`up --autostop 30m|off`) replaces the spec's (exit 2 if it is not a
+    duration); it is set up on every node last."""
     from clusterkit.spec import load
 
     check_steps(force_steps)
@@ -119,6 +125,9 @@ def do_up(spec_file: str | None, *, rt: Runtime | None = None, profile: str | No
         raise UsageError("`up` needs a SPEC file or --plan FILE",
                          "`clusterkit up cluster.yaml` (see `clusterkit up --help`)")
     spec = load(spec_file)
+    if autostop is not None:  # `up --autostop 30m|off`: as if the spec said so
+        action = spec.autostop.action if spec.autostop else "terminate"
+        spec = replace(spec, autostop=parse_setting(autostop, None, action))
     rt = rt or Runtime.make(region=spec.region, profile=profile)
     return up(rt, spec, timeout=timeout, wait_ssh=wait_ssh, yes=yes, confirm=confirm,
               only_region=region, accept_host_keys=accept_host_keys, bootstrap=bootstrap,
@@ -320,7 +329,8 @@ def provision(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *,
         region, launched = _launch(rt, spec, plan, stacks, todo, timeout, trail)
         new = _wait_new(rt, region, launched, deadline)
     record.save(spec, region)
-    kept = [n for n in plan.existing if n.live and n.instance_id not in actions.terminate]
+    kept = [n for n in plan.existing
+            if n.holds_index and n.instance_id not in actions.terminate]
     if actions.start or any(n.state != InstanceState.RUNNING for n in kept):
         kept = launch.wait_running(rt, region, [n.instance_id for n in kept],
                                    deadline=deadline)
@@ -366,6 +376,10 @@ def _reach(rt: Runtime, spec: Spec, made: ProvisionRecord, stacks: Stacks, deadl
                                  dataset=view_for_up(rt, spec, region, running))
         if booted.ok:  # every node ready: `train` may start on these without asking AWS
             nodecache.save(spec.name, running)
+            stopping = up_stage(rt, spec, region, running)
+            if stopping is not None:
+                return replace(up_result(spec, region, running, host_keys, known, booted),
+                               autostop=stopping)
     return up_result(spec, region, running, host_keys, known, booted)
 
 

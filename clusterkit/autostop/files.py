@@ -1,0 +1,76 @@
+"""What the client ships to a node for autostop, and the commands that run it there:
+``watchdog.py`` and ``policy.py`` into ``/var/lib/clusterkit/autostop/`` with the node's
+config, as one tar on the SSH session's stdin (its token is never on a command line),
+unpacked and started as root (``sudo -n`` for a non-root login)."""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+import shlex
+import tarfile
+from pathlib import Path
+
+from clusterkit.autostop import policy
+
+NODE_DIR = "/var/lib/clusterkit/autostop"
+NEW_CONFIG = "autostop.json.new"
+FILES = ("watchdog.py", "policy.py")
+_AS_ROOT = 'ck_root=; [ "$(id -u)" -eq 0 ] || ck_root="sudo -n"; '
+
+
+def new_token() -> str:
+    """The shared secret of one install (every node of the cluster gets the same)."""
+    return secrets.token_hex(32)
+
+
+def archive(cfg: policy.Config) -> bytes:
+    """The watchdog's files (0644) and the node's config (0600), as a tar."""
+    here = Path(__file__).parent
+    entries = [(name, (here / name).read_bytes(), 0o644) for name in FILES]
+    entries.append((NEW_CONFIG, json.dumps(cfg.to_dict(), sort_keys=True).encode(), 0o600))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data, mode in entries:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _as_root(script: str) -> str:
+    return f"{_AS_ROOT}$ck_root sh -c {shlex.quote(script)}"
+
+
+def install_command() -> str:
+    """Unpack stdin's tar into NODE_DIR and ``ensure``: prints one JSON line."""
+    d = shlex.quote(NODE_DIR)
+    return _as_root(f"set -e; umask 022; mkdir -p {d}; tar -x -C {d} --no-same-owner -f -; "
+                    f"exec python3 {d}/watchdog.py ensure {d}/{NEW_CONFIG}")
+
+
+def off_command() -> str:
+    """Stop the watchdog and remove its config (nothing to do where none was installed)."""
+    d = shlex.quote(NODE_DIR)
+    return _as_root(f"if [ -f {d}/watchdog.py ]; then exec python3 {d}/watchdog.py off; "
+                    "else echo '{\"off\": true, \"was_on\": false}'; fi")
+
+
+def status_command() -> str:
+    """The master's clock as JSON (``{"installed": false}`` where none was installed)."""
+    d = shlex.quote(NODE_DIR)
+    return _as_root(f"if [ -f {d}/watchdog.py ]; then exec python3 {d}/watchdog.py status; "
+                    "else echo '{\"installed\": false}'; fi")
+
+
+def last_json(stdout: str) -> dict | None:
+    """The last line of ``stdout`` that is a JSON object (what the verbs print)."""
+    for line in reversed(stdout.splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None

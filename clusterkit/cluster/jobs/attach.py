@@ -1,0 +1,52 @@
+"""`clusterkit train SPEC --attach`: take over a running job from any terminal: follow
+its logs as `train` does and, when it loses nodes, recover it as `train` would have
+(``cluster/jobs/recovery.py``), with the recoveries its record already holds counted
+against the limit. The command it restarts is the one the job's record keeps; the
+workdir is synced again from ``--workdir`` (or the spec's) when a restart needs it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TextIO
+
+from clusterkit.cluster.jobs import control as jobs
+from clusterkit.cluster.jobs import workdir
+from clusterkit.cluster.jobs.results import JobOutcome
+from clusterkit.cluster.jobs.train import Job, follow_job
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.errors import ClusterkitError, UsageError
+from clusterkit.events import Stage
+from clusterkit.training.jobstate import JobStateName
+
+
+def do_attach(spec_file: str, *, job_id: str | None = None,
+              workdir_option: str | None = None, out: TextIO | None = None,
+              confirm_stop: Callable[[str], bool] = lambda _job: True,
+              region: str | None = None, profile: str | None = None,
+              max_recoveries: int | None = None, rt: Runtime | None = None) -> JobOutcome:
+    """Follow the cluster's newest job (or ``job_id``) until it ends, recovering it as
+    `train` does; a job that already ended is recovered at once when it lost nodes."""
+    rt = rt or Runtime.make(region=region, profile=profile)
+    jc = jobs.open_job_cluster(rt, spec_file, region)
+    spec = jc.spec
+    if spec is None or spec.train is None:
+        raise UsageError(f"{spec_file}: no train section", "add `train:` to the spec")
+    job_id, by_node = jobs.choose_job(jc, job_id)
+    state = jobs.job_on(by_node.get(jc.master.hop.label, []), job_id)
+    command = str((state.recovery if state else {}).get("command") or "")
+    if not command:
+        raise ClusterkitError(f"job {job_id} keeps no training command (started by an older "
+                              "clusterkit)", "follow it with `clusterkit logs NAME -f`")
+    rt.info(f"attached to job {job_id} on cluster {jc.name}", stage=Stage.TRAIN)
+    from clusterkit.cluster.jobs import recovery
+
+    job = Job(spec_file, spec, command, workdir.plan(spec, workdir_option), region)
+    limit = spec.train.max_recoveries if max_recoveries is None else max_recoveries
+    with recovery.standbys_for(rt, job, limit) as standbys:
+        outcome = follow_job(jc, job_id, out, confirm_stop,
+                             standbys.on_notice if standbys else None,
+                             active=state is not None and state.state.active)
+        if outcome.ok or outcome.detached or outcome.state is JobStateName.STOPPED:
+            return outcome
+        return recovery.recover(rt, job, outcome, limit=limit, out=out,
+                                confirm_stop=confirm_stop, standbys=standbys)

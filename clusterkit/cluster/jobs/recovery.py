@@ -1,0 +1,250 @@
+"""Replace only what a job lost, then start it again (``train.max_recoveries``).
+
+When a job ends having lost nodes (a spot interruption notice, an instance gone, a node
+silent for ``train.node_timeout``: ``plan.recovery.find_loss``), and recoveries are left:
+
+1. the newest checkpoint's time is read on the master (when it survives and the spec
+   names a ``train.checkpoint_dir`` on a file system), for the work lost;
+2. the lost nodes' instances are terminated (a reclaimed one goes anyway; a silent one
+   would bill on);
+3. `up` of the spec, confirmed in advance by the recovery limit: observe, plan the
+   missing indexes only (same AZ and type as the cluster first, then the confirmed
+   fallback order, same names), apply; the surviving nodes keep their instances and
+   their bootstrap receipts (only the hosts and known_hosts steps, whose inputs are the
+   new addresses, run on them), the new ones are bootstrapped and get their dataset;
+4. the job started again on every node with ``CLUSTERKIT_RESTART_COUNT`` and its record
+   of every recovery (``plan.recovery.Recovery``: `status` shows it), and followed.
+
+A job that failed on its own (a process exited non-zero) is not recovered: it would
+only fail again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shlex
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TextIO
+
+from clusterkit.aws import instances
+from clusterkit.bootstrap.steps import host_names
+from clusterkit.cluster.access.remote_ops import cluster_nodes, login_for
+from clusterkit.cluster.jobs import control as jobs
+from clusterkit.cluster.jobs.control import JobCluster
+from clusterkit.cluster.jobs.results import JobOutcome
+from clusterkit.cluster.jobs.standby import Standbys, swap_in
+from clusterkit.cluster.jobs.train import Job, Restart, follow_job, run_attempt
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.errors import ClusterkitError
+from clusterkit.events import Stage
+from clusterkit.kinds import InstanceState
+from clusterkit.plan.cost import cluster_hourly
+from clusterkit.plan.nodes import Node
+from clusterkit.plan.recovery import (
+    Ending,
+    Loss,
+    Recovery,
+    find_loss,
+    job_record,
+    recoveries_of,
+)
+from clusterkit.remote.address import targets as dial_targets
+from clusterkit.remote.channels import Call
+from clusterkit.training.jobfiles import JobState
+
+MASTER = 0
+
+
+def recover(rt: Runtime, job: Job, outcome: JobOutcome, *, limit: int,
+            out: TextIO | None = None,
+            confirm_stop: Callable[[str], bool] = lambda _job: True,
+            standbys: Standbys | None = None) -> JobOutcome:
+    """``outcome`` of a job that ended; while it lost nodes and ``limit`` allows, those
+    nodes replaced and the job started again. The last outcome, with every recovery
+    (those its record held before too: a job `train --attach` took over)."""
+    record = outcome.final.recovery if outcome.final is not None else {}
+    done = recoveries_of(record, outcome.final.started if outcome.final else None)
+    first = str(record.get("first_job") or outcome.job_id)
+    while True:
+        nodes = _nodes(rt, job)
+        if outcome.final is None and running_by_index(nodes, 1)[MASTER]:
+            outcome = _follow_again(rt, job, outcome, out, confirm_stop, standbys)
+            if outcome.final is None:
+                return _unanswered(rt, outcome, done)
+        loss = find_loss(ending(outcome.final),
+                         running_by_index(nodes, job.spec.nodes.count), time.time())
+        if loss is None:
+            return dataclasses.replace(outcome, recoveries=tuple(done))
+        if len(done) >= limit:
+            return _given_up(rt, job, outcome, loss, nodes, done, limit)
+        done.append(replace_lost(rt, job, nodes, loss, outcome.job_id, len(done) + 1, limit,
+                                 standbys))
+        jc = jobs.open_job_cluster(rt, job.spec_file, job.region)
+        outcome = run_attempt(rt, job, jc, replace=True, out=out, confirm_stop=confirm_stop,
+                              restart=Restart(job_record(first, done, job.command)),
+                              on_notice=standbys.on_notice if standbys else None)
+        if outcome.final is not None and outcome.final.recovery:
+            done = recoveries_of(outcome.final.recovery, outcome.final.started)
+
+
+def _follow_again(rt: Runtime, job: Job, outcome: JobOutcome, out: TextIO | None,
+                  confirm_stop: Callable[[str], bool],
+                  standbys: Standbys | None) -> JobOutcome:
+    """The job followed again after its running master did not answer (as `train
+    --attach` would), tried for ``train.node_timeout``; the outcome as it was when the
+    master still does not answer."""
+    assert job.spec.train is not None
+    deadline = rt.clock() + job.spec.train.node_timeout
+    rt.warn(f"the master did not answer; following job {outcome.job_id} again",
+            stage=Stage.TRAIN)
+    while True:
+        try:
+            jc = jobs.open_job_cluster(rt, job.spec_file, job.region)
+            return follow_job(jc, outcome.job_id, out, confirm_stop,
+                              standbys.on_notice if standbys else None)
+        except ClusterkitError as exc:
+            if rt.clock() >= deadline:
+                rt.warn(f"the master still does not answer: {exc}", stage=Stage.TRAIN)
+                return outcome
+            rt.sleep(max(rt.poll, 1.0))
+
+
+def _unanswered(rt: Runtime, outcome: JobOutcome, done: Sequence[Recovery]) -> JobOutcome:
+    """The outcome when the master runs and does not answer: nothing is replaced (the
+    job may well run on)."""
+    reason = ("the master runs but does not answer this client: the job may still run; "
+              "`clusterkit train SPEC --attach` takes it over once it answers")
+    rt.warn(reason, stage=Stage.TRAIN)
+    return dataclasses.replace(outcome, reason=reason, recoveries=tuple(done))
+
+
+def ending(state: JobState | None) -> Ending | None:
+    """How the job ended on the master, as ``find_loss`` reads it."""
+    if state is None:
+        return None
+    failures = tuple(f for f in (state.failed, *state.others) if f is not None)
+    return Ending(state.state, failures, state.interruption, state.updated)
+
+
+@contextlib.contextmanager
+def standbys_for(rt: Runtime, job: Job, limit: int) -> Iterator[Standbys | None]:
+    """The job's standbys while it has recoveries left and the spec wants them
+    (``train.prelaunch_on_rebalance``); those left are terminated at the end."""
+    train = job.spec.train
+    if not limit or train is None or not train.prelaunch_on_rebalance:
+        yield None
+        return
+    standbys = Standbys(rt, job, minutes=train.standby_minutes)
+    try:
+        yield standbys
+    finally:
+        standbys.close()
+
+
+def running_by_index(nodes: Sequence[Node], count: int) -> dict[int, bool]:
+    """Node index -> whether an instance of that index runs."""
+    return {i: any(n.index == i and n.state == InstanceState.RUNNING for n in nodes)
+            for i in range(count)}
+
+
+def _nodes(rt: Runtime, job: Job) -> list[Node]:
+    _, regions = login_for(job.spec_file, job.region)
+    try:
+        return cluster_nodes(rt, job.spec.name, regions)
+    except ClusterkitError:  # every node gone
+        return []
+
+
+def _lost_words(job: Job, loss: Loss) -> str:
+    return ", ".join(f"{node_name(job, i)} ({why})" for i, why in sorted(loss.nodes.items()))
+
+
+def node_name(job: Job, index: int) -> str:
+    return host_names(job.spec.name, index)[1]
+
+
+def replace_lost(rt: Runtime, job: Job, nodes: Sequence[Node], loss: Loss, job_id: str,
+                 number: int, limit: int, standbys: Standbys | None = None) -> Recovery:
+    """The lost nodes terminated and replaced (step 1 to 3 above): by their standbys
+    where there are, else launched by `up`; the recovery's record, not yet running."""
+    from clusterkit.cluster.provision.up import up
+
+    rt.warn(f"job {job_id} lost {_lost_words(job, loss)}: replacing only "
+            f"{'that node' if len(loss.nodes) == 1 else 'those nodes'} "
+            f"(recovery {number} of {limit})", stage=Stage.TRAIN)
+    checkpoint = last_checkpoint(rt, job, nodes, loss)
+    going = [n for n in nodes if n.index in loss.nodes and n.holds_index]
+    for region in sorted({n.region for n in going}):
+        ids = [n.instance_id for n in going if n.region == region]
+        rt.started(Stage.TERMINATE, f"terminating the lost node(s): {', '.join(ids)}")
+        instances.terminate_instances(rt.session, region, ids)
+    swapped = [i for i in sorted(loss.nodes) if standbys is not None and _swap(
+        rt, job, standbys, i)]
+    result = up(rt, job.spec, yes=True)
+    now = {n.index: n.instance_id for n in result.nodes}
+    old = {n.index: n.instance_id for n in going}
+    return Recovery(
+        number, {node_name(job, i): why.value for i, why in loss.nodes.items()},
+        {node_name(job, i): (old.get(i, ""), now.get(i, "")) for i in loss.nodes},
+        since=loss.since, stopped=loss.stopped, job=job_id,
+        node_count=job.spec.nodes.count, last_checkpoint=checkpoint,
+        hourly_usd=result.hourly_usd, from_standby=tuple(node_name(job, i) for i in swapped))
+
+
+def _swap(rt: Runtime, job: Job, standbys: Standbys, index: int) -> bool:
+    """Node ``index``'s standby swapped in; False when it has none."""
+    standby = standbys.take(index)
+    if standby is None:
+        return False
+    swap_in(rt, standby, job.spec.name, index)
+    return True
+
+
+def newest_file_command(directory: str) -> str:
+    """Prints the newest file's mtime (epoch seconds) under ``directory`` (two levels:
+    a checkpoint may be a dir of shards), nothing when there is none."""
+    path = '"$HOME"' + shlex.quote(directory[1:]) if directory.startswith("~") \
+        else shlex.quote(directory)
+    return (f"find {path} -maxdepth 2 -type f ! -name '.*' -printf '%T@\\n' 2>/dev/null "
+            "| sort -n | tail -n 1")
+
+
+def last_checkpoint(rt: Runtime, job: Job, nodes: Sequence[Node], loss: Loss) -> float | None:
+    """When the newest checkpoint was written, read on the surviving master; None when
+    there is no file-system checkpoint dir, no surviving master or no checkpoint."""
+    train = job.spec.train
+    where = train.checkpoint_dir if train else None
+    master = next((n for n in nodes if n.index == MASTER and
+                   n.state == InstanceState.RUNNING), None)
+    if not where or where.startswith("s3://") or MASTER in loss.nodes or master is None:
+        return None
+    login, _ = login_for(job.spec_file, job.region)
+    jc = JobCluster(job.spec.name, job.spec, login, [master], dial_targets(nodes, [master]))
+    try:
+        group = jc.run(jc.targets, {jc.master.hop.label: Call(newest_file_command(where))},
+                       timeout=30)
+        text = next(iter(group.values())).stdout.strip()
+        return float(text) if text else None
+    except (ClusterkitError, ValueError) as exc:
+        rt.warn(f"the newest checkpoint's time is unknown: {exc}", stage=Stage.TRAIN)
+        return None
+
+
+def _given_up(rt: Runtime, job: Job, outcome: JobOutcome, loss: Loss,
+              nodes: Sequence[Node], done: Sequence[Recovery], limit: int) -> JobOutcome:
+    """The outcome of a job that lost nodes with no recovery left; lost nodes that still
+    run (and bill) are named, with their cost and how to replace them."""
+    still = [n for n in nodes if n.index in loss.nodes and n.state == InstanceState.RUNNING
+             and loss.nodes[n.index].value == "unreachable"]
+    if still:
+        hourly = cluster_hourly(still)
+        cost = f" (${hourly:.2f}/h)" if hourly is not None else ""
+        names = ", ".join(f"{node_name(job, n.index or 0)} ({n.instance_id})" for n in still)
+        rt.warn(f"{names} still run{cost} without answering; `clusterkit down "
+                f"{job.spec.name}` removes the cluster", stage=Stage.TRAIN)
+    used = f"{len(done)} of {limit}" if limit else "none allowed"
+    reason = (f"{outcome.reason or outcome.state.value}; lost {_lost_words(job, loss)}, "
+              f"no recovery left ({used}: train.max_recoveries / --max-recoveries)")
+    return dataclasses.replace(outcome, reason=reason, recoveries=tuple(done))

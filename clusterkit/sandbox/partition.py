@@ -1,0 +1,55 @@
+"""`clusterkit sandbox partition`: a node that stops answering, as a node cut off by the
+network (or hung) does: every process of the emulated node (its sshd, its sessions, the
+job's supervisor and processes, all in the node's own mount namespace) is frozen with
+SIGSTOP, so connections to it open (the kernel still accepts them) and nothing answers;
+``heal`` thaws them (SIGCONT). Terminating the instance still ends the node (SIGKILL
+reaches stopped processes)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from typing import Any
+
+from clusterkit.sandbox import node as nodes
+from clusterkit.sandbox.imds import check_name, find_instance, node_index
+from clusterkit.sandbox.state import NODES_FILE, read_json
+
+
+def do_partition(directory: str | None, cluster: str, node: str, *, heal: bool = False,
+                 region: str = "us-east-1") -> dict[str, Any]:
+    """Freeze (``heal``: thaw) every process of NODE of CLUSTER; ValueError for a node
+    that is not running in the sandbox."""
+    import boto3
+
+    from clusterkit.sandbox.client import sandbox_env
+    from clusterkit.sandbox.state import state_dir
+
+    check_name(cluster)
+    env = sandbox_env(directory)
+    ec2 = boto3.client("ec2", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=region,
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    iid = find_instance(ec2, cluster, node_index(node))
+    record = (read_json(state_dir(directory) / NODES_FILE) or {}).get(iid or "")
+    if iid is None or not record or not record.get("mntns"):
+        raise ValueError(f"no running node {node} of cluster {cluster} in {region}")
+    pids = node_pids(record)
+    send = signal.SIGCONT if heal else signal.SIGSTOP
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, send)
+    return {"cluster": cluster, "node": node, "instance_id": iid,
+            "state": "healed" if heal else "partitioned", "processes": len(pids)}
+
+
+def node_pids(record: dict[str, Any]) -> list[int]:
+    """The node's boot process and everything in its mount namespace; ValueError when
+    that namespace is this process's own (it would freeze the host's processes)."""
+    if record["mntns"] == nodes.mount_ns(os.getpid()):
+        raise ValueError(f"node {record.get('instance_id')} shares this machine's mount "
+                         "namespace: not partitioned")
+    pids = set(nodes.pids_in_ns(record["mntns"]))
+    if record.get("pid"):
+        pids.add(int(record["pid"]))
+    return sorted(pids)

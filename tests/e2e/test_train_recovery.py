@@ -1,0 +1,313 @@
+"""Recovery in the sandbox, for real: a 3-node MXNet job (real parameter server on CPU)
+that saves a checkpoint to the cluster's EFS after every step loses a node: a spot
+interruption notice posted in the node's instance metadata (`sandbox interrupt`), or
+the node frozen (`sandbox partition`). `train --max-recoveries` replaces that node only
+(a new instance, same name; the other two keep their instances and run no bootstrap step
+but the hosts and known-hosts updates), starts the job again, and the job resumes from
+its newest checkpoint and ends with an uninterrupted run's result.
+
+What cannot run here: EC2 itself (moto), spot capacity (the sandbox's interrupt stands in
+for EC2's reclaim)."""
+
+from __future__ import annotations
+
+import io
+import re
+import sysconfig
+import textwrap
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from clusterkit.cluster.access.remote_ops import do_exec
+from clusterkit.cluster.jobs.control import job_summary
+from clusterkit.cluster.jobs.results import JobOutcome
+from clusterkit.cluster.provision.up import do_up
+from clusterkit.sandbox import imds
+from clusterkit.sandbox.partition import do_partition
+from tests import support
+from tests.e2e.clusters import running, sandbox_spec, user_session
+from tests.e2e.test_train import Cluster, job_processes
+from tests.integration.conftest import runtime
+
+STEPS, LR, INIT, PAUSE = 24, 0.1, 1.0, 0.4
+SECTIONS = """\
+storage:
+  efs: {{mount: /efs, deletion_policy: delete}}
+train:
+  framework: mxnet
+  python: /usr/bin/python3
+  command: python3 resumable.py {steps} {pause}
+  servers_per_node: 1
+  workers_per_node: 1
+  env: {{OMP_NUM_THREADS: 1, PYTHONPATH: {site}}}
+  packages: []
+  checkpoint_dir: /efs/ckpt
+  checkpoint_grace: 4
+  node_timeout: 8
+"""
+# Keeps the checkpoint contract: rank 0 saves (atomically) after every step, every rank
+# resumes from the newest checkpoint; the checkpoint signal is noted at the next step.
+RESUMABLE = textwrap.dedent(f"""\
+    import glob, json, os, signal, sys, time
+    import mxnet as mx
+    steps, pause = int(sys.argv[1]), float(sys.argv[2])
+    HOLD = "/efs/hold"
+    where = os.environ["CLUSTERKIT_CHECKPOINT_DIR"]
+    asked = []
+    signal.signal(getattr(signal, os.environ["CLUSTERKIT_CHECKPOINT_SIGNAL"]),
+                  lambda *_: asked.append(1))
+    os.makedirs(where, exist_ok=True)
+    state = {{"step": 0, "w": [{INIT}] * 4}}
+    for path in sorted(glob.glob(os.path.join(where, "ckpt-*.json")), reverse=True):
+        try:
+            state = json.load(open(path))
+            break
+        except ValueError:
+            continue
+    kv = mx.kv.create("dist_sync")
+    kv.set_optimizer(mx.optimizer.SGD(learning_rate={LR}, rescale_grad=1.0, wd=0.0))
+    w = mx.nd.array(state["w"])
+    kv.init(0, w)
+    print("resumed from step", state["step"], "restart",
+          os.environ["CLUSTERKIT_RESTART_COUNT"], flush=True)
+    for step in range(state["step"] + 1, steps + 1):
+        kv.push(0, mx.nd.full((4,), float(kv.rank + 1)))
+        mx.nd.waitall()
+        kv.pull(0, out=w)
+        w.wait_to_read()
+        if kv.rank == 0:
+            tmp = os.path.join(where, ".tmp-%d" % step)
+            with open(tmp, "w") as f:
+                json.dump({{"step": step, "w": w.asnumpy().tolist()}}, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, os.path.join(where, "ckpt-%06d.json" % step))
+        print("step", step, flush=True)
+        if asked:
+            print("checkpoint signal: saved at step", step, flush=True)
+            asked.clear()
+        time.sleep(pause)
+        while os.path.exists(HOLD):  # a test holds the job here while it sets things up
+            time.sleep(0.1)
+    mx.nd.waitall()
+    kv._barrier()
+    kv.pull(0, out=w)
+    print("RESULT", kv.rank, kv.num_workers, [round(float(v), 5) for v in w.asnumpy()],
+          flush=True)
+""")
+WANT = round(INIT - LR * STEPS * (1 + 2 + 3), 5)  # SGD on the summed pushes, every step
+
+
+@pytest.fixture(scope="module")
+def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    support.require_root("the sandbox's SSH nodes")
+    where = tmp_path_factory.mktemp("recovery")
+    name = support.unique_name("rc")
+    spec = where / f"{name}.yaml"
+    spec.write_text(sandbox_spec(name, count=3, instance_type="c5.large", extra=SECTIONS.format(
+        site=sysconfig.get_paths()["purelib"], steps=STEPS, pause=PAUSE)))
+    work = where / "work"
+    work.mkdir()
+    (work / "resumable.py").write_text(RESUMABLE)
+    cl = Cluster(name, spec, work)
+    with user_session(sandbox, where), running(cl.spec, cl.name):
+        yield cl
+
+
+def whole(cluster: Cluster) -> dict[str, str]:
+    """The cluster made whole (a test before may have lost a node) with no checkpoint
+    left; node name -> instance id."""
+    result = do_up(str(cluster.spec), yes=True, rt=runtime())
+    do_exec(cluster.name, ["rm -rf /efs/ckpt /efs/hold"], nodes=["master"], rt=runtime())
+    return {name_of(n.index): n.instance_id for n in result.nodes}
+
+
+def name_of(index: int | None) -> str:
+    return "master" if index == 0 else f"worker-{index}"
+
+
+def receipts(cluster: Cluster) -> dict[str, dict[str, str]]:
+    """Node -> {step: its receipt's mtime}: a step that ran writes its receipt again."""
+    found = {}
+    for node in ("master", "worker-1", "worker-2"):
+        [r] = do_exec(cluster.name, ["cd /var/lib/clusterkit/steps && stat -c '%n %.9Y' *"],
+                      nodes=[node], rt=runtime()).values()
+        found[node] = dict(line.split() for line in r.stdout.splitlines())
+    return found
+
+
+def train_in_thread(cluster: Cluster, out: io.StringIO, **options: object
+                    ) -> tuple[threading.Thread, list[JobOutcome]]:
+    done: list[JobOutcome] = []
+    thread = threading.Thread(target=lambda: done.append(cluster.train(out=out, **options)))
+    thread.start()
+    return thread, done
+
+
+def lose_a_node(cluster: Cluster, lose: Callable[[], object], *, max_recoveries: int = 1,
+                at_step: int = 3) -> tuple[JobOutcome, str]:
+    """`train` in a thread; ``lose()`` once the job is at ``at_step``;
+    the outcome and everything `train` printed, once it returned."""
+    out = io.StringIO()
+    thread, done = train_in_thread(cluster, out, max_recoveries=max_recoveries)
+    support.wait_for(lambda: f"] step {at_step}" in out.getvalue(),
+                     f"the job at step {at_step}", 180)
+    lose()
+    thread.join(600)
+    [outcome] = done
+    return outcome, out.getvalue()
+
+
+def results(text: str) -> dict[str, list[float]]:
+    return {node: [float(v) for v in values.split(", ")] for node, values in re.findall(
+        r"^\[(\S+)/worker-0\] RESULT \d 3 \[(.*)\]$", text, re.M)}
+
+
+def resumed_steps(text: str) -> list[int]:
+    return [int(s) for s in re.findall(r"resumed from step (\d+) restart 1$", text, re.M)]
+
+
+def check_recovered(cluster: Cluster, before: dict[str, str], lost: str, why: str,
+                    outcome: JobOutcome, text: str) -> None:
+    """Only ``lost`` was replaced; the job resumed past step 0 and ended as an
+    uninterrupted run would; the recovery is in the outcome and in `status`."""
+    assert outcome.state == "succeeded", text
+    [recovery] = outcome.recoveries
+    assert dict(recovery.lost) == {lost: why}
+    old, new = recovery.replaced[lost]
+    assert old == before[lost] and new not in before.values()
+    after = {name_of(n.index): n.instance_id for n in do_up(
+        str(cluster.spec), yes=True, rt=runtime()).nodes}
+    assert after == {**before, lost: new}
+    steps = resumed_steps(text)
+    assert len(steps) == 3 and min(steps) > 0, text  # every worker, from a checkpoint
+    assert results(text) == {n: [WANT] * 4 for n in ("master", "worker-1", "worker-2")}
+    assert recovery.seconds_to_running is not None and recovery.seconds_to_running > 0
+    assert recovery.node_hours_lost is not None and recovery.node_hours_lost > 0
+    summary = job_summary(runtime(), cluster.name)
+    assert summary is not None and summary.job_id == outcome.job_id
+    assert [r.replaced for r in summary.recoveries] == [recovery.replaced]
+    assert job_processes(outcome.job_id) == []
+
+
+def test_a_notice_checkpoints_replaces_only_that_node_and_the_job_resumes(
+        sandbox, cluster: Cluster):
+    before = whole(cluster)
+    kept = receipts(cluster)
+    outcome, text = lose_a_node(cluster, lambda: imds.do_interrupt(
+        str(sandbox.dir), cluster.name, "worker-2", notice=30))
+    assert len(re.findall(r"checkpoint signal: saved at step", text)) == 3, text
+    check_recovered(cluster, before, "worker-2", "notice", outcome, text)
+    now = receipts(cluster)
+    for node in ("master", "worker-1"):  # no bootstrap step but the new addresses'
+        changed = {step for step, when in now[node].items() if kept[node].get(step) != when}
+        assert changed <= {"hosts", "ssh"}, (node, changed)
+
+
+def test_a_lost_master_is_replaced_too(sandbox, cluster: Cluster):
+    """The master is a node like the others: a notice on it checkpoints the job, a new
+    master is launched (the workers keep their instances) and the job resumes there."""
+    before = whole(cluster)
+    outcome, text = lose_a_node(cluster, lambda: imds.do_interrupt(
+        str(sandbox.dir), cluster.name, "master", notice=30))
+    check_recovered(cluster, before, "master", "notice", outcome, text)
+
+
+def test_a_partitioned_node_is_replaced_after_node_timeout(sandbox, cluster: Cluster):
+    before = whole(cluster)
+    outcome, text = lose_a_node(cluster, lambda: do_partition(
+        str(sandbox.dir), cluster.name, "worker-1"))
+    check_recovered(cluster, before, "worker-1", "unreachable", outcome, text)
+
+
+def test_attach_takes_a_detached_job_over_and_recovers_it(sandbox, cluster: Cluster):
+    """`train --detach` returns at once; `train --attach` (another terminal's) follows the
+    job and, when a notice takes worker-1, recovers it with the command the job's record
+    keeps."""
+    from clusterkit.cluster.jobs.attach import do_attach
+
+    before = whole(cluster)
+    started = cluster.train(detach=True)
+    assert started.detached and started.state == "running"
+    out = io.StringIO()
+    done: list[JobOutcome] = []
+    thread = threading.Thread(target=lambda: done.append(do_attach(
+        str(cluster.spec), workdir_option=str(cluster.work), out=out, max_recoveries=1,
+        rt=runtime())))
+    thread.start()
+    support.wait_for(lambda: "] step 3" in out.getvalue(), "the job at step 3", 180)
+    imds.do_interrupt(str(sandbox.dir), cluster.name, "worker-1", notice=30)
+    thread.join(600)
+    [outcome] = done
+    text = out.getvalue()
+    assert outcome.job_id != started.job_id, text
+    check_recovered(cluster, before, "worker-1", "notice", outcome, text)
+
+
+def test_a_rebalance_recommendation_boots_a_standby_that_the_notice_swaps_in(
+        sandbox, cluster: Cluster):
+    """A rebalance recommendation for worker-2: `train` launches and bootstraps its
+    standby while the job runs; the interruption notice that follows swaps the standby
+    in (its instance is worker-2's now) and no instance is launched after the notice."""
+    import boto3
+
+    from clusterkit.cluster.jobs.train import do_train
+
+    before = whole(cluster)
+    events: list = []
+    rt = runtime()
+    rt.report = events.append
+    out = io.StringIO()
+    done: list[JobOutcome] = []
+    thread = threading.Thread(target=lambda: done.append(do_train(
+        str(cluster.spec), workdir_option=str(cluster.work), out=out, max_recoveries=1,
+        rt=rt)))
+    thread.start()
+    support.wait_for(lambda: "] step 3" in out.getvalue(), "the job at step 3", 180)
+    # the job waits at its next step until the notice is posted (a standby's boot is not
+    # to race the job's end)
+    do_exec(cluster.name, ["touch /efs/hold"], nodes=["master"], rt=runtime())
+    imds.post(sandbox.dir, before["worker-2"], rebalance=True)
+    support.wait_for(lambda: any("is ready" in e.text for e in events), "the standby", 180)
+    [standby] = [e.text.split()[1] for e in events if "is ready" in e.text]
+    ec2 = boto3.client("ec2", "us-east-1")
+    standby_launched = ec2.describe_instances(InstanceIds=[standby])["Reservations"][0][
+        "Instances"][0]["LaunchTime"]
+    posted = imds.do_interrupt(str(sandbox.dir), cluster.name, "worker-2", notice=30)
+    do_exec(cluster.name, ["rm -f /efs/hold"], nodes=["master"], rt=runtime())
+    try:
+        thread.join(600)
+    finally:
+        imds.forget(sandbox.dir, posted["instance_id"])  # a failed test leaves no notice
+    [outcome] = done
+    text = out.getvalue()
+    assert "[worker-2] spot rebalance notice" in text
+    check_recovered(cluster, before, "worker-2", "notice", outcome, text)
+    [recovery] = outcome.recoveries
+    assert recovery.replaced["worker-2"][1] == standby
+    assert recovery.from_standby == ("worker-2",) and "by its standby" in recovery.describe()
+    launched = [i["LaunchTime"] for r in ec2.describe_instances(Filters=[
+        {"Name": "tag:clusterkit:cluster", "Values": [cluster.name]}])["Reservations"]
+        for i in r["Instances"]]
+    assert max(launched) == standby_launched  # the standby was the last launch: none after it
+
+
+def test_without_recoveries_an_interrupted_job_fails_naming_the_notice(
+        sandbox, cluster: Cluster):
+    whole(cluster)
+    out = io.StringIO()
+    thread, done = train_in_thread(cluster, out, max_recoveries=0)
+    support.wait_for(lambda: "] step 2" in out.getvalue(), "the job at step 2", 180)
+    posted = imds.do_interrupt(str(sandbox.dir), cluster.name, "worker-1", notice=600)
+    try:
+        thread.join(300)
+    finally:
+        imds.forget(sandbox.dir, posted["instance_id"])
+    [outcome] = done
+    assert outcome.state == "interrupted" and outcome.recoveries == ()
+    assert "node 1: spot interruption notice" in (outcome.reason or "")
+    assert "no recovery left" in (outcome.reason or "")
+    assert job_processes(outcome.job_id) == []
+    assert cluster.active() == []

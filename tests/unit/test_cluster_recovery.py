@@ -1,0 +1,52 @@
+"""cluster/jobs/recovery.py's own parts: which indexes run, and the command that reads
+the newest checkpoint's time on the master (run here by bash on real files)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from clusterkit.cluster.jobs.recovery import newest_file_command, running_by_index
+from clusterkit.kinds import InstanceState
+from clusterkit.plan.nodes import Node
+
+
+def node(iid: str, index: int | None, state: InstanceState) -> Node:
+    return Node(iid, index, state, "c5.large", "us-east-1a", "spot", "us-east-1", "2026-01-01")
+
+
+def test_an_index_runs_when_one_of_its_instances_does():
+    nodes = [node("i-0", 0, InstanceState.RUNNING), node("i-1", 1, InstanceState.SHUTTING_DOWN),
+             node("i-2", 2, InstanceState.STOPPED), node("i-x", None, InstanceState.RUNNING)]
+    assert running_by_index(nodes, 4) == {0: True, 1: False, 2: False, 3: False}
+
+
+def newest(directory: str, home: Path) -> str:
+    return subprocess.run(["bash", "-c", newest_file_command(directory)], text=True,
+                          capture_output=True, check=True,
+                          env={**os.environ, "HOME": str(home)}).stdout.strip()
+
+
+def test_the_newest_checkpoint_time_is_the_newest_files_mtime(tmp_path: Path):
+    ckpt = tmp_path / "ckpt dir"
+    (ckpt / "shard").mkdir(parents=True)
+    for name, when in (("ckpt-1.json", 1000), ("shard/part-0", 3000), (".tmp-9", 9000),
+                       ("ckpt-2.json", 2000)):
+        (ckpt / name).write_text("x")
+        os.utime(ckpt / name, (when, when))
+    assert float(newest(str(ckpt), tmp_path)) == 3000  # a hidden temp file is not one
+    assert float(newest("~/ckpt dir", tmp_path)) == 3000
+
+
+def test_no_checkpoint_prints_nothing(tmp_path: Path):
+    assert newest(str(tmp_path / "none"), tmp_path) == ""
+
+
+def test_the_directory_is_a_path_never_shell_text(tmp_path: Path):
+    odd = tmp_path / "$(touch pwned) x"
+    odd.mkdir()
+    (odd / "ckpt-1").write_text("x")
+    os.utime(odd / "ckpt-1", (1234, 1234))
+    assert float(newest(str(odd), tmp_path)) == 1234
+    assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()

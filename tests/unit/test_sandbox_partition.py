@@ -1,0 +1,23 @@
+"""sandbox/partition.py: the processes a partition freezes are the node's own, never
+this machine's (a record naming this process's mount namespace is refused)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from clusterkit.sandbox import node as nodes
+from clusterkit.sandbox.partition import node_pids
+
+
+def test_a_node_in_this_machines_namespace_is_refused():
+    own = nodes.mount_ns(os.getpid())
+    assert own is not None
+    with pytest.raises(ValueError, match="shares this machine's mount namespace"):
+        node_pids({"instance_id": "i-1", "mntns": own, "pid": os.getpid()})
+
+
+def test_a_node_is_its_boot_process_and_its_namespace(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(nodes, "pids_in_ns", lambda ns: [30, 10] if ns == "mnt:[1]" else [])
+    assert node_pids({"mntns": "mnt:[1]", "pid": 20}) == [10, 20, 30]
