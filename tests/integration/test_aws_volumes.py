@@ -17,12 +17,13 @@ from tests.integration.conftest import AMI, REGION
 def test_find_and_delete(moto_env):
     s, cluster = make_session(REGION), support.unique_name("vol")
     ec2 = boto3.client("ec2", REGION)
-    vol = ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=1, TagSpecifications=[
+    vol = ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=3, VolumeType="gp3",
+                            TagSpecifications=[
         {"ResourceType": "volume",
          "Tags": [{"Key": "clusterkit:cluster", "Value": cluster}]}])["VolumeId"]
     ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=1)  # not the cluster's
     assert volumes.cluster_volumes(s, REGION, cluster) == [
-        {"id": vol, "state": "available", "attached_to": []}]
+        {"id": vol, "state": "available", "attached_to": [], "size_gib": 3, "type": "gp3"}]
     assert volumes.delete_volume(s, REGION, vol) is True
     assert volumes.delete_volume(s, REGION, vol) is False  # InvalidVolume.NotFound
     assert volumes.cluster_volumes(s, REGION, cluster) == []
