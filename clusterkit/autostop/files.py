@@ -5,14 +5,13 @@ unpacked and started as root (``sudo -n`` for a non-root login)."""
 
 from __future__ import annotations
 
-import io
 import json
 import secrets
 import shlex
-import tarfile
 from pathlib import Path
 
 from clusterkit.autostop import policy
+from clusterkit.remote.archive import tar_bytes
 
 NODE_DIR = "/var/lib/clusterkit/autostop"
 NEW_CONFIG = "autostop.json.new"
@@ -30,13 +29,7 @@ def archive(cfg: policy.Config) -> bytes:
     here = Path(__file__).parent
     entries = [(name, (here / name).read_bytes(), 0o644) for name in FILES]
     entries.append((NEW_CONFIG, json.dumps(cfg.to_dict(), sort_keys=True).encode(), 0o600))
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data, mode in entries:
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), mode
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    return tar_bytes(entries)
 
 
 def _as_root(script: str) -> str:

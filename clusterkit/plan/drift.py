@@ -48,6 +48,24 @@ def _image(node: Node) -> str:
     return node.image_id
 
 
+def _market_drift(spec: Spec, live: Sequence[Node]) -> list[Difference]:
+    """The workers' markets against ``nodes.market``; the master's against
+    ``nodes.master.market`` when the spec sets it apart, else with the others."""
+    master = spec.nodes.master.market
+    others = [n for n in live if master is None or n.index != 0]
+    out = []
+    markets = _values(others, "market")
+    allowed = POLICY_MARKETS.get(spec.nodes.market, (spec.nodes.market,))
+    if any(m not in allowed for m in markets):
+        out.append(Difference("nodes.market", ", ".join(markets), spec.nodes.market,
+                              Apply.NEEDS_DOWN))
+    running = _values([n for n in live if n.index == 0], "market")
+    if master is not None and any(m != master for m in running):
+        out.append(Difference("nodes.master.market", ", ".join(running), master,
+                              Apply.NEEDS_DOWN))
+    return out
+
+
 def spec_drift(spec: Spec, nodes: Sequence[Node]) -> list[Difference]:
     """Every difference between ``spec`` and the cluster's live ``nodes`` (none for a
     cluster that does not exist yet). The image is compared only when the spec pins an
@@ -60,11 +78,7 @@ def spec_drift(spec: Spec, nodes: Sequence[Node]) -> list[Difference]:
     if any(t not in spec.nodes.instance_types for t in types):
         out.append(Difference("nodes.instance_types", ", ".join(types),
                               ", ".join(spec.nodes.instance_types), Apply.NEEDS_DOWN))
-    markets = _values(live, "market")
-    allowed = POLICY_MARKETS.get(spec.nodes.market, (spec.nodes.market,))
-    if any(m not in allowed for m in markets):
-        out.append(Difference("nodes.market", ", ".join(markets), spec.nodes.market,
-                              Apply.NEEDS_DOWN))
+    out += _market_drift(spec, live)
     regions = _values(live, "region")
     wanted_regions = tuple(dict.fromkeys((spec.region, *spec.regions)))
     if any(r not in wanted_regions for r in regions):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from clusterkit.catalog.ranking import Offer
 from clusterkit.kinds import Market
@@ -83,6 +83,20 @@ def client_token(stack_id: str, slots: Sequence[int], offer: Offer, salt: str = 
     text = f"{stack_id}|{format_slots(slots)}|{offer.instance_type}|{offer.az}|{offer.market}"
     text += f"|{salt}" if salt else ""
     return "ck-" + hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def launch_parts(spec: Spec, offer: Offer, slots: Sequence[int],
+                 ) -> list[tuple[Offer, tuple[int, ...]]]:
+    """The RunInstances calls of a launch of ``slots`` at ``offer``: one, or the master
+    first in its own market (same type and AZ, at that market's price), then the rest."""
+    other = spec.nodes.master_apart(offer.market)
+    if other is None or 0 not in slots:
+        return [(offer, tuple(slots))]
+    on_demand = other == Market.ON_DEMAND
+    master = replace(offer, market=Market(other),
+                     price=offer.on_demand_price if on_demand else None)
+    rest = tuple(s for s in slots if s != 0)
+    return [(master, (0,))] + ([(offer, rest)] if rest else [])
 
 
 def launch_request(spec: Spec, offer: Offer, slots: Sequence[int], stack_id: str,

@@ -14,7 +14,7 @@ from clusterkit.kinds import KeyPairAction, Market, MarketPolicy, StackAction
 from clusterkit.plan.dataset import dataset_cost
 from clusterkit.plan.nodes import node_name
 from clusterkit.plan.stack import stack_contents
-from clusterkit.plan.up import UpPlan
+from clusterkit.plan.up import UpPlan, launch_hourly
 from clusterkit.spec.model import Spec
 
 HOURS_PER_MONTH = 730
@@ -47,14 +47,19 @@ def _node_lines(plan: UpPlan, spec: Spec) -> tuple[list[str], float | None, floa
         return [], 0.0, 0.0
     if choice is None:
         return [f"launch {launch} node(s): no launch candidate"], None, None
-    now = None if choice.price is None else round(choice.price * launch, 4)
-    lines = [f"launch {launch} node(s) (indexes {', '.join(map(str, plan.nodes.launch))}): "
+    slots = plan.nodes.launch
+    now = launch_hourly(spec, choice, slots)
+    apart = spec.nodes.master_apart(choice.market) if 0 in slots else None
+    master = _money(choice.on_demand_price if apart == "on-demand" else None)
+    each = f"{_money(choice.price)} each" + (
+        f", the master {apart} at {master} (nodes.master.market)" if apart else "")
+    lines = [f"launch {launch} node(s) (indexes {', '.join(map(str, slots))}): "
              f"{choice.instance_type}, {choice.market}, in {choice.az or choice.region}, "
-             f"{_money(choice.price)} each now = {_money(now)}"]
+             f"{each} now = {_money(now)}"]
     worst_each = choice.worst_price
     worst = now
     if worst_each is not None and (choice.price is None or worst_each > choice.price):
-        worst = round(worst_each * launch, 4)
+        worst = launch_hourly(spec, choice, slots, worst_each)
         why = ("spot-then-on-demand: if spot has no capacity `up` falls back to on-demand"
                if spec.nodes.market == MarketPolicy.SPOT_THEN_ON_DEMAND
                else "if this offer has no capacity `up` tries the next one")

@@ -33,6 +33,7 @@ class Choice:
     market: str
     price: float | None
     worst_price: float | None = None  # the dearest offer `up` may fall back to, per node
+    on_demand_price: float | None = None  # of the same type and AZ (a master on-demand)
 
     def describe(self) -> str:
         price = f"${self.price:.4f}/h" if self.price is not None else "price unknown"
@@ -85,7 +86,7 @@ class UpPlan:
                 return None
             total += node.price
         if self.nodes.launch:
-            new = hourly(self.choice.price if self.choice else None, len(self.nodes.launch))
+            new = launch_hourly(self.spec, self.choice, self.nodes.launch)
             if new is None:
                 return None
             total += new
@@ -111,6 +112,24 @@ class UpPlan:
         }
 
 
+def launch_hourly(spec: Spec | None, choice: Choice | None, slots: Sequence[int],
+                  each: float | None = None) -> float | None:
+    """$/h of the nodes launched in ``slots`` at ``choice`` (``each``: another price per
+    node, the worst case), the master at its own market's price when
+    ``nodes.master.market`` sets it apart (on-demand: the choice's on-demand price)."""
+    price = choice.price if each is None and choice else each
+    if choice is None or price is None:
+        return None
+    apart = spec.nodes.master_apart(choice.market) if spec is not None and 0 in slots \
+        else None
+    if not apart:
+        return hourly(price, len(slots))
+    master = choice.on_demand_price if apart == "on-demand" else None
+    if master is None:
+        return None
+    return round(price * (len(slots) - 1) + master, 4)
+
+
 def choice_of(candidates: Sequence[Offer]) -> Choice | None:
     """The first candidate, with the dearest one's price (the worst case `up` states)."""
     if not candidates:
@@ -118,7 +137,7 @@ def choice_of(candidates: Sequence[Offer]) -> Choice | None:
     first = candidates[0]
     prices = [o.price for o in candidates if o.price is not None]
     return Choice(first.instance_type, first.region, first.az or first.az_id, first.market,
-                  first.price, max(prices) if prices else None)
+                  first.price, max(prices) if prices else None, first.on_demand_price)
 
 
 def plan_up(spec: Spec, observed: Observed, notes: Sequence[str] = ()) -> UpPlan:

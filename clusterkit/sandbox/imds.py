@@ -32,6 +32,9 @@ from clusterkit.training.interruption import (
 PREFIX = SANDBOX_PREFIX
 NOTICES_FILE = "imds.json"
 INSTANCE_ID_PATH = "/latest/meta-data/instance-id"
+IDENTITY_PATH = "/latest/dynamic/instance-identity/document"
+ROLE_PATH = "/latest/meta-data/iam/security-credentials/"  # + the role's name
+CREDENTIALS_TTL = 6 * 3600  # as EC2's: rotated well before they expire
 TOKEN_HEADER = "HTTP_X_AWS_EC2_METADATA_TOKEN"
 TTL_HEADER = "HTTP_X_AWS_EC2_METADATA_TOKEN_TTL_SECONDS"
 
@@ -109,11 +112,40 @@ class Imds:
             return 401, "Unauthorized"
         if rest == INSTANCE_ID_PATH:
             return 200, iid
+        if rest in (IDENTITY_PATH, ROLE_PATH) or rest.startswith(ROLE_PATH):
+            return self.described(iid, rest)
         mine = (read_json(self.state_dir / RUN_DIR / NOTICES_FILE, {}) or {}).get(iid, {})
         doc = {ACTION_PATH: mine.get("action"), REBALANCE_PATH: mine.get("rebalance")}.get(rest)
         if doc is None:
             return 404, "Not Found"
         return 200, json.dumps(doc)
+
+
+    def described(self, iid: str, rest: str) -> tuple[int, str]:
+        """The identity document, and the instance profile role's name and temporary
+        credentials (what boto3 on the node reads; the emulator takes any key), 404
+        without a profile, as EC2 answers."""
+        from clusterkit.sandbox.moto_models import instance_metadata
+
+        about = instance_metadata(iid)
+        if about is None:
+            return 404, "Not Found"
+        role = about.pop("role")
+        if rest == IDENTITY_PATH:
+            return 200, json.dumps(about, indent=2)
+        if role is None or rest not in (ROLE_PATH, ROLE_PATH + role):
+            return 404, "Not Found"
+        if rest == ROLE_PATH:
+            return 200, role
+        return 200, json.dumps(role_credentials(iid, time.time()), indent=2)
+
+
+def role_credentials(iid: str, now: float) -> dict[str, str]:
+    """A credentials document as EC2's IMDS serves it (fresh keys each time)."""
+    return {"Code": "Success", "LastUpdated": iso(now), "Type": "AWS-HMAC",
+            "AccessKeyId": "ASIA" + secrets.token_hex(8).upper(),
+            "SecretAccessKey": secrets.token_urlsafe(30), "Token": secrets.token_urlsafe(60),
+            "Expiration": iso(now + CREDENTIALS_TTL)}
 
 
 DURATION_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(s|m)?$")

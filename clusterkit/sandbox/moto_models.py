@@ -78,6 +78,27 @@ def _view(backend: Any, inst: Any, region: str) -> InstanceView | None:
                         node_index(tags, getattr(inst, "ami_launch_index", None)), role)
 
 
+def instance_metadata(instance_id: str) -> dict[str, Any] | None:
+    """What an instance's metadata says of it: its identity document's fields and its
+    instance profile's role (None: no profile); None when moto holds no such instance."""
+    for region, backend in _backends():
+        for inst in backend.all_instances():
+            if inst.id != instance_id:
+                continue
+            association = backend.iam_instance_profile_associations.get(inst.id)
+            profile = getattr(association, "iam_instance_profile", None)
+            roles = list(getattr(profile, "roles", None) or [])
+            return {"instanceId": inst.id, "region": region,
+                    "availabilityZone": getattr(inst.placement, "zone", None),
+                    "instanceType": inst.instance_type,
+                    "imageId": inst.image_id, "privateIp": inst.private_ip,
+                    "accountId": backend.account_id, "architecture": "x86_64",
+                    "version": "2017-09-30",
+                    "pendingTime": str(getattr(inst, "launch_time", "")),
+                    "role": roles[0].name if roles else None}
+    return None
+
+
 def end_instance(instance_id: str, action: str) -> bool:
     """Stop (``action`` "stop") or terminate the instance, as EC2 does when a spot
     interruption notice's time comes; False when no backend holds it."""

@@ -33,6 +33,7 @@ def _nodes(d: Mapping[str, Any] | None) -> model.Nodes:
     given = _given(d)
     given["image"] = _image((d or {}).get("image"))
     given["root_volume"] = model.RootVolume(**_given(given.get("root_volume")))
+    given["master"] = model.Master(**_given(given.get("master")))
     given["instance_types"] = tuple(given.get("instance_types", ()))
     return model.Nodes(**given)
 

@@ -69,6 +69,10 @@ def _nodes(spec: Spec, add: Add) -> None:
     if nodes.market == MarketPolicy.ON_DEMAND and nodes.max_price is not None:
         add("nodes.max_price", "max_price is ignored for the on-demand market",
             "remove max_price, or use market: spot", "warning")
+    if nodes.master.market is not None and nodes.master.market == nodes.market:
+        add("nodes.master.market", f"every node is {nodes.market} already (nodes.market): "
+            "the master is not set apart", "remove nodes.master, or set nodes.market to "
+            "spot with the master on-demand", "warning")
 
 
 def _ssh(spec: Spec, add: Add) -> None:

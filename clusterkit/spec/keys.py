@@ -127,6 +127,12 @@ ROOT_VOLUME = _obj("Root EBS volume of every node.", {
     "type": Key("string", "EBS volume type.", default="gp3", enum=model.ROOT_VOLUME_TYPES),
 })
 
+MASTER = _obj("The master (node 0), where it differs from the other nodes.", {
+    "market": Key("string", "The master's market (default: nodes.market's): on-demand keeps "
+                  "the master, its job coordination and its client connections when spot "
+                  "workers are reclaimed.", enum=model.MASTER_MARKETS, example="on-demand"),
+})
+
 NODES = _obj("The machines: how many, which types, which market.", {
     "count": Key("integer", "Number of nodes (node 0 is the master).", default=1, minimum=1,
                  maximum=100000),
@@ -137,6 +143,7 @@ NODES = _obj("The machines: how many, which types, which market.", {
                                     example="p4d.24xlarge")),
     "market": Key("string", "spot, on-demand, or spot first then on-demand.", default="spot",
                   enum=model.MARKETS),
+    "master": MASTER,
     "max_price": Key("number", "Highest $/hour per node for spot (unset: on-demand price).",
                      minimum=0, exclusive_minimum=True, maximum=1000),
     "image": IMAGE,

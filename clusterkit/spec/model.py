@@ -16,6 +16,7 @@ from types import MappingProxyType
 from clusterkit.kinds import MarketPolicy
 
 MARKETS = tuple(p.value for p in MarketPolicy)
+MASTER_MARKETS = ("spot", "on-demand")
 FRAMEWORKS = ("mxnet", "torchrun")
 CHECKPOINT_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGHUP", "SIGINT", "SIGTERM")
 VOLUME_TYPES = ("gp2", "gp3", "io1", "io2", "st1", "sc1")
@@ -52,6 +53,13 @@ class RootVolume:
 
 
 @dataclass(frozen=True)
+class Master:
+    """What sets the master (node 0) apart: its market (None: ``nodes.market``'s)."""
+
+    market: str | None = None
+
+
+@dataclass(frozen=True)
 class Nodes:
     count: int = 1
     instance_types: tuple[str, ...] = ()
@@ -62,6 +70,13 @@ class Nodes:
     root_volume: RootVolume = field(default_factory=RootVolume)
     allow_large: bool = False  # permit count > SANE_NODE_LIMIT
     containers: bool = False  # the nodes run containers: IMDS answers one hop more
+    master: Master = field(default_factory=Master)
+
+    def master_apart(self, market: str) -> str | None:
+        """The master's market when a launch in ``market`` must put it elsewhere
+        (``master.market``); None when the master goes with the others."""
+        wanted = self.master.market
+        return wanted if wanted is not None and wanted != str(market) else None
 
 
 @dataclass(frozen=True)

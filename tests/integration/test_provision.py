@@ -447,3 +447,30 @@ def test_spot_cluster_down_cancels_spot_requests_and_fleets(calls: Calls, tmp_pa
     err = capsys.readouterr().err
     assert f"deleted fleet {fleet}" in err and "deleted spot request" in err
     assert leftovers("spt") == {}
+
+
+def test_a_master_set_apart_runs_on_demand_and_a_failed_worker_launch_takes_it_back(
+        calls: Calls, tmp_path):
+    """`nodes.master.market: on-demand` on a spot cluster: the master is launched on
+    its own, on-demand, first; when the workers' launch then finds no capacity, that
+    master is terminated (never half a cluster) and the next candidate gets both."""
+    name = support.unique_name("mst")
+    path = write_spec(tmp_path, name=name, count=3, market="spot")
+    path.write_text(path.read_text().replace(
+        "  market: spot\n", "  market: spot\n  master: {market: on-demand}\n"))
+    calls.only, calls.fail_at, calls.fault = "RunInstances", 2, "InsufficientInstanceCapacity"
+    try:
+        do_up(str(path), yes=True, rt=runtime(calls), wait_ssh=False)
+        nodes = {node_index(i): i for i in live_instances(name)}
+        assert sorted(nodes) == [0, 1, 2]
+        assert nodes[0].get("InstanceLifecycle") is None  # on-demand
+        assert {nodes[i].get("InstanceLifecycle") for i in (1, 2)} == {"spot"}
+        assert calls.by_operation()["RunInstances"] == 4  # master, workers x 2 candidates
+        every = boto3.client("ec2", REGION).describe_instances(Filters=[
+            {"Name": "tag:clusterkit:cluster", "Values": [name]}])["Reservations"]
+        gone = [i for r in every for i in r["Instances"] if i["InstanceId"] not in
+                {n["InstanceId"] for n in nodes.values()}]
+        assert [(node_index(i), i["State"]["Name"]) for i in gone] == [(0, "terminated")]
+    finally:
+        do_down(str(path), yes=True, rt=runtime())
+    assert leftovers(name) == {}

@@ -60,3 +60,36 @@ def test_interrupt_of_a_node_that_does_not_run_exits_2(
     out = _cli(sandbox_cluster, "sandbox", "interrupt", sandbox_cluster.name, "master",
                "--notice", "soon")
     assert out.returncode == 2 and "not a duration" in out.stderr, out.stderr
+
+
+def test_the_metadata_has_the_identity_and_the_profile_roles_credentials_boto_reads(
+        sandbox_cluster: SandboxCluster) -> None:
+    """A node's identity document, and once an instance profile is associated its role's
+    temporary credentials, read the way boto3 on the node reads them (botocore's own
+    metadata fetcher, IMDSv2), at the node's metadata on the sandbox endpoint."""
+    from botocore.utils import InstanceMetadataFetcher
+
+    [node] = sandbox_cluster.launch(1)
+    iid = node.instance_id
+    base = interruption.sandbox_endpoint(sandbox_cluster.sandbox.endpoint, iid)
+    # this process has metadata disabled (no test may reach EC2's); a node's has not
+    fetcher = InstanceMetadataFetcher(timeout=5, num_attempts=1, base_url=base, env={})
+    assert fetcher.retrieve_iam_role_credentials() == {}  # no profile: 404, as EC2
+    meta = interruption.Metadata(base)
+    identity = json.loads(meta.get("/latest/dynamic/instance-identity/document") or "{}")
+    described = sandbox_cluster.ec2.describe_instances(InstanceIds=[iid])[
+        "Reservations"][0]["Instances"][0]
+    assert (identity["instanceId"], identity["region"], identity["instanceType"],
+            identity["availabilityZone"], identity["privateIp"]) == (
+        iid, "us-east-1", "t3.micro", described["Placement"]["AvailabilityZone"],
+        described["PrivateIpAddress"])
+    iam = sandbox_cluster.sandbox.client("iam")
+    role = sandbox_cluster.name + "-node"
+    iam.create_role(RoleName=role, AssumeRolePolicyDocument="{}")
+    iam.create_instance_profile(InstanceProfileName=role)
+    iam.add_role_to_instance_profile(InstanceProfileName=role, RoleName=role)
+    sandbox_cluster.ec2.associate_iam_instance_profile(
+        IamInstanceProfile={"Name": role}, InstanceId=iid)
+    got = fetcher.retrieve_iam_role_credentials()
+    assert got["role_name"] == role and got["access_key"].startswith("ASIA")
+    assert got["secret_key"] and got["token"] and got["expiry_time"] > identity["pendingTime"]

@@ -21,8 +21,9 @@ BASE = {"count": 2, "types": "[c5.large, m5.large]", "market": "spot-then-on-dem
 
 def _spec(**over: object):
     v = {**BASE, **over}
+    master = f"  master: {{market: {v['master']}}}\n" if "master" in v else ""
     return loads(f"name: t\nregion: us-east-1\nregions: {v['regions']}\nnodes:\n"
-                 f"  count: {v['count']}\n  instance_types: {v['types']}\n"
+                 f"  count: {v['count']}\n  instance_types: {v['types']}\n{master}"
                  f"  market: {v['market']}\n  image: {v['image']}\n"
                  "  root_volume: {size_gb: 100, type: gp3}\n"
                  "storage:\n  efs: {mount: /efs, deletion_policy: delete}\n")
@@ -61,6 +62,33 @@ def test_changes_that_need_down_are_refused(over, nodes, key, running, wanted):
                                                                  Apply.NEEDS_DOWN)
     assert refused([diff]) == [diff]
     assert key in diff.describe() and "cannot be applied" in diff.describe()
+
+
+def test_a_master_set_apart_is_held_to_its_own_market():
+    on_demand_master = [_node(0, market="on-demand"), _node(1)]
+    assert spec_drift(_spec(market="spot", master="on-demand"), on_demand_master) == []
+    (diff,) = spec_drift(_spec(market="spot", master="on-demand"), CLUSTER)
+    assert (diff.key, diff.running, diff.wanted) == ("nodes.master.market", "spot",
+                                                     "on-demand")
+    (diff,) = spec_drift(_spec(market="spot"), on_demand_master)  # not set apart
+    assert diff.key == "nodes.market"
+
+
+def test_up_prices_a_master_set_apart_at_its_market_and_says_so():
+    spec = _spec(count=3, market="spot", master="on-demand")
+    offer = support.offer("c5.large", "spot", 0.04, on_demand=0.085)
+    plan = plan_up(spec, support.observed(spec, candidates=[offer]))
+    lines = spend(plan, spec).lines
+    launch = next(line for line in lines if line.startswith("launch 3 node(s)"))
+    assert "$0.0400/h each, the master on-demand at $0.0850/h (nodes.master.market)" in launch
+    assert launch.endswith("now = $0.1650/h")  # 2 x 0.04 + 0.085
+    assert plan.hourly_after() == pytest.approx(0.165)
+    same = _spec(count=3, market="on-demand", master="on-demand")  # nothing apart
+    od = support.offer("c5.large", "on-demand", 0.085)
+    plan = plan_up(same, support.observed(same, candidates=[od]))
+    assert "master" not in next(line for line in spend(plan, same).lines
+                                if line.startswith("launch"))
+    assert plan.hourly_after() == pytest.approx(0.255)
 
 
 def test_an_image_chosen_by_name_is_never_drift():

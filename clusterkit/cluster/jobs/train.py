@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import json
 import os
 import secrets
 import shlex
-import tarfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +45,7 @@ from clusterkit.events import Stage
 from clusterkit.netguard import SANDBOX_ENV
 from clusterkit.plan.recovery import job_record, recoveries_of
 from clusterkit.remote.address import ssh_address
+from clusterkit.remote.archive import tar_bytes
 from clusterkit.remote.channels import Call
 from clusterkit.remote.fanout import Connections
 from clusterkit.remote.results import GroupResult
@@ -179,16 +178,10 @@ def job_archive(job: dict, files: Mapping[str, str], workdir_data: bytes | None 
                 ) -> bytes:
     """job.json (0600), the supervisor's files (0700) and, when given, the packed workdir
     (0600) as a tar for the node's stdin."""
-    buf = io.BytesIO()
     entries = [("job.json", json.dumps(job, indent=1).encode(), 0o600)]
     entries += [(name, text.encode(), 0o700) for name, text in sorted(files.items())]
     entries += [(WORKDIR_MEMBER, workdir_data, 0o600)] if workdir_data is not None else []
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data, mode in entries:
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), mode
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    return tar_bytes(entries)
 
 
 def start_command(job_id: str, workdir_remote: str | None = None) -> str:
@@ -294,6 +287,10 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
     limit = spec.train.max_recoveries if max_recoveries is None else max_recoveries
     from clusterkit.cluster.jobs import recovery
 
+    if detach and limit:
+        rt.warn(f"a detached job is recovered by the client that follows it: `clusterkit "
+                f"train {spec_file} --attach` (until one does, a lost node ends the job, "
+                "every process stopped)", stage=Stage.TRAIN)
     with recovery.standbys_for(rt, job, limit if not detach else 0) as standbys:
         outcome = run_attempt(rt, job, jc, detach=detach, replace=replace, out=out,
                               confirm_stop=confirm_stop,

@@ -203,13 +203,22 @@ def current(login: Login, nodes: Sequence[Node]) -> Autostop | None:
     return Autostop(clock.idle_s, clock.action or "terminate")
 
 
-def up_stage(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node]) -> AutostopResult | None:
+def up_stage(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node],
+             fresh: bool = True) -> AutostopResult | None:
     """`up`'s last stage, once every node is bootstrapped: the spec's setting (or `up
     --autostop`'s, put in the spec); without one, the setting the master runs, else the
-    one last applied from this machine, on every node (new ones too). None: nothing to do."""
+    one last applied from this machine, on every node (new ones too). ``fresh``: `up`
+    launched or started nodes; without, and without a setting in the spec, the master is
+    not asked (no connection more than the bootstrap's): the one last applied from this
+    machine is, or nothing. None: nothing to do."""
     login = Login(spec.name, user=spec.ssh.user, port=spec.ssh.port,
                   identity_file=spec.ssh.identity_file)
     setting = spec.autostop
+    if setting is None and not fresh:
+        kept = remembered(spec.name)
+        if kept is None or not kept.on:  # nothing set from here: what runs stays as it is
+            return None
+        return apply(rt, spec.name, region, login, nodes, kept)
     if setting is None or not setting.on:
         running = current(login, nodes)  # one read of the master
         if setting is None:

@@ -17,7 +17,7 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError, CapacityError
 from clusterkit.events import Kind, Stage
 from clusterkit.kinds import DEAD_STATES, InstanceState, Market, MarketPolicy
-from clusterkit.plan.launch import launch_request
+from clusterkit.plan.launch import launch_parts, launch_request
 from clusterkit.plan.nodes import (
     Node,
     node_index,
@@ -52,6 +52,26 @@ def gang_launch(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
     return [replace(n, tags={**request.tags, **n.tags},
                     index=node_index({**request.tags, **n.tags}, n.launch_index))
             for n in launched]
+
+
+def launch_all(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
+               launch_template_id: str, subnet_id: str, stack_id: str,
+               placement_group: str = "") -> list[Node]:
+    """``gang_launch`` of ``slots`` at ``offer``, in the calls ``plan.launch.launch_parts``
+    says (a master set apart by ``nodes.master.market`` first, in its market); when a
+    later call fails, what the earlier ones launched is terminated (never half a
+    cluster) and the error goes on to the candidate walk."""
+    launched: list[Node] = []
+    try:
+        for part, part_slots in launch_parts(spec, offer, slots):
+            launched += gang_launch(rt, spec, part, part_slots,
+                                    launch_template_id=launch_template_id,
+                                    subnet_id=subnet_id, stack_id=stack_id,
+                                    placement_group=placement_group)
+    except BaseException:
+        terminate_launch(rt, offer.region, [n.instance_id for n in launched])
+        raise
+    return launched
 
 
 def capacity_hint(market_policy: str) -> str:

@@ -200,7 +200,7 @@ def _launch(rt: Runtime, spec: Spec, plan: UpPlan, stacks: Stacks, todo: RegionP
         stack = stacks.made[offer.region]
         subnet = subnet_for(rt, here, offer.az or "")
         efsaccess.mount_target(rt, stack, subnet, offer.az or "")  # ready when SSH answers
-        launched = launch.gang_launch(
+        launched = launch.launch_all(
             rt, spec, offer, plan.nodes.launch, launch_template_id=stack.launch_template_id,
             subnet_id=subnet, stack_id=stack.stack_id, placement_group=stack.placement_group)
         trail.touch(offer.region, launched)
@@ -376,7 +376,7 @@ def _reach(rt: Runtime, spec: Spec, made: ProvisionRecord, stacks: Stacks, deadl
                                  dataset=view_for_up(rt, spec, region, running))
         if booted.ok:  # every node ready: `train` may start on these without asking AWS
             nodecache.save(spec.name, running)
-            stopping = up_stage(rt, spec, region, running)
+            stopping = up_stage(rt, spec, region, running, bool(made.new or made.started))
             if stopping is not None:
                 return replace(up_result(spec, region, running, host_keys, known, booted),
                                autostop=stopping)
