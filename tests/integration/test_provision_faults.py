@@ -2,7 +2,8 @@
 error, throttling that outlasted the retries, no capacity, Ctrl-C). Each (call, fault)
 pair has one expected outcome (EXPECTED: the error class `up` stops with, or that it
 recovers) and no mutating call follows a fault that stops it; after each, `down` must
-leave zero resources of the cluster in the emulator, and a fresh `up` must work.
+leave zero resources of the cluster in the emulator, and (after a Ctrl-C, which leaves
+the most half-made state) a fresh `up` must work.
 Every failed `up` must say what still runs: each instance, its $/h, and the exact
 `clusterkit down NAME --region R` that removes it.
 
@@ -158,6 +159,12 @@ def test_up_fails_at_call_k_then_down_leaves_nothing(calls: Calls, tmp_path, k, 
                                                              else 0)
     do_down(spec, yes=True, rt=runtime())
     assert leftovers(name) == {}, f"after {fault} at call {k} ({CLEAN_UP[k - 1]})"
+    if fault == "SIGINT":  # a Ctrl-C leaves the most half-made state; the other faults'
+        assert_fresh_up_works(spec, name)  # leftovers ({} above) show down as whole
+
+
+def assert_fresh_up_works(spec: str, name: str) -> None:
+    """After `down`, nothing of the failed `up` stands in a fresh one's way."""
     fresh = Calls()
     do_up(spec, yes=True, rt=runtime(fresh), wait_ssh=False)
     assert fresh.mutating()["RunInstances"] == 1
