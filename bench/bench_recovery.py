@@ -24,7 +24,6 @@ import re
 import sys
 import sysconfig
 import tempfile
-import textwrap
 import threading
 import time
 from collections.abc import Callable
@@ -34,7 +33,9 @@ from typing import NoReturn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import resumable  # noqa: E402
 from bench.bench_first_step import leftovers, start_sandbox  # noqa: E402
+from bench.resumable import want  # noqa: E402
 from bench.sandbox_spec import spec_text  # noqa: E402
 from clusterkit.cluster.jobs.results import JobOutcome  # noqa: E402
 from clusterkit.cluster.runtime import Runtime  # noqa: E402
@@ -42,7 +43,7 @@ from clusterkit.events import Event, Kind, Stage  # noqa: E402
 from clusterkit.training.interruption import MARGIN, POLL  # noqa: E402
 
 REGION = "us-east-1"
-INIT, LR, PAUSE = 1.0, 0.125, 0.5  # LR a power of two: float32 sums stay exact
+PAUSE = 0.5  # seconds between steps
 LINE = re.compile(r"^\[(\S+)/(worker-\d+)\] (.*)$")
 STEP = re.compile(r"^step (\d+)$")
 SECTIONS = """\
@@ -60,53 +61,10 @@ train:
   checkpoint_grace: {grace}
   node_timeout: 15
 """
-# The checkpoint contract: rank 0 saves atomically after every step (to its run's own
-# directory under the checkpoint dir), every rank resumes from the newest checkpoint.
-SCRIPT = textwrap.dedent(f"""\
-    import glob, json, os, signal, sys, time
-    import mxnet as mx
-    steps, pause = int(sys.argv[1]), float(sys.argv[2])
-    where = os.path.join(os.environ["CLUSTERKIT_CHECKPOINT_DIR"], sys.argv[3])
-    signal.signal(getattr(signal, os.environ["CLUSTERKIT_CHECKPOINT_SIGNAL"]),
-                  lambda *_: None)  # it saves every step anyway
-    os.makedirs(where, exist_ok=True)
-    saved = sorted(glob.glob(os.path.join(where, "ckpt-*.json")))  # whole: os.replace
-    state = json.load(open(saved[-1])) if saved else {{"step": 0, "w": [{INIT}] * 4}}
-    kv = mx.kv.create("dist_sync")
-    kv.set_optimizer(mx.optimizer.SGD(learning_rate={LR}, rescale_grad=1.0, wd=0.0))
-    w = mx.nd.array(state["w"])
-    kv.init(0, w)
-    print("resumed from step", state["step"], "restart",
-          os.environ["CLUSTERKIT_RESTART_COUNT"], flush=True)
-    for step in range(state["step"] + 1, steps + 1):
-        kv.push(0, mx.nd.full((4,), float(kv.rank + 1)))
-        kv.pull(0, out=w)
-        w.wait_to_read()
-        if kv.rank == 0:
-            tmp = os.path.join(where, ".tmp-%d" % step)
-            with open(tmp, "w") as f:
-                json.dump({{"step": step, "w": w.asnumpy().tolist()}}, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, os.path.join(where, "ckpt-%06d.json" % step))
-        print("step", step, flush=True)
-        time.sleep(pause)
-        while os.path.exists(os.path.join(where, "hold")):  # the bench set a standby up
-            time.sleep(0.05)
-    kv._barrier()
-    kv.pull(0, out=w)
-    print("RESULT", json.dumps([float(v) for v in w.asnumpy()]), flush=True)
-""")
 PHASES = ("notice -> seen", "-> stopped", "-> bootstrapped", "-> running", "-> stepping")
 
 
 # -- pure helpers ----------------------------------------------------------------------
-
-def want(steps: int, count: int) -> float:
-    """Every weight after ``steps`` dist_sync steps of ``count`` workers (rank r pushes
-    r + 1; SGD on the summed pushes)."""
-    return INIT - LR * steps * count * (count + 1) / 2
-
 
 def job_steps(notice: float) -> int:
     """Steps enough that the job still runs when the notice's stop comes (step 3, the
@@ -428,7 +386,7 @@ def main() -> int:
         stop = start_sandbox(tmp, args.scale)
         try:
             (tmp / "work").mkdir()
-            (tmp / "work" / "resumable.py").write_text(SCRIPT)
+            (tmp / "work" / "resumable.py").write_text(Path(resumable.__file__).read_text())
             if not args.no_warm_up:
                 warm_up(tmp)
             sizes = [one_size(tmp, int(n), args.scale) for n in args.sizes.split(",")]

@@ -1,6 +1,6 @@
-"""The three IAM policies clusterkit needs, generated from its code and its stack template.
+"""The IAM policies clusterkit needs, generated from its code and its stack template.
 
-    python scripts/iam_policy.py [--role user|cloudformation|node]   # print one (JSON)
+    python scripts/iam_policy.py [--role user|cloudformation|node|controller]  # print one
     python scripts/iam_policy.py --write    # rewrite docs/iam-policy*.json, docs/iam-service-role.yaml
     python scripts/iam_policy.py --check    # exit 1 if any of them is stale
 
@@ -13,8 +13,13 @@
 - ``cloudformation``: the service role CloudFormation runs as (RoleARN on the stack calls).
   Its actions are those of cfn-lint's resource schemas (``handlers.<op>.permissions``) for
   every resource type in the stack template, each narrowed by a rule of SERVICE_RULES.
-- ``node``: the nodes' role, from the template's NodeRole; the same document is the
-  permissions boundary the service role must put on every role it creates.
+- ``controller``: the role of the master's recovery controller, from the template's
+  ControllerRole (its own and attached inline policies); its reads on ``*`` must be the
+  user's, IAM's aside, else the script fails.
+- ``node``: the permissions boundary the service role must put on every role it creates:
+  the union of the template's roles (NodeRole, EFS only through its own policy, and
+  ControllerRole). Template values become patterns: a region, account or cluster name
+  any (``*``, a tag equal to the cluster's name: the tag present), a role's ARN its path's.
 
 The files are shipped as package data (clusterkit/resources/iam-*.json link to docs/), so
 `clusterkit iam-policy` prints them without cfn-lint, a test-only dependency.
@@ -27,7 +32,7 @@ import ast
 import json
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +43,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from iam_rules import (  # noqa: E402  (after the path: run as a file, or loaded by a test)
-    FILE_SYSTEMS,
     SERVICE_RULES,
     USER_EXTRA,
     USER_RULES,
@@ -59,9 +63,13 @@ TEMPLATE = ROOT / "templates" / "cluster.yaml"
 DOCS = ROOT / "docs"
 FILES = {"user": DOCS / "iam-policy.json",
          "cloudformation": DOCS / "iam-policy-cloudformation.json",
-         "node": DOCS / "iam-policy-node.json"}
+         "node": DOCS / "iam-policy-node.json",
+         "controller": DOCS / "iam-policy-controller.json"}
 STACK_FILE = DOCS / "iam-service-role.yaml"
 ROLES = tuple(FILES)
+CONTROLLER_ROLE = "ControllerRole"
+SUB_NAME = re.compile(r"\$\{([^!}][^}]*)\}")  # ${Name}, ${Resource.Attribute}; ${!x} is literal
+NO_VALUE = object()  # AWS::NoValue: the key or item is left out
 
 def _names(tree: ast.AST) -> tuple[set[str], set[str]]:
     """(string constants, attribute names) of one module."""
@@ -123,24 +131,108 @@ def stack_actions(template: Path = TEMPLATE) -> set[str]:
     return {a for t in stack_resource_types(template) for a in handler_actions(t)}
 
 
-def _collect(node: Any, key: str) -> Iterator[str]:
-    """Every string under ``key`` anywhere in a parsed template node."""
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k == key:
-                yield from [v] if isinstance(v, str) else (x for x in v if isinstance(x, str))
-            else:
-                yield from _collect(v, key)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _collect(item, key)
+def _name(name: str, values: Mapping[str, str] | None, resources: Mapping[str, Any],
+          in_condition: bool) -> str:
+    """What ``${name}`` (or ``Ref: name``) is: ``values[name]``; without values, a pattern
+    of any value (a role's ARN: any under its path)."""
+    if values is not None:
+        if name not in values:
+            raise SystemExit(f"iam_policy.py: no value given for {name}")
+        return values[name]
+    if name == "AWS::Partition":
+        return "aws"
+    if name == "AWS::AccountId" and in_condition:
+        return "${aws:PrincipalAccount}"
+    logical, _, attribute = name.partition(".")
+    role = resources.get(logical, {})
+    if attribute == "Arn" and role.get("Type") == "AWS::IAM::Role":
+        path = _resolve(role["Properties"].get("Path", "/"), None, resources)
+        return f"arn:aws:iam::*:role{path}*"
+    return "*"
 
 
-def node_actions(template: Path = TEMPLATE) -> set[str]:
-    """The actions the template's node roles grant (their inline policies)."""
-    roles = [r for r in _template(template)["Resources"].values()
-             if r["Type"] == "AWS::IAM::Role"]
-    return {a for r in roles for a in _collect(r["Properties"].get("Policies", []), "Action")}
+def _either(first: Any, second: Any) -> Any:
+    """An ``Fn::If``: whichever branch holds (a list or value left out: the other)."""
+    if first is NO_VALUE or first == second:
+        return second
+    if second is NO_VALUE:
+        return first
+    items = [*(first if isinstance(first, list) else [first]),
+             *(second if isinstance(second, list) else [second])]
+    return [x for i, x in enumerate(items) if x not in items[:i]]
+
+
+def _resolve(node: Any, values: Mapping[str, str] | None, resources: Mapping[str, Any],
+             in_condition: bool = False) -> Any:
+    """A template value with its intrinsic functions resolved (see ``_name``)."""
+    def again(x: Any, cond: bool = in_condition) -> Any:
+        return _resolve(x, values, resources, cond)
+
+    if isinstance(node, list):
+        return [v for v in (again(x) for x in node) if v is not NO_VALUE]
+    if not isinstance(node, dict):
+        return node
+    if len(node) == 1:
+        (key, value), = node.items()
+        if key == "Ref":
+            return NO_VALUE if value == "AWS::NoValue" else _name(value, values, resources,
+                                                                   in_condition)
+        if key == "Fn::GetAtt":
+            return _name(".".join(value) if isinstance(value, list) else value, values,
+                         resources, in_condition)
+        if key == "Fn::Sub":
+            text = value[0] if isinstance(value, list) else value
+            text = SUB_NAME.sub(lambda m: _name(m.group(1), values, resources, in_condition),
+                                text)
+            return text.replace("${!", "${")
+        if key == "Fn::If":
+            return _either(again(value[1]), again(value[2]))
+    out = {k: again(v, in_condition or k == "Condition") for k, v in node.items()}
+    return {k: v for k, v in out.items() if v is not NO_VALUE}
+
+
+def _pattern_condition(condition: dict) -> dict:
+    """A string comparison whose value became a pattern made a ``Like`` one."""
+    out: dict[str, dict] = {}
+    for op, keys in condition.items():
+        for key, want in keys.items():
+            pattern = any("*" in w for w in (want if isinstance(want, list) else [want]))
+            like = op.replace("Equals", "Like") if pattern and op in (
+                "StringEquals", "StringNotEquals") else op
+            out.setdefault(like, {})[key] = want
+    return out
+
+
+def _roles() -> list[str]:
+    """Logical ids of the template's roles, in its order."""
+    return [k for k, r in _template()["Resources"].items() if r["Type"] == "AWS::IAM::Role"]
+
+
+def role_statements(role: str, values: Mapping[str, str] | None = None) -> list[dict]:
+    """The statements the template's ``role`` is given (its ``Policies`` and the
+    AWS::IAM::Policy resources naming it), resolved with ``values``; without values,
+    as patterns every stack's role matches (``_name``)."""
+    resources = _template()["Resources"]
+    if resources.get(role, {}).get("Type") != "AWS::IAM::Role":
+        raise SystemExit(f"iam_policy.py: the template has no role {role}")
+    policies = _resolve(resources[role]["Properties"].get("Policies", []), values, resources)
+    documents = [p["PolicyDocument"] for p in policies]
+    documents += [_resolve(r["Properties"]["PolicyDocument"], values, resources)
+                  for r in resources.values() if r["Type"] == "AWS::IAM::Policy"
+                  and {"Ref": role} in r["Properties"].get("Roles", [])]
+    statements = []
+    for doc in documents:
+        for s in doc["Statement"]:
+            if "Sid" not in s:
+                raise SystemExit(f"iam_policy.py: a statement of {role} has no Sid")
+            listed = [s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"]
+            condition = s.get("Condition")
+            if condition and values is None:
+                condition = _pattern_condition(condition)
+            statements.append(_statement(
+                s["Sid"], [s["Action"]] if isinstance(s["Action"], str) else s["Action"],
+                [r for i, r in enumerate(listed) if r not in listed[:i]], condition))
+    return statements
 
 
 def _covers(pattern: str, action: str) -> bool:
@@ -188,15 +280,39 @@ def cloudformation_policy() -> dict:
 
 
 def node_policy() -> dict:
-    """What a node's role may do at most: mount and write the cluster's EFS through a
-    mount target. It is also the boundary of every role the service role creates."""
-    return _document([_statement("EfsClient", node_actions(), [FILE_SYSTEMS],
-                                 {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}})])
+    """The boundary of every role the service role creates: what any of the template's
+    roles may do at most (a statement two roles share, by Sid, once)."""
+    merged: dict[str, dict] = {}
+    for role in _roles():
+        for s in role_statements(role):
+            if merged.setdefault(s["Sid"], s) != s:
+                raise SystemExit(f"iam_policy.py: statement {s['Sid']} differs between "
+                                 "the template's roles: give one of them another Sid")
+    return _document(list(merged.values()))
+
+
+def controller_reads() -> set[str]:
+    """What the recovery controller reads: what `up` reads, the user's, IAM's aside."""
+    return {a for s in user_policy()["Statement"] if s["Sid"] == "Read"
+            for a in s["Action"] if not a.startswith("iam:")}
+
+
+def controller_policy() -> dict:
+    """The master's recovery controller: the template's ControllerRole, whose reads must
+    be ``controller_reads()``."""
+    statements = role_statements(CONTROLLER_ROLE)
+    reads = {a for s in statements if s["Resource"] == "*" for a in s["Action"]}
+    wanted = controller_reads()
+    if reads != wanted:
+        raise SystemExit(f"iam_policy.py: {CONTROLLER_ROLE}'s reads on * in {TEMPLATE.name} "
+                         f"are not the user's (IAM's aside): add {sorted(wanted - reads)}, "
+                         f"remove {sorted(reads - wanted)}")
+    return _document(statements)
 
 
 def policy(role: str = "user") -> dict:
     return {"user": user_policy, "cloudformation": cloudformation_policy,
-            "node": node_policy}[role]()
+            "node": node_policy, "controller": controller_policy}[role]()
 
 
 def render(role: str = "user") -> str:
@@ -212,8 +328,8 @@ def service_role_stack(cloudformation: dict, node: dict) -> str:
     return f"""AWSTemplateFormatVersion: "2010-09-09"
 Description: >-
   clusterkit, once per account: the role CloudFormation runs clusterkit's cluster stacks
-  as ({ROLE_NAME}), and the permissions boundary of the nodes' roles it creates
-  ({BOUNDARY_NAME}). Generated by scripts/iam_policy.py; deploy it with
+  as ({ROLE_NAME}), and the permissions boundary of the roles it creates (nodes,
+  recovery controller: {BOUNDARY_NAME}). Generated by scripts/iam_policy.py; deploy it with
   `aws cloudformation deploy --stack-name {STACK_NAME} --template-file FILE
   --capabilities CAPABILITY_NAMED_IAM`.
 
@@ -223,7 +339,7 @@ Resources:
     Properties:
       ManagedPolicyName: {BOUNDARY_NAME}
       Path: {SERVICE_PATH}
-      Description: Ceiling of every clusterkit node role (EFS client through a mount target).
+      Description: Ceiling of every role a clusterkit stack creates (nodes, recovery controller).
       PolicyDocument:
 {block(node, 8)}
 

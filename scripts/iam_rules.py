@@ -19,8 +19,10 @@ READ_PREFIXES = ("Describe", "List", "Get")
 DATA_READS = frozenset({"ebs:GetSnapshotBlock", "ebs:ListSnapshotBlocks",
                         "ebs:ListChangedBlocks", "ec2:GetConsoleOutput"})
 # Actions a handler of the template's types lists that the service role must not have:
-# removing a boundary would lift the ceiling on what the nodes' role can do.
-WITHHELD = frozenset({"iam:DeleteRolePermissionsBoundary"})
+# removing a boundary would lift the ceiling on what the stack's roles can do; the
+# template's AWS::IAM::Policy names roles only, never a user or a group.
+WITHHELD = frozenset({"iam:DeleteRolePermissionsBoundary", "iam:PutUserPolicy",
+                      "iam:PutGroupPolicy", "iam:DeleteUserPolicy", "iam:DeleteGroupPolicy"})
 
 BOUNDARY_ARN = f"arn:aws:iam::*:policy{SERVICE_PATH}{BOUNDARY_NAME}"
 SERVICE_ROLE_ARN = f"arn:aws:iam::*:role{SERVICE_PATH}{ROLE_NAME}"
@@ -76,7 +78,8 @@ USER_RULES: tuple[Rule, ...] = (
                           "ec2:DeleteKeyPair", "ec2:DeleteLaunchTemplate",
                           "ec2:DeletePlacementGroup", "ec2:DeleteSecurityGroup",
                           "ec2:CreateSnapshot", "ec2:GetConsoleOutput",
-                          "ec2:AssociateIamInstanceProfile"),
+                          "ec2:AssociateIamInstanceProfile",
+                          "ec2:ReplaceIamInstanceProfileAssociation"),
      ec2("instance", "volume", "spot-instances-request", "fleet", "key-pair",
          "launch-template", "placement-group", "security-group"), OWN),
     # A standby swapped in loses its standby tag, and no other tag.
@@ -84,8 +87,6 @@ USER_RULES: tuple[Rule, ...] = (
      {**OWN, "ForAllValues:StringEquals": {"aws:TagKeys": ["clusterkit:standby-for"]}}),
     ("NewVolumesAndKeys", ("ec2:CreateVolume", "ec2:ImportKeyPair"),
      ec2("volume", "key-pair"), NEW),
-    ("VolumesFromDatasets", ("ec2:CreateVolume",), ec2("snapshot"),
-     has("ResourceTag", DATASET_TAG)),
     ("VolumesFromSharedSnapshots", ("ec2:CreateVolume",), ec2("snapshot"),
      equals("ec2:Owner", "${aws:PrincipalAccount}", op="StringNotEquals")),
     ("NewDatasetSnapshots", ("ec2:CreateSnapshot", "ec2:CopySnapshot", "ebs:StartSnapshot"),
@@ -94,8 +95,9 @@ USER_RULES: tuple[Rule, ...] = (
                         "ec2:DeleteSnapshot", "ec2:CopySnapshot", "ebs:GetSnapshotBlock",
                         "ebs:ListSnapshotBlocks"), ec2("snapshot"),
      has("ResourceTag", UPLOAD_TAG)),
-    ("DatasetReads", ("ebs:GetSnapshotBlock", "ebs:ListSnapshotBlocks", "ec2:CopySnapshot"),
-     ec2("snapshot"), has("ResourceTag", DATASET_TAG)),
+    # read, copied, or cloned into volumes (one statement: the policy's size limit)
+    ("DatasetReads", ("ebs:GetSnapshotBlock", "ebs:ListSnapshotBlocks", "ec2:CopySnapshot",
+                      "ec2:CreateVolume"), ec2("snapshot"), has("ResourceTag", DATASET_TAG)),
     ("ClusterFileSystems", ("elasticfilesystem:CreateMountTarget",
                             "elasticfilesystem:DeleteMountTarget",
                             "elasticfilesystem:DeleteFileSystem"), [FILE_SYSTEMS], OWN),

@@ -13,7 +13,7 @@ from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
 from clusterkit.aws.tags import cluster_filter, tag_specs, to_dict, to_list
 from clusterkit.kinds import Market
-from clusterkit.plan.launch import BlockDevice, LaunchRequest
+from clusterkit.plan.launch import BlockDevice, LaunchRequest, cloud_config
 from clusterkit.plan.nodes import LIVE_STATES, PRICE_TAG, Node, node_index
 
 
@@ -70,11 +70,15 @@ def run_instances(session: boto3.Session, region: str, request: LaunchRequest, *
         "LaunchTemplate": {"LaunchTemplateId": launch_template_id, "Version": "$Latest"},
         "Placement": {"AvailabilityZone": az}, "SubnetId": subnet_id,
         "ClientToken": request.client_token,
+        # network interfaces tagged too: the recovery controller may create only
+        # what carries the cluster's tag (aws:RequestTag in its role)
         "TagSpecifications": tag_specs(["instance"], request.tags)
-        + tag_specs(["volume"], request.volume_tags),
+        + tag_specs(["volume", "network-interface"], request.volume_tags),
     }
     if request.shutdown_behavior:  # autostop: what the OS's shutdown does to the instance
         kwargs["InstanceInitiatedShutdownBehavior"] = request.shutdown_behavior
+    if request.authorized_keys:  # boto3 base64-encodes it
+        kwargs["UserData"] = cloud_config(request.authorized_keys)
     if request.block_devices:  # added to the launch template's (a device it does not have)
         kwargs["BlockDeviceMappings"] = [_block_device(b) for b in request.block_devices]
     if placement_group:  # repeated here: a Placement given to RunInstances replaces the LT's
@@ -165,6 +169,29 @@ def associate_instance_profile(session: boto3.Session, region: str, instance_id:
     with aws_call("AssociateIamInstanceProfile", instance_id):
         _ec2(session, region).associate_iam_instance_profile(
             IamInstanceProfile={"Arn": profile_arn}, InstanceId=instance_id)
+
+
+def set_instance_profile(session: boto3.Session, region: str, instance_id: str,
+                         profile_arn: str) -> bool:
+    """Make ``profile_arn`` the instance's IAM instance profile: associated when it has
+    none, its association replaced (never a moment without one) when it has another,
+    nothing when it has it already. True when something changed."""
+    ec2 = _ec2(session, region)
+    with aws_call("DescribeIamInstanceProfileAssociations", instance_id):
+        found = ec2.describe_iam_instance_profile_associations(Filters=[
+            {"Name": "instance-id", "Values": [instance_id]},
+            {"Name": "state", "Values": ["associating", "associated"]},
+        ])["IamInstanceProfileAssociations"]
+    if not found:
+        associate_instance_profile(session, region, instance_id, profile_arn)
+        return True
+    current = found[0]
+    if current.get("IamInstanceProfile", {}).get("Arn") == profile_arn:
+        return False
+    with aws_call("ReplaceIamInstanceProfileAssociation", instance_id):
+        ec2.replace_iam_instance_profile_association(
+            IamInstanceProfile={"Arn": profile_arn}, AssociationId=current["AssociationId"])
+    return True
 
 
 def terminate_instances(session: boto3.Session, region: str, ids: Sequence[str]) -> None:

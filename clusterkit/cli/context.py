@@ -130,7 +130,10 @@ def _has_flag(command: click.Command, flag: str) -> bool:
 
 
 def leaf_commands(command: click.Command) -> Iterator[click.Command]:
-    """``command`` itself, or every command under it when it is a group."""
+    """``command`` itself, or every command under it when it is a group; hidden ones (the
+    master's recovery-controller: no user runs it) are left out."""
+    if command.hidden:
+        return
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             yield from leaf_commands(sub)

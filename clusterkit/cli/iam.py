@@ -12,8 +12,9 @@ from clusterkit.errors import UsageError
 @click.option("--role", "role", type=click.Choice([r.value for r in PolicyRole]),
               default=PolicyRole.USER.value, show_default=True,
               help="user: what you need to run clusterkit; cloudformation: the service role "
-                   "the cluster stacks run as; node: the nodes' role (and the boundary of "
-                   "every role the stacks create).")
+                   "the cluster stacks run as; controller: the master's role while a "
+                   "detached job may recover (replaces lost nodes); node: the boundary of "
+                   "every role the stacks create (the nodes' role is its EFS part).")
 @click.option("--stack", is_flag=True,
               help="With --role cloudformation: print a CloudFormation template that "
                    "creates the service role and the node boundary, once per account.")

@@ -157,6 +157,8 @@ for module in (validate, iam, spot, provision, remote, pack, publish, dataset, t
         for leaf in leaf_commands(command):
             global_options(leaf, offline=command.name in OFFLINE_COMMANDS,
                            asks=leaf is command and command.name in ASKING_COMMANDS)
+# on the master, as `train --detach` left it: its environment is set for it (no --sandbox)
+cli.add_command(train.recovery_controller)
 
 
 def main() -> None:

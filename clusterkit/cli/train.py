@@ -217,3 +217,24 @@ def stop(name: str, job_id: str | None, grace: float | None) -> None:
 
 
 COMMANDS = [train, logs, stop]
+
+
+@click.command("recovery-controller", hidden=True)
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+def recovery_controller(directory: str) -> None:
+    """The master's recovery controller (started by `train --detach` with recoveries
+    allowed; cluster/jobs/controller.py): follows the job and recovers it."""
+    from rich.console import Console
+
+    from clusterkit.cli.events import ConsoleReporter
+    from clusterkit.cluster.jobs.controlled import run
+
+    reporter = ConsoleReporter(Console(stderr=True, no_color=True, width=200))
+    try:
+        outcome = run(directory, reporter)
+    except ClusterkitError as exc:
+        reporter.close()
+        print(f"error: {exc.message}\nhint: {exc.hint}", file=sys.stderr, flush=True)
+        sys.exit(exc.exit_code)
+    reporter.close()
+    sys.exit(0 if outcome.ok else 1)

@@ -5,6 +5,7 @@ into RunInstances' arguments; nothing above ``aws/`` builds a boto3 dict. PURE."
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -50,6 +51,9 @@ class LaunchRequest:
     block_devices: tuple[BlockDevice, ...] = ()
     # what the instances do when their OS shuts down (autostop); None: EC2's default
     shutdown_behavior: str | None = None
+    # public keys authorized at first boot beside the key pair's (cloud-config user data):
+    # the master's recovery controller's, on the nodes it launches
+    authorized_keys: tuple[str, ...] = ()
 
     @property
     def count(self) -> int:
@@ -99,11 +103,35 @@ def launch_parts(spec: Spec, offer: Offer, slots: Sequence[int],
     return [(master, (0,))] + ([(offer, rest)] if rest else [])
 
 
+def cloud_config(authorized_keys: Sequence[str]) -> str:
+    """The user data that authorizes ``authorized_keys`` at first boot (cloud-init's
+    ``ssh_authorized_keys``): public keys only, nothing secret."""
+    for key in authorized_keys:
+        if not re.fullmatch(r"ssh-[a-z0-9-]+ [A-Za-z0-9+/=]+( [^\n]*)?", key):
+            raise ValueError(f"not an OpenSSH public key line: {key[:40]!r}")
+    lines = ["#cloud-config", "ssh_authorized_keys:"]
+    return "\n".join(lines + [f"  - {key}" for key in authorized_keys]) + "\n"
+
+
+def authorized_keys_of(user_data: str) -> list[str]:
+    """The keys ``cloud_config`` wrote (the sandbox's first boot honours them)."""
+    if not user_data.startswith("#cloud-config"):
+        return []
+    keys, inside = [], False
+    for line in user_data.splitlines()[1:]:
+        if not line.startswith(" "):
+            inside = line.strip() == "ssh_authorized_keys:"
+        elif inside and line.strip().startswith("- "):
+            keys.append(line.strip()[2:].strip())
+    return keys
+
+
 def launch_request(spec: Spec, offer: Offer, slots: Sequence[int], stack_id: str,
-                   standby_of: str = "") -> LaunchRequest:
+                   standby_of: str = "", authorized_keys: Sequence[str] = ()) -> LaunchRequest:
     """The launch of ``slots`` at ``offer``: identity tags on instances and volumes, the
     price it was launched at, the clone's snapshot on its volumes. ``standby_of``: the
-    instance id of the one node (``slots``) this launch makes a standby for."""
+    instance id of the one node (``slots``) this launch makes a standby for;
+    ``authorized_keys``: public keys the nodes authorize at first boot."""
     devices = dataset_devices(spec, spec.storage.dataset.size_gb if spec.storage.dataset
                               else None)
     identity = standby_tags(spec.name, slots[0]) if standby_of else launch_tags(spec.name,
@@ -121,4 +149,5 @@ def launch_request(spec: Spec, offer: Offer, slots: Sequence[int], stack_id: str
     return LaunchRequest(offer, tuple(slots), spec.nodes.max_price,
                          client_token(stack_id, slots, offer, standby_of), tags,
                          volume_tags, devices,
-                         shutdown_behavior=behaviour)
+                         shutdown_behavior=behaviour,
+                         authorized_keys=tuple(authorized_keys))

@@ -23,6 +23,7 @@ LAUNCH_RESOURCES = {"NodeLaunchTemplate": "LaunchTemplateId",
                     "ClusterPlacementGroup": "PlacementGroupName",
                     "EfsDeleted": "DeletedFileSystemId", "EfsRetained": "RetainedFileSystemId"}
 PROFILE_OUTPUT = "InstanceProfileArn"
+CONTROLLER_PROFILE_OUTPUT = "ControllerProfileArn"
 
 
 def launch_needs(parameters: Mapping[str, str]) -> tuple[str, ...]:
@@ -84,6 +85,12 @@ class StackRecord:
     def instance_profile(self) -> str:
         """The nodes' instance profile (ARN): empty until the stack is complete."""
         return self.outputs.get(PROFILE_OUTPUT, "")
+
+    @property
+    def controller_profile(self) -> str:
+        """The recovery controller's instance profile (ARN) for the master: empty until
+        the stack is complete, and for a stack an older clusterkit made."""
+        return self.outputs.get(CONTROLLER_PROFILE_OUTPUT, "")
 
     @property
     def efs_id(self) -> str | None:

@@ -31,6 +31,7 @@ from clusterkit.netguard import check_address
 from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node
 from clusterkit.remote.connect import Hop, Target
+from clusterkit.remote.incluster import controller_key
 
 ADDRESS_MAP_ENV = "CLUSTERKIT_ADDRESS_MAP"
 
@@ -81,8 +82,12 @@ def address_or_none(node: Node, *, via_gateway: bool = False) -> str | None:
 
 def targets(nodes: Sequence[Node], chosen: Sequence[Node]) -> list[Target]:
     """Where to dial each of ``chosen`` (some of the cluster's ``nodes``): the running
-    master directly, every other node through it."""
+    master directly, every other node through it; from the master's controller, every
+    node directly at its in-cluster address."""
     labels = selection.labels(nodes)
+    if controller_key() is not None:  # on the master: every node directly, inside the VPC
+        return [Target(n, Hop(labels[n.instance_id], ssh_address(n, via_gateway=True)))
+                for n in chosen]
     master = selection.gateway([n for n in nodes if n.state == InstanceState.RUNNING])
     via = Hop(labels[master.instance_id], ssh_address(master)) if master else None
     out = []

@@ -88,6 +88,8 @@ class Agent:
         self.efs_dir.mkdir(parents=True, exist_ok=True)
         self.power_dir = nodes.power_dir(self.run_dir)  # a node's OS powered off
         self.power_dir.mkdir(parents=True, exist_ok=True)
+        self.view_dir = nodes.view_dir(self.run_dir)  # what the nodes read of the sandbox
+        self.view_dir.mkdir(parents=True, exist_ok=True)
         self.stopping = threading.Event()
         self._last: str = ""
         console.install(state_dir, self.console_node)  # GetConsoleOutput shows host keys
@@ -188,6 +190,7 @@ class Agent:
         for iid, why in self.unemulated.items():
             table[iid] = {"address": self.addresses[iid], "not_emulated": why}
         write_json(self.dir / ADDRESSES_FILE, table)
+        write_json(self.view_dir / ADDRESSES_FILE, table)
 
     def _reconcile(self, view: InstanceView) -> None:
         """Follow one instance's state, booting its node if it is to boot now."""

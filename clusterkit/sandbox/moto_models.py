@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from clusterkit.plan.launch import authorized_keys_of
 from clusterkit.plan.nodes import node_index
 from clusterkit.sandbox.disks import VolumeView
 
@@ -64,12 +65,25 @@ def _backends() -> list[tuple[str, Any]]:
     return found
 
 
+def _user_data_keys(inst: Any) -> list[str]:
+    """The public keys a cloud-config in the instance's user data authorizes (cloud-init
+    does that at first boot on EC2)."""
+    data = getattr(inst, "user_data", None)
+    data = data[0] if isinstance(data, list) and data else data  # older moto: a list
+    try:
+        text = data.decode() if hasattr(data, "decode") else ""
+    except (ValueError, UnicodeDecodeError):
+        return []
+    return authorized_keys_of(text)
+
+
 def _view(backend: Any, inst: Any, region: str) -> InstanceView | None:
     tags = backend.tags.get(inst.id, {})
     if CLUSTER_TAG not in tags:
         return None
     pair = backend.key_pairs.get(inst.key_name) if inst.key_name else None
     keys = [pair.material_public.decode()] if pair is not None else []
+    keys += _user_data_keys(inst)
     host = "ip-" + (inst.private_ip or "10.0.0.1").replace(".", "-")
     association = backend.iam_instance_profile_associations.get(inst.id)
     role = getattr(getattr(association, "iam_instance_profile", None), "arn", None)

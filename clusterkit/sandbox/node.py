@@ -208,6 +208,15 @@ def _first_boot_root(spec: NodeSpec) -> None:
             _write(upper / where / command, POWER_SHIM, 0o755)
 
 
+VIEW_IN_NODE = "/var/lib/clusterkit-sandbox/view"  # the sandbox's run/view, read-only
+
+
+def view_dir(run_dir: Path) -> Path:
+    """What every node may read of the sandbox (its address map: the master's recovery
+    controller dials the nodes through it), shown read-only at VIEW_IN_NODE."""
+    return run_dir / "view"
+
+
 def power_dir(run_dir: Path) -> Path:
     """The sandbox's directory of power-off requests (``<instance id>`` files), shown in
     every node at POWER_IN_NODE."""
@@ -249,6 +258,7 @@ def boot_script(spec: NodeSpec) -> str:
     r = shlex.quote(str(spec.root))
     merged = f"{r}/merged"
     power = shlex.quote(str(power_dir(spec.efs_dir.parent)))
+    view = shlex.quote(str(view_dir(spec.efs_dir.parent)))
     lines = [
         "set -e",
         f"mount -t overlay ckroot -o lowerdir=/,upperdir={r}/upper,workdir={r}/work {merged}",
@@ -263,6 +273,8 @@ def boot_script(spec: NodeSpec) -> str:
         f"mount --bind {shlex.quote(str(spec.efs_dir))} {merged}{EFS_IN_NODE}",
         f"mkdir -p {merged}{POWER_IN_NODE}",
         f"mount --bind {power} {merged}{POWER_IN_NODE}",
+        f"mkdir -p {merged}{VIEW_IN_NODE}",
+        f"mount --bind -o ro {view} {merged}{VIEW_IN_NODE}",
         *client_packages_mount(merged),
         f"hostname {shlex.quote(spec.hostname)}",
         f"exec chroot {merged} {' '.join(sshd_flags())} -f /etc/clusterkit-node/sshd_config",

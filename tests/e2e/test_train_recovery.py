@@ -12,14 +12,17 @@ for EC2's reclaim)."""
 from __future__ import annotations
 
 import io
+import json
+import os
 import re
 import sysconfig
-import textwrap
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
+from bench import resumable
 from clusterkit.cluster.access.remote_ops import do_exec
 from clusterkit.cluster.jobs.control import job_summary
 from clusterkit.cluster.jobs.results import JobOutcome
@@ -31,7 +34,7 @@ from tests.e2e.clusters import running, sandbox_spec, user_session
 from tests.e2e.test_train import Cluster, job_processes
 from tests.integration.conftest import runtime
 
-STEPS, LR, INIT, PAUSE = 24, 0.1, 1.0, 0.4
+STEPS, PAUSE = 24, 0.4
 SECTIONS = """\
 storage:
   efs: {{mount: /efs, deletion_policy: delete}}
@@ -47,57 +50,7 @@ train:
   checkpoint_grace: 4
   node_timeout: 8
 """
-# Keeps the checkpoint contract: rank 0 saves (atomically) after every step, every rank
-# resumes from the newest checkpoint; the checkpoint signal is noted at the next step.
-RESUMABLE = textwrap.dedent(f"""\
-    import glob, json, os, signal, sys, time
-    import mxnet as mx
-    steps, pause = int(sys.argv[1]), float(sys.argv[2])
-    HOLD = "/efs/hold"
-    where = os.environ["CLUSTERKIT_CHECKPOINT_DIR"]
-    asked = []
-    signal.signal(getattr(signal, os.environ["CLUSTERKIT_CHECKPOINT_SIGNAL"]),
-                  lambda *_: asked.append(1))
-    os.makedirs(where, exist_ok=True)
-    state = {{"step": 0, "w": [{INIT}] * 4}}
-    for path in sorted(glob.glob(os.path.join(where, "ckpt-*.json")), reverse=True):
-        try:
-            state = json.load(open(path))
-            break
-        except ValueError:
-            continue
-    kv = mx.kv.create("dist_sync")
-    kv.set_optimizer(mx.optimizer.SGD(learning_rate={LR}, rescale_grad=1.0, wd=0.0))
-    w = mx.nd.array(state["w"])
-    kv.init(0, w)
-    print("resumed from step", state["step"], "restart",
-          os.environ["CLUSTERKIT_RESTART_COUNT"], flush=True)
-    for step in range(state["step"] + 1, steps + 1):
-        kv.push(0, mx.nd.full((4,), float(kv.rank + 1)))
-        mx.nd.waitall()
-        kv.pull(0, out=w)
-        w.wait_to_read()
-        if kv.rank == 0:
-            tmp = os.path.join(where, ".tmp-%d" % step)
-            with open(tmp, "w") as f:
-                json.dump({{"step": step, "w": w.asnumpy().tolist()}}, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, os.path.join(where, "ckpt-%06d.json" % step))
-        print("step", step, flush=True)
-        if asked:
-            print("checkpoint signal: saved at step", step, flush=True)
-            asked.clear()
-        time.sleep(pause)
-        while os.path.exists(HOLD):  # a test holds the job here while it sets things up
-            time.sleep(0.1)
-    mx.nd.waitall()
-    kv._barrier()
-    kv.pull(0, out=w)
-    print("RESULT", kv.rank, kv.num_workers, [round(float(v), 5) for v in w.asnumpy()],
-          flush=True)
-""")
-WANT = round(INIT - LR * STEPS * (1 + 2 + 3), 5)  # SGD on the summed pushes, every step
+WANT = resumable.want(STEPS, 3)  # whether a recovery came between or not
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +63,7 @@ def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clust
         site=sysconfig.get_paths()["purelib"], steps=STEPS, pause=PAUSE)))
     work = where / "work"
     work.mkdir()
-    (work / "resumable.py").write_text(RESUMABLE)
+    (work / "resumable.py").write_text(Path(resumable.__file__).read_text())
     cl = Cluster(name, spec, work)
     with user_session(sandbox, where), running(cl.spec, cl.name):
         yield cl
@@ -120,7 +73,7 @@ def whole(cluster: Cluster) -> dict[str, str]:
     """The cluster made whole (a test before may have lost a node) with no checkpoint
     left; node name -> instance id."""
     result = do_up(str(cluster.spec), yes=True, rt=runtime())
-    do_exec(cluster.name, ["rm -rf /efs/ckpt /efs/hold"], nodes=["master"], rt=runtime())
+    do_exec(cluster.name, ["rm -rf /efs/ckpt"], nodes=["master"], rt=runtime())
     return {name_of(n.index): n.instance_id for n in result.nodes}
 
 
@@ -161,8 +114,8 @@ def lose_a_node(cluster: Cluster, lose: Callable[[], object], *, max_recoveries:
 
 
 def results(text: str) -> dict[str, list[float]]:
-    return {node: [float(v) for v in values.split(", ")] for node, values in re.findall(
-        r"^\[(\S+)/worker-0\] RESULT \d 3 \[(.*)\]$", text, re.M)}
+    return {node: json.loads(values) for node, values in re.findall(
+        r"^\[(\S+)/worker-0\] RESULT (\[.*\])$", text, re.M)}
 
 
 def resumed_steps(text: str) -> list[int]:
@@ -268,7 +221,7 @@ def test_a_rebalance_recommendation_boots_a_standby_that_the_notice_swaps_in(
     support.wait_for(lambda: "] step 3" in out.getvalue(), "the job at step 3", 180)
     # the job waits at its next step until the notice is posted (a standby's boot is not
     # to race the job's end)
-    do_exec(cluster.name, ["touch /efs/hold"], nodes=["master"], rt=runtime())
+    do_exec(cluster.name, ["touch /efs/ckpt/hold"], nodes=["master"], rt=runtime())
     imds.post(sandbox.dir, before["worker-2"], rebalance=True)
     support.wait_for(lambda: any("is ready" in e.text for e in events), "the standby", 180)
     [standby] = [e.text.split()[1] for e in events if "is ready" in e.text]
@@ -276,7 +229,7 @@ def test_a_rebalance_recommendation_boots_a_standby_that_the_notice_swaps_in(
     standby_launched = ec2.describe_instances(InstanceIds=[standby])["Reservations"][0][
         "Instances"][0]["LaunchTime"]
     posted = imds.do_interrupt(str(sandbox.dir), cluster.name, "worker-2", notice=30)
-    do_exec(cluster.name, ["rm -f /efs/hold"], nodes=["master"], rt=runtime())
+    do_exec(cluster.name, ["rm -f /efs/ckpt/hold"], nodes=["master"], rt=runtime())
     try:
         thread.join(600)
     finally:
@@ -311,3 +264,87 @@ def test_without_recoveries_an_interrupted_job_fails_naming_the_notice(
     assert "no recovery left" in (outcome.reason or "")
     assert job_processes(outcome.job_id) == []
     assert cluster.active() == []
+
+
+def controller_processes() -> list[int]:
+    """The recovery controllers running on this machine (every sandbox node shares its
+    PID space)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                words = handle.read().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if b"recovery-controller" in words:
+            found.append(int(entry))
+    return found
+
+
+def environment_of(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as handle:
+        pairs = [p.decode().partition("=") for p in handle.read().split(b"\0") if p]
+    return {name: value for name, _, value in pairs}
+
+
+def test_a_detached_job_recovers_with_the_client_gone(sandbox, cluster: Cluster):
+    """`train --detach` with a recovery allowed returns at once and leaves a controller
+    on the master, running on the master's instance role (no credential of the user's
+    anywhere in it). A notice takes worker-1 with no client connected: the controller
+    replaces that node only and restarts the job, which resumes from its checkpoint and
+    ends as an uninterrupted run would; then the controller exits."""
+    from clusterkit.cluster.jobs import controller
+    from clusterkit.cluster.jobs.control import open_job_cluster
+
+    before = whole(cluster)
+    started = cluster.train(detach=True, max_recoveries=1)
+    assert started.detached and started.state == "running"
+    [pid] = controller_processes()
+    env = environment_of(pid)
+    secrets = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+               "AWS_PROFILE", "SSH_AUTH_SOCK"}
+    assert not secrets & env.keys(), env
+    assert env["CLUSTERKIT_CONTROLLER_KEY"].endswith("/.clusterkit/controller/id_ed25519")
+    said = controller_log(cluster)
+    assert f"controller of job {started.job_id}" in said, said
+    assert "AWS credentials: iam-role" in said, said
+    assert controller.alive(open_job_cluster(runtime(), cluster.name))
+    support.wait_for(lambda: checkpoints(cluster) >= 3, "the job at step 3", 180)
+    imds.do_interrupt(str(sandbox.dir), cluster.name, "worker-1", notice=30)
+    support.wait_for(lambda: not controller_processes(), "the controller's end", 600,
+                     interval=2)
+    said = controller_log(cluster)
+    summary = job_summary(runtime(), cluster.name)
+    assert summary is not None and summary.job_id != started.job_id, said
+    assert summary.state == "succeeded", said
+    [recovery] = summary.recoveries
+    assert dict(recovery.lost) == {"worker-1": "notice"}
+    old, new = recovery.replaced["worker-1"]
+    assert old == before["worker-1"] and new not in before.values()
+    text = job_log_text(cluster, summary.job_id)
+    steps = resumed_steps(text)
+    assert len(steps) == 3 and min(steps) > 0, text
+    assert results(text) == {n: [WANT] * 4 for n in ("master", "worker-1", "worker-2")}
+    assert f"job {summary.job_id} succeeded" in said, said
+
+
+def controller_log(cluster: Cluster) -> str:
+    [log] = do_exec(cluster.name, ["cat ~/.clusterkit/controller/controller.log"],
+                    nodes=["master"], rt=runtime()).values()
+    return log.stdout
+
+
+def checkpoints(cluster: Cluster) -> int:
+    [r] = do_exec(cluster.name, ["ls /efs/ckpt 2>/dev/null | grep -c ckpt- || true"],
+                  nodes=["master"], rt=runtime()).values()
+    return int(r.stdout.strip() or 0)
+
+
+def job_log_text(cluster: Cluster, job_id: str) -> str:
+    """Every worker's log of ``job_id``, as `train` prints it (``[node/worker-0] line``)."""
+    from clusterkit.cluster.jobs.control import follow_logs, open_job_cluster
+
+    out = io.StringIO()
+    follow_logs(open_job_cluster(runtime(), cluster.name), job_id, keep_following=False,
+                out=out)
+    return out.getvalue()

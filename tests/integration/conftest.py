@@ -212,3 +212,13 @@ def write_spec(tmp_path: Path, name: str | None = None, count: int = 2,
 
 def dump(data: Any) -> str:
     return json.dumps(data, indent=1, default=str)
+
+
+def stack_params(ec2: Any, name: str) -> dict[str, str]:
+    """Parameters of the cluster template for a stack made directly (a key pair made for
+    it, the default VPC, EFS deleted with the stack, no placement group)."""
+    ec2.create_key_pair(KeyName=name)
+    vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]
+    return {"ClusterName": name, "VpcId": vpc["VpcId"], "ImageId": AMI, "KeyName": name,
+            "SshCidr": "127.0.0.1/32", "CreateEfs": "true", "EfsDeletionPolicy": "delete",
+            "UsePlacementGroup": "false"}

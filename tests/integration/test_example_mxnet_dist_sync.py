@@ -16,12 +16,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from clusterkit.dataset.recordio import IndexedRecordWriter, pack_header
+from tests import support
 
 pytestmark = pytest.mark.mxnet
 EXAMPLE = Path(__file__).parents[2] / "examples" / "mxnet_dist_sync.py"
@@ -64,13 +64,13 @@ class Job:
         return "\n".join(f"--- {f.name}\n{f.read_text()}" for f in sorted(self.root.glob("*.log")))
 
     def wait_for(self, pattern: str) -> re.Match:
-        """The first match of ``pattern`` in the logs, once one is there."""
-        deadline = time.monotonic() + TIMEOUT
-        while (m := re.search(pattern, self.logs(), re.M)) is None:
-            assert time.monotonic() < deadline, f"no {pattern!r} in:\n{self.logs()}"
+        """The first match of ``pattern`` in the logs, once one is there (while every
+        process lives)."""
+        def found() -> re.Match | None:
             assert all(w.poll() is None for w in self.workers), self.logs()
-            time.sleep(0.1)
-        return m
+            return re.search(pattern, self.logs(), re.M)
+
+        return support.wait_for(found, f"{pattern!r} in the logs", TIMEOUT, interval=0.1)
 
     def kill(self) -> None:
         for p in self.procs:

@@ -18,7 +18,6 @@ import re
 import signal
 import socket
 import subprocess
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import yaml
 
 from clusterkit.spec import loads
 from clusterkit.training import topology as topo
+from tests import support
 
 ROOT = Path(__file__).parents[2]
 TORCH_PYTHON = os.environ.get("CLUSTERKIT_TORCH_PYTHON", "")
@@ -79,13 +79,13 @@ class Run:
         return "".join(f.read_text() for f in sorted(self.root.glob("node*.log")))
 
     def wait_for(self, pattern: str) -> re.Match:
-        """The first match of ``pattern`` in the logs, once one is there."""
-        deadline = time.monotonic() + TIMEOUT
-        while (m := re.search(pattern, self.logs(), re.M)) is None:
-            assert time.monotonic() < deadline, f"no {pattern!r} in:\n{self.logs()}"
+        """The first match of ``pattern`` in the logs, once one is there (while every
+        process lives)."""
+        def found() -> re.Match | None:
             assert all(s.poll() is None for s in self.started), self.logs()
-            time.sleep(0.1)
-        return m
+            return re.search(pattern, self.logs(), re.M)
+
+        return support.wait_for(found, f"{pattern!r} in the logs", TIMEOUT, interval=0.1)
 
     def workers(self) -> list[int]:
         """The training processes: the torchrun agents' children (the agents are spared

@@ -79,12 +79,13 @@ def test_down_in_one_region_keeps_the_other_regions_stack_and_role(moto_env, tmp
     do_up(str(east2), yes=True, rt=runtime(), wait_ssh=False)
     do_up(str(write_spec(tmp_path, name="fx-two", count=1)), yes=True, rt=runtime(),
           wait_ssh=False)
-    assert sorted(_roles("fx-two").values()) == ["us-east-1", EAST2]
+    # the nodes' role and the recovery controller's, in each region
+    assert sorted(_roles("fx-two").values()) == ["us-east-1", "us-east-1", EAST2, EAST2]
     do_down("fx-two", yes=True, region="us-east-1", rt=runtime())
     left = leftovers("fx-two", "us-east-1")  # IAM is global: us-east-2's role is listed
     assert set(left) == {"iam_roles", "instance_profiles"}
-    assert list(_roles("fx-two").values()) == [EAST2]
-    assert len(left["instance_profiles"]) == 1
+    assert list(_roles("fx-two").values()) == [EAST2, EAST2]
+    assert len(left["instance_profiles"]) == 2
     left = leftovers("fx-two", EAST2)
     assert left["stacks"] and left["instances"] and left["iam_roles"]
     assert record.read("fx-two") is not None

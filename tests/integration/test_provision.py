@@ -221,17 +221,21 @@ def test_efs_delete_policy_mount_target_and_down(calls: Calls, tmp_path):
     mt_groups = efs.describe_mount_target_security_groups(
         MountTargetId=mt["MountTargetId"])["SecurityGroups"]
     assert set(mt_groups) == node_groups
-    # least privilege: mount + write of this one file system, through a mount target
+    # least privilege: mount + write of this one file system, through a mount target (the
+    # nodes' role has nothing else; the recovery controller's has its recovery policy too)
     iam = boto3.client("iam")
-    (role,) = left["iam_roles"]
-    (policy,) = iam.list_role_policies(RoleName=role)["PolicyNames"]
-    doc = iam.get_role_policy(RoleName=role, PolicyName=policy)["PolicyDocument"]
-    # moto's CloudFormation stores an inline policy as the Python repr of the document
-    (stmt,) = (ast.literal_eval(doc) if isinstance(doc, str) else doc)["Statement"]
-    assert sorted(stmt["Action"]) == ["elasticfilesystem:ClientMount",
-                                      "elasticfilesystem:ClientWrite"]
-    assert stmt["Resource"].endswith(f":file-system/{left['file_systems'][0]}")
-    assert stmt["Condition"] == {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}}
+    policies = {role: sorted(iam.list_role_policies(RoleName=role)["PolicyNames"])
+                for role in left["iam_roles"]}
+    assert sorted(policies.values()) == [["efs-client"], ["efs-client", "recovery"]]
+    for role in policies:
+        doc = iam.get_role_policy(RoleName=role, PolicyName="efs-client")["PolicyDocument"]
+        # moto's CloudFormation stores an inline policy as the Python repr of the document
+        (stmt,) = (ast.literal_eval(doc) if isinstance(doc, str) else doc)["Statement"]
+        assert sorted(stmt["Action"]) == ["elasticfilesystem:ClientMount",
+                                          "elasticfilesystem:ClientWrite"]
+        assert stmt["Resource"].endswith(f":file-system/{left['file_systems'][0]}")
+        assert stmt["Condition"] == {
+            "Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}}
     calls.reset()
     do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     assert calls.mutating() == {}

@@ -38,6 +38,7 @@ from clusterkit.sandbox.timed import TIMELINE_FILE, read_timeline
 from clusterkit.sandbox.timed_cfn import STACK_CREATED, STACK_DELETED
 from clusterkit.sandbox.timings import WAITS, Timings, Wait
 from tests import support
+from tests.integration.conftest import stack_params
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.root]
 SCALE = 0.03  # the stack 4.4 s, a snapshot 5.4 s, a mount target 1.8 s, an attach 0.21 s
@@ -75,14 +76,6 @@ def _first_seen(check: Any, what: str) -> float:
     return time.time()
 
 
-def _stack_params(ec2: Any, name: str) -> dict[str, str]:
-    ec2.create_key_pair(KeyName=name)
-    vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]
-    return {"ClusterName": name, "VpcId": vpc["VpcId"], "ImageId": AMI, "KeyName": name,
-            "SshCidr": "127.0.0.1/32", "CreateEfs": "true", "EfsDeletionPolicy": "delete",
-            "UsePlacementGroup": "false"}
-
-
 def _stack_resources_path() -> float:
     from moto.cloudformation.models import Stack
 
@@ -98,7 +91,7 @@ def test_the_stack_is_in_progress_for_its_critical_path(timed, monkeypatch) -> N
     name = support.unique_name("ts")
     stack = f"clusterkit-{name}"
     session = boto3.Session(region_name=REGION)
-    params = _stack_params(_client(endpoint, "ec2"), name)
+    params = stack_params(_client(endpoint, "ec2"), name)
     stack_id = cfn.create_stack(session, REGION, stack, params, {"clusterkit:cluster": name})
     now = cfn.stack_record(session, REGION, stack_id)
     assert now["status"] == "CREATE_IN_PROGRESS" and now["outputs"] == {}
@@ -114,12 +107,13 @@ def test_the_stack_is_in_progress_for_its_critical_path(timed, monkeypatch) -> N
     assert ("NodeInstanceProfile", "CREATE_COMPLETE") not in pending
     done = stackops.wait_stack(rt, REGION, stack_id, timeout=120, seen=seen)
     assert done["status"] == "CREATE_COMPLETE"
-    assert {"LaunchTemplateId", "InstanceProfileArn", "DeletedFileSystemId"} <= set(
-        done["outputs"])
+    assert {"LaunchTemplateId", "InstanceProfileArn", "ControllerProfileArn",
+            "DeletedFileSystemId"} <= set(done["outputs"])
     assert {k: done["outputs"][k] for k in ready} == ready  # the events named them right
     stack_events = {(e["resource"], e["status"]) for e in cfn.stack_events(session, REGION,
                                                                           stack_id)}
-    for logical in ("EfsDeleted", "NodeRole", "NodeInstanceProfile", "NodeLaunchTemplate"):
+    for logical in ("EfsDeleted", "NodeRole", "NodeInstanceProfile", "NodeLaunchTemplate",
+                    "ControllerRole", "ControllerPolicy", "ControllerInstanceProfile"):
         assert {(logical, "CREATE_IN_PROGRESS"), (logical, "CREATE_COMPLETE")} <= stack_events
     said = [e.text for e in events if e.kind is Kind.PROGRESS]  # wait_stack reported them
     assert any("NodeRole" in t and "CREATE_COMPLETE" in t for t in said), said
@@ -129,6 +123,9 @@ def test_the_stack_is_in_progress_for_its_critical_path(timed, monkeypatch) -> N
     efs = waits[(Wait.STACK_EFS.value, f"{stack}/EfsDeleted")]
     assert profile["end"] - profile["start"] >= _scaled(Wait.STACK_INSTANCE_PROFILE) - 0.01
     assert profile["start"] >= role["end"] - 0.01 and role["start"] >= efs["end"] - 0.01
+    # the controller's profile is made beside the nodes', not after it
+    beside = waits[(Wait.STACK_INSTANCE_PROFILE.value, f"{stack}/ControllerInstanceProfile")]
+    assert beside["start"] < profile["end"] and profile["start"] < beside["end"]
     whole = waits[(STACK_CREATED, stack)]
     assert whole["end"] - whole["start"] >= _stack_resources_path() - 0.01
     assert stackops.delete(rt, REGION, stack, timeout=120) == "DELETE_COMPLETE"
@@ -247,7 +244,7 @@ def test_the_untimed_sandbox_makes_each_at_once(tmp_path: Path) -> None:
         name = support.unique_name("tu")
         stack = cf.create_stack(StackName=f"clusterkit-{name}", TemplateBody=cfn.template_body(),
                                 Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v
-                                            in _stack_params(ec2, name).items()],
+                                            in stack_params(ec2, name).items()],
                                 Capabilities=["CAPABILITY_IAM"])
         raw = cf.describe_stacks(StackName=stack["StackId"])["Stacks"][0]
         assert raw["StackStatus"] == "CREATE_COMPLETE" and raw["Outputs"]

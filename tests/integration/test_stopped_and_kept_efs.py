@@ -69,8 +69,7 @@ def test_stopped_node_is_shown_named_by_exec_and_started_by_up(calls: Calls, tmp
 
 def _efs_policy_resource(role: str) -> str:
     iam = boto3.client("iam")
-    (policy,) = iam.list_role_policies(RoleName=role)["PolicyNames"]
-    doc = iam.get_role_policy(RoleName=role, PolicyName=policy)["PolicyDocument"]
+    doc = iam.get_role_policy(RoleName=role, PolicyName="efs-client")["PolicyDocument"]
     (stmt,) = (ast.literal_eval(doc) if isinstance(doc, str) else doc)["Statement"]
     return stmt["Resource"]
 
@@ -95,8 +94,9 @@ def test_kept_efs_is_listed_reused_by_up_and_deleted_on_request(calls: Calls, tm
     (stack,) = cf.describe_stacks(StackName="clusterkit-kefs")["Stacks"]
     params = {p["ParameterKey"]: p["ParameterValue"] for p in stack["Parameters"]}
     assert params["ExistingFileSystemId"] == fs_id and params["CreateEfs"] == "false"
-    (role,) = left["iam_roles"]
-    assert _efs_policy_resource(role).endswith(f":file-system/{fs_id}")
+    assert len(left["iam_roles"]) == 2  # the nodes' and the recovery controller's
+    for role in left["iam_roles"]:
+        assert _efs_policy_resource(role).endswith(f":file-system/{fs_id}")
     calls.reset()
     do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     assert calls.mutating() == {}  # idempotent with the reused file system too

@@ -7,15 +7,14 @@ from __future__ import annotations
 import pytest
 
 from bench.bench_recovery import (
-    LR,
     first_steps,
     grace,
     job_steps,
     phases,
     results,
     table,
-    want,
 )
+from bench.resumable import LR, want
 
 OUTPUT = [
     (1.0, "[master/scheduler] started"),

@@ -67,3 +67,14 @@ def test_a_failed_resource_is_not_ready():
     events.append({"resource": "NodeLaunchTemplate", "status": "CREATE_FAILED",
                    "physical": ""})
     assert launch_outputs(PARAMS, events) is None
+
+
+def test_the_controller_profile_is_its_output_or_empty():
+    outputs = {"LaunchTemplateId": "lt-1", "InstanceProfileArn": "arn:node",
+               "ControllerProfileArn": "arn:controller"}
+    record = StackRecord("us-east-1", "stack-1", "vpc-1", outputs)
+    assert (record.instance_profile, record.controller_profile) == ("arn:node",
+                                                                   "arn:controller")
+    older = {k: v for k, v in outputs.items() if k != "ControllerProfileArn"}
+    assert StackRecord("us-east-1", "stack-1", "vpc-1", older).controller_profile == ""
+    assert StackRecord.of("us-east-1", None).controller_profile == ""

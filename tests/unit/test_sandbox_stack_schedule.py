@@ -101,6 +101,13 @@ def test_the_cluster_stack_waits_for_its_instance_profile_but_the_launch_templat
     path = efs_wait + sum(WAITS[w].seconds for w in (
         Wait.STACK_IAM_ROLE, Wait.STACK_INSTANCE_PROFILE))
     assert critical_path(list(steps.values())) == path
+    # the controller's role and profile beside the nodes', never after them: its policy
+    # naming the node role is a resource of its own, made once both roles are
+    controller, controller_profile = steps["ControllerRole"], steps["ControllerInstanceProfile"]
+    assert (controller.start, controller.end) == (role.start, role.end)
+    assert (controller_profile.start, controller_profile.end) == (profile.start, profile.end)
+    policy = steps["ControllerPolicy"]
+    assert policy.start == role.end and policy.end < profile.end
     gone = delete_schedule(_cluster_stack(conditions), lambda _k: timed.stack_delete(),
                            conditions.get)
     assert critical_path(gone) == (2 + efs) * WAITS[Wait.STACK_DELETE].seconds  # profile, role

@@ -1,9 +1,11 @@
-"""scripts/iam_policy.py: the three shipped policies (user, CloudFormation service role,
-node) are what the code and the stack template need today, and no more: every handler
-permission of the template's resource types is granted to the service role, no write is
-granted on ``*`` without a condition, the user holds no IAM write but PassRole (and the
-spot service-linked role), and the cases in iam_policy_cases/ (policies as data: an
-action on a resource, with a request context, allowed or not) hold."""
+"""scripts/iam_policy.py: the shipped policies (user, CloudFormation service role, the
+recovery controller, the node boundary) are what the code and the stack template need
+today, and no more: every handler permission of the template's resource types is granted
+to the service role, no write is granted on ``*`` without a condition, the user holds no
+IAM write but PassRole (and the spot service-linked role), the boundary is the union of
+the stack's roles, the controller's role in one cluster's stack reaches that cluster's
+instances only, and the cases in iam_policy_cases/ (policies as data: an action on a
+resource, with a request context, allowed or not) hold."""
 
 from __future__ import annotations
 
@@ -61,6 +63,8 @@ def _condition_holds(condition: dict[str, dict], context: dict[str, str]) -> boo
             have = context.get(key)
             if op == "Null":
                 ok = (have is None) == (wants[0] == "true")
+            elif op == "ForAllValues:StringEquals":  # a multivalued key: comma-separated
+                ok = have is None or all(v in wants for v in have.split(","))
             elif have is None:
                 ok = op.startswith("StringNot")
             elif op in ("StringEquals", "Bool"):
@@ -69,6 +73,8 @@ def _condition_holds(condition: dict[str, dict], context: dict[str, str]) -> boo
                 ok = have not in wants
             elif op == "StringLike":
                 ok = any(_like(w, have) for w in wants)
+            elif op == "StringNotLike":
+                ok = not any(_like(w, have) for w in wants)
             else:
                 raise AssertionError(f"the test knows no condition operator {op}")
             if not ok:
@@ -143,7 +149,9 @@ def test_every_template_type_needs_nothing_the_service_role_lacks(iam_policy):
     assert {"elasticfilesystem:PutLifecycleConfiguration", "elasticfilesystem:PutBackupPolicy",
             "elasticfilesystem:DescribeReplicationConfigurations",
             "iam:AttachRolePolicy"} <= granted
-    assert {"iam:DeleteRolePermissionsBoundary"} == iam_policy.WITHHELD
+    assert {"iam:DeleteRolePermissionsBoundary", "iam:PutUserPolicy", "iam:PutGroupPolicy",
+            "iam:DeleteUserPolicy", "iam:DeleteGroupPolicy"} == iam_policy.WITHHELD
+    assert not granted & iam_policy.WITHHELD
 
 
 def test_the_user_holds_no_iam_write_but_passing_two_roles():
@@ -186,12 +194,193 @@ def test_service_role_iam_reaches_only_clusterkit_paths():
     assert not SERVICE_PATH.startswith("/clusterkit/")
 
 
-def test_node_policy_is_what_the_template_gives_the_nodes(iam_policy):
-    granted = _granted(policy(PolicyRole.NODE))
-    assert granted == iam_policy.node_actions() >= {"elasticfilesystem:ClientMount"}
-    assert all(a.startswith("elasticfilesystem:Client") for a in granted)
+def _canonical(statements: list[dict]) -> set[str]:
+    return {json.dumps(s, sort_keys=True) for s in _statements({"Statement": statements})}
+
+
+def test_the_boundary_is_the_union_of_the_stacks_roles(iam_policy):
+    """The node document, the boundary of every role the stacks create, is every
+    statement of the node role and of the controller role; the node role's own policy
+    stays an EFS client's, and both roles carry the boundary."""
+    assert iam_policy._roles() == ["NodeRole", "ControllerRole"]
+    node = iam_policy.role_statements("NodeRole")
+    assert [s["Sid"] for s in node] == ["EfsClient"]
+    assert all(a.startswith("elasticfilesystem:Client") for s in node for a in s["Action"])
+    controller = policy(PolicyRole.CONTROLLER)["Statement"]
+    assert _canonical(policy(PolicyRole.NODE)["Statement"]) == \
+        _canonical(node) | _canonical(controller)
     template = (ROOT / "templates/cluster.yaml").read_text()
-    assert "PermissionsBoundary: !If [NodeRoleBounded, !Ref NodeRoleBoundary" in template
+    assert template.count(
+        "PermissionsBoundary: !If [NodeRoleBounded, !Ref NodeRoleBoundary") == 2
+
+
+def test_the_controller_reads_what_up_reads_but_iam(iam_policy, monkeypatch):
+    doc = policy(PolicyRole.CONTROLLER)
+    reads = {a for s in _statements(doc) if s["Resource"] == ["*"] for a in s["Action"]}
+    user = {a for s in _statements(policy(PolicyRole.USER)) if s["Sid"] == "Read"
+            for a in s["Action"]}
+    assert reads == {a for a in user if not a.startswith("iam:")}
+    assert {"ec2:DescribeInstances", "cloudformation:DescribeStacks", "pricing:GetProducts",
+            "ec2:DescribeSpotPriceHistory", "ec2:DescribeIamInstanceProfileAssociations",
+            "elasticfilesystem:DescribeMountTargets"} <= reads
+    # a read `up` gains and the template's ControllerPolicy lacks fails the script
+    monkeypatch.setattr(iam_policy, "controller_reads",
+                        lambda: user - {"ec2:DescribeVpcs"} | {"ec2:DescribeHosts"})
+    with pytest.raises(SystemExit, match=r"add \['ec2:DescribeHosts'.*remove.*DescribeVpcs"):
+        iam_policy.controller_policy()
+
+
+ACCOUNT, OTHER_ACCOUNT, CLUSTER = "111122223333", "999988887777", "c1"
+NODE_ROLE = f"arn:aws:iam::{ACCOUNT}:role/clusterkit/{CLUSTER}/clusterkit-c1-NodeRole-AB"
+STACK_VALUES = {"AWS::Partition": "aws", "AWS::Region": "us-east-1", "AWS::AccountId": ACCOUNT,
+                "ClusterName": CLUSTER, "NodeRole.Arn": NODE_ROLE,
+                "ExistingFileSystemId": "fs-1", "EfsRetained": "fs-2", "EfsDeleted": "fs-3"}
+
+
+def _ec2(kind: str, rid: str, account: str = ACCOUNT, region: str = "us-east-1") -> str:
+    return f"arn:aws:ec2:{region}:{account}:{kind}/{rid}"
+
+
+def _tag(key: str, cluster: str = CLUSTER, **more: str) -> dict[str, str]:
+    return {f"aws:{key}/clusterkit:cluster": cluster, **more}
+
+
+# (action, resource, request context, allowed by the controller role of cluster c1's stack)
+CONTROLLER_CHECKS = [
+    ("ec2:RunInstances", _ec2("instance", "*"), _tag("RequestTag"), True),
+    ("ec2:RunInstances", _ec2("instance", "*"), _tag("RequestTag", "c2"), False),
+    ("ec2:RunInstances", _ec2("instance", "*"), {}, False),
+    ("ec2:RunInstances", _ec2("volume", "*"), _tag("RequestTag"), True),
+    ("ec2:RunInstances", _ec2("network-interface", "*"), _tag("RequestTag"), True),
+    ("ec2:RunInstances", _ec2("network-interface", "eni-1"), {}, False),  # someone else's
+    ("ec2:RunInstances", _ec2("spot-instances-request", "*"), _tag("RequestTag"), True),
+    ("ec2:RunInstances", _ec2("instance", "*", OTHER_ACCOUNT), _tag("RequestTag"), False),
+    ("ec2:RunInstances", _ec2("launch-template", "lt-1"), _tag("ResourceTag"), True),
+    ("ec2:RunInstances", _ec2("launch-template", "lt-1"), _tag("ResourceTag", "c2"), False),
+    ("ec2:RunInstances", _ec2("security-group", "sg-1"), _tag("ResourceTag"), True),
+    ("ec2:RunInstances", _ec2("security-group", "sg-1"), {}, False),
+    ("ec2:RunInstances", "arn:aws:ec2:us-east-1::image/ami-1", {}, True),
+    ("ec2:RunInstances", "arn:aws:ec2:eu-west-1::image/ami-1", {}, False),
+    ("ec2:RunInstances", _ec2("subnet", "subnet-1"), {}, True),
+    ("ec2:RunInstances", _ec2("subnet", "subnet-1", OTHER_ACCOUNT), {}, False),
+    ("ec2:RunInstances", _ec2("key-pair", "k"), {}, True),
+    ("ec2:RunInstances", _ec2("placement-group", "pg"), {}, True),
+    ("ec2:RunInstances", "arn:aws:ec2:us-east-1::snapshot/snap-1",
+     {"aws:ResourceTag/clusterkit:dataset": "imagenet", "ec2:Owner": ACCOUNT}, True),
+    ("ec2:RunInstances", "arn:aws:ec2:us-east-1::snapshot/snap-1", {"ec2:Owner": ACCOUNT},
+     False),
+    ("ec2:RunInstances", "arn:aws:ec2:us-east-1::snapshot/snap-1",
+     {"ec2:Owner": OTHER_ACCOUNT}, True),
+    ("ec2:CreateTags", _ec2("instance", "i-1"),
+     _tag("RequestTag", **{"ec2:CreateAction": "RunInstances"}), True),
+    ("ec2:CreateTags", _ec2("network-interface", "eni-1"),
+     _tag("RequestTag", **{"ec2:CreateAction": "RunInstances"}), True),
+    ("ec2:CreateTags", _ec2("instance", "i-1"), _tag("RequestTag"), False),
+    ("ec2:CreateTags", _ec2("instance", "i-1"), _tag("ResourceTag"), True),
+    ("ec2:CreateTags", _ec2("volume", "vol-1"), _tag("ResourceTag"), True),
+    ("ec2:CreateTags", _ec2("instance", "i-1"), _tag("ResourceTag", "c2"), False),
+    ("ec2:CreateTags", _ec2("security-group", "sg-1"), _tag("ResourceTag"), False),
+    ("ec2:DeleteTags", _ec2("instance", "i-1"),
+     _tag("ResourceTag", **{"aws:TagKeys": "clusterkit:standby-for"}), True),
+    ("ec2:DeleteTags", _ec2("instance", "i-1"),
+     _tag("ResourceTag", **{"aws:TagKeys": "clusterkit:standby-for,clusterkit:cluster"}),
+     False),
+    ("ec2:DeleteTags", _ec2("instance", "i-1"),
+     _tag("ResourceTag", "c2", **{"aws:TagKeys": "clusterkit:standby-for"}), False),
+    ("ec2:TerminateInstances", _ec2("instance", "i-1"), _tag("ResourceTag"), True),
+    ("ec2:TerminateInstances", _ec2("instance", "i-1"), _tag("ResourceTag", "c2"), False),
+    ("ec2:TerminateInstances", _ec2("instance", "i-1"), {}, False),
+    ("ec2:GetConsoleOutput", _ec2("instance", "i-1"), _tag("ResourceTag"), True),
+    ("ec2:GetConsoleOutput", _ec2("instance", "i-1"), _tag("ResourceTag", "c2"), False),
+    ("ec2:AssociateIamInstanceProfile", _ec2("instance", "i-1"), _tag("ResourceTag"), True),
+    ("ec2:AssociateIamInstanceProfile", _ec2("instance", "i-1"), {}, False),
+    ("iam:PassRole", NODE_ROLE, {"iam:PassedToService": "ec2.amazonaws.com"}, True),
+    ("iam:PassRole", NODE_ROLE, {"iam:PassedToService": "lambda.amazonaws.com"}, False),
+    ("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/clusterkit/{CLUSTER}/clusterkit-c1-"
+     "ControllerRole-CD", {"iam:PassedToService": "ec2.amazonaws.com"}, False),
+    ("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/admin",
+     {"iam:PassedToService": "ec2.amazonaws.com"}, False),
+    ("elasticfilesystem:ClientMount",
+     f"arn:aws:elasticfilesystem:us-east-1:{ACCOUNT}:file-system/fs-3",
+     {"elasticfilesystem:AccessedViaMountTarget": "true"}, True),
+    ("elasticfilesystem:ClientMount",
+     f"arn:aws:elasticfilesystem:us-east-1:{ACCOUNT}:file-system/fs-9",
+     {"elasticfilesystem:AccessedViaMountTarget": "true"}, False),
+    ("kms:CreateGrant", f"arn:aws:kms:us-east-1:{ACCOUNT}:key/k-1",
+     {"kms:ViaService": "ec2.us-east-1.amazonaws.com"}, True),
+    ("kms:CreateGrant", f"arn:aws:kms:us-east-1:{ACCOUNT}:key/k-1",
+     {"kms:ViaService": "s3.us-east-1.amazonaws.com"}, False),
+    ("ec2:DescribeInstances", "*", {}, True),
+    ("pricing:GetProducts", "*", {}, True),
+    ("iam:GetRole", "*", {}, False),
+]
+# What no role of any cluster stack may do, whatever the tags: the controller's own policy,
+# the controller document and the boundary all refuse it.
+NEVER = [
+    ("ec2:DeleteVolume", _ec2("volume", "vol-1")), ("ec2:AttachVolume", _ec2("volume", "v")),
+    ("ec2:CreateVolume", _ec2("volume", "vol-1")),
+    ("ec2:CreateSnapshot", "arn:aws:ec2:us-east-1::snapshot/snap-1"),
+    ("ec2:DeleteSnapshot", "arn:aws:ec2:us-east-1::snapshot/snap-1"),
+    ("ec2:StopInstances", _ec2("instance", "i-1")),
+    ("ec2:ModifyInstanceAttribute", _ec2("instance", "i-1")),
+    ("cloudformation:CreateStack", f"arn:aws:cloudformation:us-east-1:{ACCOUNT}:stack/x/1"),
+    ("cloudformation:DeleteStack", f"arn:aws:cloudformation:us-east-1:{ACCOUNT}:stack/x/1"),
+    ("ec2:CreateKeyPair", _ec2("key-pair", "k")), ("ec2:ImportKeyPair", _ec2("key-pair", "k")),
+    ("ec2:DeleteKeyPair", _ec2("key-pair", "k")),
+    ("ec2:CreateSecurityGroup", _ec2("security-group", "sg-1")),
+    ("ec2:DeleteSecurityGroup", _ec2("security-group", "sg-1")),
+    ("ec2:AuthorizeSecurityGroupIngress", _ec2("security-group", "sg-1")),
+    ("ec2:DeleteLaunchTemplate", _ec2("launch-template", "lt-1")),
+    ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/clusterkit/c1/x"),
+    ("iam:DeleteRole", f"arn:aws:iam::{ACCOUNT}:role/clusterkit/c1/x"),
+    ("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/clusterkit/c1/x"),
+    ("iam:CreateInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/clusterkit/c1/x"),
+    ("elasticfilesystem:CreateFileSystem",
+     f"arn:aws:elasticfilesystem:us-east-1:{ACCOUNT}:file-system/*"),
+    ("elasticfilesystem:DeleteFileSystem",
+     f"arn:aws:elasticfilesystem:us-east-1:{ACCOUNT}:file-system/fs-3"),
+    ("elasticfilesystem:ClientRootAccess",
+     f"arn:aws:elasticfilesystem:us-east-1:{ACCOUNT}:file-system/fs-3"),
+    ("s3:GetObject", "arn:aws:s3:::bucket/key"),
+]
+
+
+def test_the_controller_role_of_a_stack_reaches_only_its_clusters_instances(iam_policy):
+    """The template's ControllerRole as one cluster's stack makes it: each request it
+    allows, the shipped controller document and the boundary allow too (else the
+    boundary would break recovery on AWS); what it must never do, none of them allows."""
+    stack = {"Statement": iam_policy.role_statements("ControllerRole", STACK_VALUES)}
+    documents = [policy(PolicyRole.CONTROLLER), policy(PolicyRole.NODE)]
+    for action, resource, context, expected in CONTROLLER_CHECKS:
+        assert allowed(stack, action, resource, context) is expected, (action, resource,
+                                                                       context)
+        if expected:
+            context = {**context, "aws:PrincipalAccount": ACCOUNT}
+            for doc in documents:
+                assert allowed(doc, action, resource, context), (action, resource)
+    tags = {**_tag("ResourceTag"), **_tag("RequestTag"), "ec2:CreateAction": "RunInstances"}
+    for action, resource in NEVER:
+        for doc in (stack, *documents):
+            assert not allowed(doc, action, resource, tags), (action, resource)
+
+
+def test_template_values_become_patterns(iam_policy):
+    resources = {"R": {"Type": "AWS::IAM::Role",
+                       "Properties": {"Path": {"Fn::Sub": "/p/${Name}/"}}}}
+    resolve = iam_policy._resolve
+    assert resolve({"Fn::GetAtt": ["R", "Arn"]}, None, resources) == "arn:aws:iam::*:role/p/*/*"
+    assert resolve({"Fn::Sub": "arn:${AWS::Partition}:x:${AWS::Region}:${AWS::AccountId}:"
+                               "${!Literal}"}, None, resources) == "arn:aws:x:*:*:${Literal}"
+    assert resolve({"Ref": "AWS::AccountId"}, None, resources, True) == \
+        "${aws:PrincipalAccount}"
+    either = {"Fn::If": ["C", {"Fn::Sub": "a/${X}"}, {"Fn::Sub": "b/${Y}"}]}
+    assert resolve(either, None, resources) == ["a/*", "b/*"]
+    assert resolve(either, {"X": "1", "Y": "2"}, resources) == ["a/1", "b/2"]
+    assert resolve([{"Fn::If": ["C", 1, {"Ref": "AWS::NoValue"}]}], None, resources) == [1]
+    with pytest.raises(SystemExit, match="no value given for Y"):
+        resolve({"Fn::Sub": "${Y}"}, {}, resources)
+    assert iam_policy._pattern_condition({"StringEquals": {"a": "*", "b": "x"}}) == {
+        "StringLike": {"a": "*"}, "StringEquals": {"b": "x"}}
 
 
 def test_every_named_aws_call_is_allowed_but_the_iam_sweep(iam_policy):

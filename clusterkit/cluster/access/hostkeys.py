@@ -79,19 +79,26 @@ def check_and_record(rt: Runtime, cluster: str, nodes: Sequence[Node],
 
 
 def prepare(rt: Runtime, cluster: str, nodes: Sequence[Node], route: Sequence[Node], *,
-            port: int, accept: Sequence[str] = (), timeout: float = 5.0) -> None:
+            port: int, accept: Sequence[str] = (), timeout: float = 5.0,
+            first_contact: bool = False) -> None:
     """Before `exec` / `ssh` dial: accept the new keys of the nodes named by ``accept``
     (probed now), check the nodes of ``route`` (the ones `ssh` dials; `exec` leaves it
-    empty and lets the SSH client refuse), and write known_hosts for every node."""
+    empty and lets the SSH client refuse), and write known_hosts for every node.
+    ``first_contact`` (the job commands): in a cluster this machine has reached before,
+    an instance with no key recorded here (the master's recovery controller launched it)
+    is probed and its key recorded when its console shows it, as `up` records the nodes
+    it launched."""
     allowed = accepted_ids(nodes, accept)
-    check = [n for n in nodes if n.instance_id in allowed or n in route]
+    recorded = known_hosts.instance_keys(cluster)
+    known = first_contact and any(n.instance_id in recorded for n in nodes)
+    new = {n.instance_id for n in nodes if known and n.instance_id not in recorded}
+    check = [n for n in nodes if n.instance_id in allowed | new or n in route]
     presented = presented_keys(check, port, timeout) if check else {}
     missing = [n for n in nodes if n.instance_id in allowed and n.instance_id not in presented]
     if missing:
         names = ", ".join(selection.labels(nodes)[n.instance_id] for n in missing)
         raise RemoteError(f"cannot read the host key of {names} to accept it: no SSH answer",
                           "is the node running? `clusterkit status`")
-    recorded = known_hosts.instance_keys(cluster)
-    presented = {i: k for i, k in presented.items()  # a new id: `up` records it
-                 if i in recorded or i in allowed}
+    presented = {i: k for i, k in presented.items()  # another new id: `up` records it
+                 if i in recorded or i in allowed or i in new}
     check_and_record(rt, cluster, nodes, presented, port=port, accept=accept)

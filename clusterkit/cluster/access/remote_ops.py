@@ -17,9 +17,10 @@ from clusterkit.plan.nodes import Node
 from clusterkit.remote import fanout, sshcmd
 from clusterkit.remote.address import targets
 from clusterkit.remote.connect import Login
+from clusterkit.remote.incluster import controller_key
 from clusterkit.remote.results import GroupResult
 from clusterkit.spec.keys import LOCAL_FILE_RE, USER_RE
-from clusterkit.spec.model import Ssh
+from clusterkit.spec.model import Spec, Ssh
 
 
 def _ssh_settings(target: str, region: str | None) -> tuple[str, list[str], Ssh]:
@@ -47,12 +48,20 @@ def login_for(target: str, region: str | None, *, user: str | None = None,
               connect_timeout: float = 15.0, forward_agent: bool = False,
               ) -> tuple[Login, list[str]]:
     """How to log in to ``target``'s nodes: the options given, else the spec's ssh
-    settings; ``forward_agent`` only where the user asked for it (`exec -A`)."""
+    settings (on the master's controller, its own key); ``forward_agent`` only where the
+    user asked for it (`exec -A`)."""
     check_login_options(user, identity_file)
     cluster, regions, ssh = _ssh_settings(target, region)
     return Login(cluster, user=user or ssh.user, port=port or ssh.port,
-                 identity_file=identity_file or ssh.identity_file,
+                 identity_file=identity_file or controller_key() or ssh.identity_file,
                  connect_timeout=connect_timeout, forward_agent=forward_agent), regions
+
+
+def spec_login(spec: Spec) -> Login:
+    """How clusterkit logs in to ``spec``'s nodes: the spec's ssh settings (on the master's
+    controller, with its own key)."""
+    return Login(spec.name, user=spec.ssh.user, port=spec.ssh.port,
+                 identity_file=controller_key() or spec.ssh.identity_file)
 
 
 def cluster_nodes(rt: Runtime, cluster: str, regions: Sequence[str]) -> list[Node]:

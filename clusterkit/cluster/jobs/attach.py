@@ -10,12 +10,13 @@ from collections.abc import Callable
 from typing import TextIO
 
 from clusterkit.cluster.jobs import control as jobs
-from clusterkit.cluster.jobs import workdir
+from clusterkit.cluster.jobs import controller, workdir
 from clusterkit.cluster.jobs.results import JobOutcome
 from clusterkit.cluster.jobs.train import Job, follow_job
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.events import Stage
+from clusterkit.remote.incluster import controller_key
 from clusterkit.training.jobstate import JobStateName
 
 
@@ -23,9 +24,12 @@ def do_attach(spec_file: str, *, job_id: str | None = None,
               workdir_option: str | None = None, out: TextIO | None = None,
               confirm_stop: Callable[[str], bool] = lambda _job: True,
               region: str | None = None, profile: str | None = None,
-              max_recoveries: int | None = None, rt: Runtime | None = None) -> JobOutcome:
+              max_recoveries: int | None = None, rt: Runtime | None = None,
+              node_workdir: str | None = None) -> JobOutcome:
     """Follow the cluster's newest job (or ``job_id``) until it ends, recovering it as
-    `train` does; a job that already ended is recovered at once when it lost nodes."""
+    `train` does; a job that already ended is recovered at once when it lost nodes.
+    ``node_workdir``: the code is there on the nodes (nothing synced: the master's
+    controller). While the master's controller runs, the job is followed only."""
     rt = rt or Runtime.make(region=region, profile=profile)
     jc = jobs.open_job_cluster(rt, spec_file, region)
     spec = jc.spec
@@ -40,8 +44,14 @@ def do_attach(spec_file: str, *, job_id: str | None = None,
     rt.info(f"attached to job {job_id} on cluster {jc.name}", stage=Stage.TRAIN)
     from clusterkit.cluster.jobs import recovery
 
-    job = Job(spec_file, spec, command, workdir.plan(spec, workdir_option), region)
+    job = Job(spec_file, spec, command,
+              None if node_workdir else workdir.plan(spec, workdir_option), region,
+              node_workdir)
     limit = spec.train.max_recoveries if max_recoveries is None else max_recoveries
+    if limit and controller_key() is None and controller.alive(jc):
+        rt.info("the recovery controller on the master recovers this job: following it "
+                "only", stage=Stage.TRAIN)
+        limit = 0
     with recovery.standbys_for(rt, job, limit) as standbys:
         outcome = follow_job(jc, job_id, out, confirm_stop,
                              standbys.on_notice if standbys else None,

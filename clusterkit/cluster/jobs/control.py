@@ -128,7 +128,8 @@ def open_job_cluster(rt: Runtime, target: str, region: str | None = None, *,
         raise ClusterkitError(f"cluster {login.cluster} has no master (index 0)",
                               "`clusterkit up <spec>` replaces it")
     hostkeys.prepare(rt, login.cluster, [n for n in nodes if n.state ==
-                                         InstanceState.RUNNING], (), port=login.port)
+                                         InstanceState.RUNNING], (), port=login.port,
+                     first_contact=True)
     nodecache.save(login.cluster, found)
     return JobCluster(login.cluster, spec, login, nodes, dial_targets(found, nodes))
 

@@ -25,7 +25,7 @@ from clusterkit.aws import stack as aws_stack
 from clusterkit.bootstrap import run
 from clusterkit.catalog.ranking import Offer
 from clusterkit.cluster.access import hostkeys
-from clusterkit.cluster.access.remote_ops import cluster_nodes, login_for
+from clusterkit.cluster.access.remote_ops import cluster_nodes, login_for, spec_login
 from clusterkit.cluster.jobs.train import Job
 from clusterkit.cluster.provision import efsaccess, launch
 from clusterkit.cluster.provision.bootstrap import cluster_view
@@ -37,7 +37,6 @@ from clusterkit.plan.nodes import Node, swap_tags
 from clusterkit.plan.provision import ProvisionRecord, StackRecord
 from clusterkit.plan.stack import stack_name
 from clusterkit.remote.address import targets
-from clusterkit.remote.connect import Login
 
 BOOT_TIMEOUT = 1200.0  # seconds for a standby to run, answer SSH and be bootstrapped
 
@@ -177,8 +176,7 @@ def bootstrap_standby(rt: Runtime, job: Job, stack: StackRecord, nodes: Sequence
     as_node = dataclasses.replace(standby, index=index)
     view_nodes = tuple(as_node if n.index == index else n for n in nodes)
     view = cluster_view(spec, ProvisionRecord(stack, kept=view_nodes))
-    login = Login(spec.name, user=spec.ssh.user, port=spec.ssh.port,
-                  identity_file=spec.ssh.identity_file)
+    login = spec_login(spec)
     run.run(login, targets(view_nodes, [as_node]), spec, view, report=rt.report,
             timeout=max(60.0, deadline - rt.clock()))  # BootstrapError when a step fails
 

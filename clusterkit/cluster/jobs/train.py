@@ -276,7 +276,8 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
     stream every log to ``out`` until it ends. On Ctrl-C, ``confirm_stop(job_id)``
     decides whether the job is stopped (True) or left running. A job that loses nodes
     is recovered up to ``max_recoveries`` times (default: the spec's
-    ``train.max_recoveries``; ``cluster/jobs/recovery.py``)."""
+    ``train.max_recoveries``; ``cluster/jobs/recovery.py``); a detached one by the
+    controller it leaves on the master (``cluster/jobs/controller.py``)."""
     rt = rt or Runtime.make(region=region, profile=profile)
     jc = jobs.open_job_cluster(rt, spec_file, region, cached=True)
     spec = jc.spec
@@ -285,16 +286,18 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
     job = Job(spec_file, spec, training_command(spec, command),
               workdir.plan(spec, workdir_option), region)
     limit = spec.train.max_recoveries if max_recoveries is None else max_recoveries
-    from clusterkit.cluster.jobs import recovery
+    from clusterkit.cluster.jobs import controller, recovery
 
     if detach and limit:
-        rt.warn(f"a detached job is recovered by the client that follows it: `clusterkit "
-                f"train {spec_file} --attach` (until one does, a lost node ends the job, "
-                "every process stopped)", stage=Stage.TRAIN)
+        controller.check(job.workdir.shared if job.workdir else None)
     with recovery.standbys_for(rt, job, limit if not detach else 0) as standbys:
         outcome = run_attempt(rt, job, jc, detach=detach, replace=replace, out=out,
                               confirm_stop=confirm_stop,
                               on_notice=standbys.on_notice if standbys else None)
+        if detach and limit:
+            controller.start(rt, jobs.open_job_cluster(rt, spec_file, region), spec_file,
+                             outcome.job_id, limit, jc.nodes[0].region,
+                             job.workdir.remote if job.workdir else None)
         if detach or outcome.ok or outcome.detached or \
                 outcome.state is JobStateName.STOPPED:
             return outcome
@@ -311,6 +314,7 @@ class Job:
     command: str
     workdir: workdir.Workdir | None
     region: str | None
+    node_workdir: str | None = None  # where the code is on the nodes (the spec's: None)
 
 
 def run_attempt(rt: Runtime, job: Job, jc: JobCluster, *, detach: bool = False,
@@ -321,7 +325,7 @@ def run_attempt(rt: Runtime, job: Job, jc: JobCluster, *, detach: bool = False,
     """The job started on ``jc`` (its nodes asked first, one call each) and, unless
     ``detach``, followed until it ends (``on_notice``: each spot notice meanwhile)."""
     assert job.spec.train is not None
-    node_workdir = None if job.workdir else job.spec.train.workdir
+    node_workdir = None if job.workdir else job.node_workdir or job.spec.train.workdir
     with contextlib.ExitStack() as stack:  # one SSH handshake per node in all
         jc, ready = ready_cluster(rt, stack, jc, node_workdir, lambda: jobs.open_job_cluster(
             rt, job.spec_file, job.region))

@@ -13,6 +13,7 @@ from typing import Any
 
 from clusterkit.autostop import files, policy
 from clusterkit.aws import instances
+from clusterkit.cluster.access.remote_ops import spec_login
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, UsageError
 from clusterkit.events import Stage
@@ -211,8 +212,7 @@ def up_stage(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node],
     launched or started nodes; without, and without a setting in the spec, the master is
     not asked (no connection more than the bootstrap's): the one last applied from this
     machine is, or nothing. None: nothing to do."""
-    login = Login(spec.name, user=spec.ssh.user, port=spec.ssh.port,
-                  identity_file=spec.ssh.identity_file)
+    login = spec_login(spec)
     setting = spec.autostop
     if setting is None and not fresh:
         kept = remembered(spec.name)

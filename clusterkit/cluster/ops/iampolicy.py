@@ -17,7 +17,8 @@ class PolicyRole(str, Enum):
 
     USER = "user"  # the person (or CI role) running clusterkit
     CLOUDFORMATION = "cloudformation"  # the service role the cluster stacks run as
-    NODE = "node"  # the nodes' role, and the boundary of every role the stacks create
+    NODE = "node"  # the boundary of every role the stacks create (nodes, controller)
+    CONTROLLER = "controller"  # the master's role while a detached job may recover
 
 
 def _text(name: str) -> str:

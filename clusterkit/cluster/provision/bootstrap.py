@@ -11,13 +11,13 @@ from typing import Any
 from clusterkit.bootstrap import run, steps
 from clusterkit.bootstrap.run import BootstrapResult, Outcome
 from clusterkit.catalog.instances import lookup as instance_type
+from clusterkit.cluster.access.remote_ops import spec_login
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.events import Stage
 from clusterkit.plan.provision import ProvisionRecord
 from clusterkit.remote import known_hosts
 from clusterkit.remote.address import ssh_address, targets
-from clusterkit.remote.connect import Login
 from clusterkit.spec.model import Spec
 
 
@@ -63,8 +63,7 @@ def bootstrap_nodes(rt: Runtime, spec: Spec, record: ProvisionRecord, *,
     check_steps(force)
     ordered = record.nodes
     view = cluster_view(spec, record, dataset)
-    login = Login(spec.name, user=spec.ssh.user, port=spec.ssh.port,
-                  identity_file=spec.ssh.identity_file)
+    login = spec_login(spec)
     rt.started(Stage.BOOTSTRAP, f"bootstrapping {len(ordered)} node(s): "
                f"{', '.join(steps.STEP_NAMES)}"
                + (f" (forced: {', '.join(force)})" if force else ""))

@@ -22,6 +22,7 @@ from clusterkit.plan.nodes import (
     Node,
     node_index,
 )
+from clusterkit.remote.incluster import controller_public_keys
 from clusterkit.spec.model import Spec
 
 
@@ -43,8 +44,10 @@ def gang_launch(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
                 launch_template_id: str, subnet_id: str, stack_id: str,
                 placement_group: str = "", standby_of: str = "") -> list[Node]:
     """One RunInstances for every node of ``slots`` (plan.launch.launch_request);
-    ``standby_of``: a standby for the one node of ``slots``, that instance."""
-    request = launch_request(spec, offer, slots, stack_id, standby_of)
+    ``standby_of``: a standby for the one node of ``slots``, that instance. Launched by
+    the master's controller, the nodes authorize its key too."""
+    request = launch_request(spec, offer, slots, stack_id, standby_of,
+                             authorized_keys=controller_public_keys())
     launched = instances.run_instances(
         rt.session, offer.region, request, launch_template_id=launch_template_id,
         subnet_id=subnet_id, placement_group=placement_group)

@@ -1,0 +1,89 @@
+"""The recovery controller's own side, on the master (`clusterkit recovery-controller
+DIR`, started by ``controller.start``): take the directory's lock, say where the AWS
+credentials come from (the master's instance role: no other kind is accepted outside
+the sandbox), then follow and recover the job as `train --attach` does, the job's logs
+dropped (they stay on the nodes) and the controller's own lines in ``DIR/controller.log``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from clusterkit.aws.identity import OVERRIDE_ENV
+from clusterkit.cluster.jobs import controller
+from clusterkit.cluster.jobs.results import JobOutcome
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.errors import ClusterkitError
+from clusterkit.events import Reporter, Stage
+from clusterkit.netguard import SANDBOX_ENV
+
+LOCK_WAIT = 120.0  # seconds: a controller of the job this one replaced is ending
+ROLE_METHOD = "iam-role"  # botocore's name for credentials from the instance metadata
+
+
+@contextlib.contextmanager
+def holding(path: Path, wait: float = LOCK_WAIT) -> Iterator[None]:
+    """The controller's lock (one controller per master), waited for up to ``wait`` s."""
+    with open(path, "a") as handle:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ClusterkitError(f"another controller holds {path}",
+                                          "is an earlier job's controller stuck?") from None
+                time.sleep(0.5)
+        yield
+
+
+def credentials_source(rt: Runtime) -> str:
+    """Where boto3 found credentials; refused unless the instance role gave them (the
+    sandbox's metadata serves that role too, so the rule holds there)."""
+    found = rt.session.get_credentials()
+    method = getattr(found, "method", None) if found is not None else None
+    if method != ROLE_METHOD:
+        raise ClusterkitError(f"the controller's AWS credentials come from {method or 'nowhere'}"
+                              f", not the master's instance role",
+                              "the master needs the stack's controller instance profile")
+    return method
+
+
+def run(directory: str, report: Reporter) -> JobOutcome:
+    """Follow and recover the job ``DIR/controller.json`` names, until it ends."""
+    from clusterkit.cluster.jobs.attach import do_attach
+
+    where = Path(directory)
+    values: dict[str, Any] = json.loads((where / controller.SETTINGS).read_text())
+    if values.get("ssh_cidr"):  # the stack's rule as it is: not this master's address
+        os.environ[OVERRIDE_ENV] = values["ssh_cidr"]
+    with holding(where / controller.LOCK):
+        rt = Runtime.make(region=values["region"], report=report)
+        method = credentials_source(rt)
+        rt.info(f"controller of job {values['job_id']} on cluster {values['cluster']} "
+                f"(pid {os.getpid()}; AWS credentials: {method}"
+                f"{', sandbox' if os.environ.get(SANDBOX_ENV) == '1' else ''})",
+                stage=Stage.TRAIN)
+        (where / controller.READY).write_text(
+            json.dumps({"pid": os.getpid(), "job_id": values["job_id"]}) + "\n")
+        try:
+            with open(os.devnull, "w") as dropped:
+                outcome = do_attach(str(where / controller.SPEC_COPY),
+                                    job_id=values["job_id"], out=dropped,
+                                    region=values["region"],
+                                    max_recoveries=int(values["max_recoveries"]), rt=rt,
+                                    node_workdir=values.get("node_workdir") or None)
+        finally:
+            (where / controller.READY).unlink(missing_ok=True)
+        rt.info(f"job {outcome.job_id} {outcome.state}"
+                f"{': ' + outcome.reason if outcome.reason else ''}; "
+                f"{len(outcome.recoveries)} recovery(ies)", stage=Stage.TRAIN)
+        return outcome

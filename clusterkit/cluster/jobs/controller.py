@@ -1,0 +1,242 @@
+"""The master's recovery controller: `train --detach` with recoveries allowed leaves a
+process on the master that follows the job and recovers it as `train` would
+(``cluster/jobs/attach.py``) with no client connected (``controlled.py`` is that
+process's side).
+
+What the client sets up (``start``), once the job runs:
+1. the master gets the stack's controller instance profile (ControllerRole: EC2 calls
+   only on resources tagged with this cluster; docs/iam-policy-controller.json), so the
+   controller's AWS credentials are that role's, from the master's metadata: none of the
+   user's leave this machine;
+2. on the master, in ``~/.clusterkit/controller`` (0700): clusterkit's own package (on
+   AWS with a virtualenv of its dependencies; in the sandbox the client's), a copy of
+   the spec and of the cluster's known_hosts, the job's settings, and an SSH key made
+   there (its private half never leaves the master);
+3. that key's public half authorized on every node (on the nodes the controller
+   launches, by the launch's cloud-config: ``remote/incluster.py``);
+4. the controller started (``setsid``: it outlives the SSH session), and waited for until
+   it holds its lock and follows the job.
+While it runs, `train --attach` follows the job without recovering it (``alive``)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import shlex
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import clusterkit
+from clusterkit.aws import instances
+from clusterkit.aws import stack as aws_stack
+from clusterkit.cluster.jobs.control import JobCluster
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.errors import ClusterkitError, GroupError, UsageError
+from clusterkit.events import Stage
+from clusterkit.netguard import SANDBOX_ENV
+from clusterkit.plan.provision import StackRecord
+from clusterkit.plan.stack import stack_name
+from clusterkit.remote.archive import tar_bytes
+from clusterkit.remote.channels import Call
+from clusterkit.remote.incluster import CONTROLLER_KEY_ENV
+from clusterkit.statedir import HOME_ENV, cluster_dir
+from clusterkit.timescale import TIME_SCALE_ENV
+from clusterkit.training import interruption
+
+DIR = "$HOME/.clusterkit/controller"  # on the master, as a shell word (double-quoted)
+SETTINGS = "controller.json"
+SPEC_COPY = "spec.yaml"
+KEY = "id_ed25519"
+LOG = "controller.log"
+READY = "ready"  # the controller's pid and job, once it holds the lock
+LOCK = "lock"
+# What the controller imports beyond the standard library (tests/unit: test_controller
+# checks the CLI's controller command loads nothing else)
+DEPENDENCIES = ("boto3", "botocore", "paramiko", "fabric", "PyYAML", "click", "rich")
+READY_WAIT = 60  # seconds for the controller to take its lock and answer
+
+
+def check(workdir_shared: bool | None) -> None:
+    """A detached job is recovered only where a replacement finds the code: synced to EFS
+    (``workdir_shared`` True) or already on the nodes (None: nothing synced)."""
+    if workdir_shared is False:
+        raise UsageError("a detached job with recoveries needs its workdir on EFS: a "
+                         "replacement node would lack the copy synced to each node",
+                         "add storage.efs to the spec (the workdir goes there), run "
+                         "`train` attached, or give --max-recoveries 0")
+
+
+def settings(rt: Runtime, jc: JobCluster, job_id: str, limit: int, region: str,
+             node_workdir: str | None) -> dict[str, Any]:
+    """What the controller is told: the job, the limit, where the code is, and the SSH
+    source the stack allows (so the controller's `up` never points the rule at the
+    master's own address)."""
+    described = aws_stack.stack_record(rt.session, region, stack_name(jc.name))
+    return {"cluster": jc.name, "job_id": job_id, "max_recoveries": limit,
+            "region": region, "node_workdir": node_workdir,
+            "ssh_cidr": (described.get("parameters") or {}).get("SshCidr", ""),
+            "profile": StackRecord.of(region, described).controller_profile}
+
+
+def package_files() -> Iterator[tuple[str, bytes, int]]:
+    """clusterkit's own package as it runs here (sources and data, no bytecode; a
+    checkout's resources/ links to the playbooks and templates are followed)."""
+    root = Path(clusterkit.__file__).resolve().parent
+    for top, dirs, files in sorted(os.walk(root, followlinks=True)):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(f for f in files if not f.endswith(".pyc")):
+            path = Path(top) / name
+            yield f"lib/clusterkit/{path.relative_to(root)}", path.read_bytes(), 0o600
+
+
+def archive(spec_text: str, known_hosts: bytes, values: Mapping[str, Any]) -> bytes:
+    """Everything the controller's directory receives, as one tar for SSH stdin."""
+    hosts = f"home/clusters/{values['cluster']}/known_hosts"
+    return tar_bytes([(SETTINGS, json.dumps(dict(values), indent=1).encode(), 0o600),
+                      (SPEC_COPY, spec_text.encode(), 0o600), (hosts, known_hosts, 0o600),
+                      *package_files()])
+
+
+def pinned_dependencies() -> list[str]:
+    return [f"{name}=={importlib.metadata.version(name)}" for name in DEPENDENCIES]
+
+
+def setup_command(sandbox: bool) -> str:
+    """On the master: the directory filled from stdin's tar, the key made once (its
+    public line printed), and on AWS the virtualenv with the pinned dependencies."""
+    venv = "" if sandbox else (
+        f'want={shlex.quote(" ".join(pinned_dependencies()))}; '
+        f'[ -x "$d/venv/bin/python" ] || python3 -m venv "$d/venv"; '
+        f'[ "$(cat "$d/venv/deps" 2>/dev/null)" = "$want" ] || '
+        f'{{ "$d/venv/bin/pip" install -q --disable-pip-version-check $want && '
+        f'echo "$want" > "$d/venv/deps"; }}; ')
+    return (f'set -e; umask 077; d="{DIR}"; mkdir -p "$d"; chmod 700 "$HOME/.clusterkit" "$d"; '
+            f'rm -rf "$d/lib"; tar -x -C "$d" --no-same-owner; {venv}'
+            f'[ -f "$d/{KEY}" ] || ssh-keygen -q -t ed25519 -N "" '
+            f'-C "clusterkit-controller@$(hostname)" -f "$d/{KEY}" < /dev/null; '
+            f'cat "$d/{KEY}.pub"')
+
+
+# A public key line read from stdin, added to the login's authorized_keys once.
+AUTHORIZE = ('set -e; umask 077; mkdir -p "$HOME/.ssh"; k=$(head -n 1); '
+             'touch "$HOME/.ssh/authorized_keys"; '
+             'grep -qxF "$k" "$HOME/.ssh/authorized_keys" || '
+             'printf "%s\\n" "$k" >> "$HOME/.ssh/authorized_keys"')
+
+
+def controller_env(sandbox: bool, master_instance_id: str) -> dict[str, str]:
+    """The controller's whole environment besides HOME and PATH: nothing secret (it is
+    on a command line), no credentials (the master's role gives them)."""
+    env = {HOME_ENV: f"{DIR}/home", CONTROLLER_KEY_ENV: f"{DIR}/{KEY}", "LANG": "C.UTF-8",
+           "PYTHONPATH": f"{DIR}/lib", "PYTHONDONTWRITEBYTECODE": "1"}
+    if not sandbox:
+        return env
+    from clusterkit.sandbox.node import VIEW_IN_NODE
+    from clusterkit.sandbox.state import ADDRESS_MAP_ENV, ADDRESSES_FILE
+
+    endpoint = os.environ["AWS_ENDPOINT_URL"]
+    site = [p for p in dict.fromkeys(sys.path) if p.endswith("-packages")]
+    env.update({SANDBOX_ENV: "1", "AWS_ENDPOINT_URL": endpoint,
+                "AWS_EC2_METADATA_SERVICE_ENDPOINT":
+                    interruption.sandbox_endpoint(endpoint, master_instance_id) + "/",
+                ADDRESS_MAP_ENV: f"{VIEW_IN_NODE}/{ADDRESSES_FILE}",
+                "CLUSTERKIT_CALLER_CIDR": "127.0.0.1/32",
+                "PYTHONPATH": os.pathsep.join([f"{DIR}/lib", *site])})
+    if os.environ.get(TIME_SCALE_ENV):
+        env[TIME_SCALE_ENV] = os.environ[TIME_SCALE_ENV]
+    return env
+
+
+def _assignment(name: str, value: str) -> str:
+    """``NAME="value"`` for the shell, ``$HOME`` expanded and nothing else."""
+    if not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name) or \
+            not re.fullmatch(r'[^"`\\$\n]*', value.replace("$HOME", "")):
+        raise ValueError(f"cannot pass {name}={value!r} to the controller")
+    return f'{name}="{value}"'
+
+
+def launch_command(env: Mapping[str, str], python: str) -> str:
+    """Start the controller in its own session (it outlives this SSH session), with
+    nothing of the login's environment but HOME and PATH; prints its pid."""
+    words = " ".join(_assignment(name, value) for name, value in env.items())
+    return (f'set -e; d="{DIR}"; cd "$d"; rm -f "$d/{READY}"; '
+            f'setsid env -i HOME="$HOME" PATH="$PATH" {words} {python} -m clusterkit '
+            f'recovery-controller "$d" > "$d/{LOG}" 2>&1 < /dev/null & echo $!')
+
+
+def ready_command(pid: int) -> str:
+    """Wait until the controller says it follows the job; its log's end when it died."""
+    tries = READY_WAIT * 2
+    return (f'd="{DIR}"; for _ in $(seq {tries}); do [ -s "$d/{READY}" ] && '
+            f'{{ cat "$d/{READY}"; exit 0; }}; kill -0 {pid} 2>/dev/null || break; '
+            f'sleep 0.5; done; tail -n 20 "$d/{LOG}" >&2; exit 1')
+
+
+def python_for(sandbox: bool) -> str:
+    """The controller's interpreter: on AWS its virtualenv's; in the sandbox the system
+    interpreter of this one's version (the nodes see this machine's /usr and the
+    client's packages)."""
+    if not sandbox:
+        return f'"{DIR}/venv/bin/python"'
+    return f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def start(rt: Runtime, jc: JobCluster, spec_file: str, job_id: str, limit: int,
+          region: str, node_workdir: str | None) -> int:
+    """Set the controller up on ``jc``'s master and start it (see the module's
+    docstring); its pid. The job already runs: a failure says so."""
+    sandbox = os.environ.get(SANDBOX_ENV) == "1"
+    master = jc.master
+    try:
+        values = settings(rt, jc, job_id, limit, region, node_workdir)
+        give_role(rt, region, master.node.instance_id, values["profile"])
+        hosts = (cluster_dir(jc.name) / "known_hosts").read_bytes()
+        tar = archive(Path(spec_file).read_text(), hosts, values)
+        rt.started(Stage.TRAIN, f"setting up the recovery controller on the master "
+                   f"({len(tar) >> 10} KiB)")
+        made = jc.run([master], {master.hop.label: Call(setup_command(sandbox), tar)},
+                      timeout=900)
+        public = made[master.hop.label].stdout.strip().splitlines()[-1]
+        jc.run(jc.targets, {t.hop.label: Call(AUTHORIZE, public.encode() + b"\n")
+                            for t in jc.targets}, timeout=60)
+        launched = jc.run([master], {master.hop.label: Call(launch_command(
+            controller_env(sandbox, master.node.instance_id), python_for(sandbox)))},
+            timeout=60)
+        pid = int(launched[master.hop.label].stdout.strip().splitlines()[-1])
+        jc.run([master], {master.hop.label: Call(ready_command(pid))},
+               timeout=READY_WAIT + 30)
+    except (ClusterkitError, GroupError, OSError, ValueError, IndexError) as exc:
+        raise ClusterkitError(
+            f"job {job_id} runs, but its recovery controller did not start: "
+            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+            f"a lost node ends the job until a client recovers it: `clusterkit train "
+            f"{spec_file} --attach`; the controller's log: ~/.clusterkit/controller/{LOG} "
+            "on the master") from exc
+    rt.done(Stage.TRAIN, f"recovery controller running on the master (pid {pid}): it "
+            f"recovers job {job_id} up to {limit} time(s) with no client connected")
+    return pid
+
+
+def give_role(rt: Runtime, region: str, master_instance_id: str, profile: str) -> None:
+    """The master gets the controller's instance profile (in place of the nodes')."""
+    if not profile:
+        raise ClusterkitError("the cluster's stack has no controller role (it was made by "
+                              "an older clusterkit)", "`clusterkit down` and `up` again")
+    if instances.set_instance_profile(rt.session, region, master_instance_id, profile):
+        rt.done(Stage.TRAIN, f"the master {master_instance_id} has the controller's "
+                "instance role")
+
+
+def alive(jc: JobCluster) -> bool:
+    """Whether a controller holds its lock on the master (it recovers the job)."""
+    probe = (f'd="{DIR}"; [ -e "$d/{LOCK}" ] || {{ echo free; exit 0; }}; '
+             f'flock -n "$d/{LOCK}" true && echo free || echo held')
+    try:
+        got = jc.run([jc.master], {jc.master.hop.label: Call(probe)}, timeout=30)
+    except GroupError:
+        return False
+    return got[jc.master.hop.label].stdout.strip().endswith("held")
