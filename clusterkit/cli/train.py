@@ -83,7 +83,8 @@ def _finish(outcome: JobOutcome) -> None:
 @click.argument("spec_file", type=click.Path(dir_okay=False), callback=check_spec_argument)
 @click.argument("command", nargs=-1)
 @click.option("--detach", "-d", is_flag=True,
-              help="Return once every node's supervisor has started (prints the job id).")
+              help="Return once every node's supervisor has started (prints the job id); "
+                   "with recoveries allowed, a controller left on the master recovers it.")
 @click.option("--replace", is_flag=True, help="Stop the job running on the cluster first.")
 @click.option("--workdir", "workdir_option", type=click.Path(file_okay=False, exists=True),
               help="Local directory copied to the nodes (EFS, else every node) before the "
