@@ -7,6 +7,7 @@ The data is rebuilt from AWS by ``scripts/refresh_catalog.py``.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -48,6 +49,13 @@ class InstanceType:
     @property
     def gpu_count(self) -> int:
         return self.gpu.count if self.gpu else 0
+
+    @property
+    def network_gbps(self) -> float | None:
+        """The network's bandwidth in Gbit/s ("up to 25 Gbps": 25, the burst figure);
+        None when the catalog gives no number ("Moderate")."""
+        found = re.search(r"(\d+(?:\.\d+)?)\s*Gbps", self.network)
+        return float(found.group(1)) if found else None
 
 
 def _from_entry(entry: dict[str, Any]) -> InstanceType:

@@ -14,6 +14,7 @@ from clusterkit.cli import (
     dataset,
     help,
     iam,
+    observe,
     pack,
     provision,
     publish,
@@ -150,8 +151,8 @@ def cli(ctx: click.Context, region: str | None, profile: str | None, debug: bool
         check_region(region, "--region")  # before any call: a typo dials a made-up host
 
 
-for module in (validate, iam, spot, provision, remote, pack, publish, dataset, train, sandbox,
-               autostop):
+for module in (validate, iam, spot, provision, remote, pack, publish, dataset, train, observe,
+               sandbox, autostop):
     for command in module.COMMANDS:
         cli.add_command(command)
         for leaf in leaf_commands(command):

@@ -52,6 +52,11 @@ def _finish(outcome: JobOutcome) -> None:
     err = ctx.err_console
     for recovery in outcome.recoveries:
         err.print(recovery.describe(), markup=False, highlight=False)
+    if outcome.report is not None:
+        from clusterkit.training.report import lines
+
+        for line in lines(outcome.report):
+            err.print(line, markup=False, highlight=False)
     if outcome.detached:
         err.print(f"job {outcome.job_id} {outcome.state} on cluster {outcome.cluster}; "
                   f"follow it: clusterkit logs {outcome.cluster} -f; stop it: "

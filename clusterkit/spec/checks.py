@@ -166,12 +166,27 @@ def _train(spec: Spec, add: Add) -> None:
     if train.framework == "torchrun" and "train.servers_per_node" in spec.locations:
         add("train.servers_per_node", "torchrun has no parameter servers; ignored",
             "remove servers_per_node", "warning")
+    if train.throughput_pattern is not None:
+        _throughput_pattern(train.throughput_pattern, add)
     for name in train.env:
         if name in _USER_ENV:
             continue
         if name.startswith(_RESERVED_ENV[:3]) or name in _RESERVED_ENV[3:]:
             add(f"train.env.{name}", f"{name} is set by clusterkit for every process",
                 "remove it; clusterkit computes the job's topology", "warning")
+
+
+def _throughput_pattern(pattern: str, add: Add) -> None:
+    """A regex the nodes' samplers compile: exactly one group, the number."""
+    try:
+        groups = re.compile(pattern).groups
+    except re.error as exc:
+        add("train.throughput_pattern", f"not a regular expression: {exc}",
+            r"e.g. 'throughput=([0-9.]+)': one group around the number")
+        return
+    if groups != 1:
+        add("train.throughput_pattern", f"has {groups} groups; it needs exactly one, "
+            "around the samples/s number", r"e.g. 'throughput=([0-9.]+)'")
 
 
 def _workdir(path: str, add: Add) -> None:

@@ -270,6 +270,20 @@ TRAIN = _obj("The distributed job `clusterkit train` starts.", {
     "standby_minutes": Key("number", "Minutes a standby waits for its node's interruption "
                            "notice before it is terminated.", default=30, minimum=1,
                            maximum=1440),
+    "sample_interval": Key("number", "Seconds between two metric samples on each node "
+                           "(GPUs, the job's CPU, I/O, samples/s: `clusterkit top`).",
+                           default=2, minimum=0.5, maximum=60),
+    "throughput_pattern": Key("string", "Regular expression with one group that captures "
+                              "the samples/s in a line of the job's log, for a script that "
+                              "prints neither MXNet's `Speed: N samples/sec` nor `N "
+                              "samples/s`.", max_length=256,
+                              example="throughput=([0-9.]+)"),
+    "stall_after": Key("number", "Seconds with no progress line in the job's logs and idle "
+                       "GPUs (while its processes live) before the job counts as stalled "
+                       "and gets the checkpoint signal.", default=600, minimum=30,
+                       maximum=86400),
+    "stop_on_stall": Key("boolean", "Stop a stalled job (after the checkpoint signal and "
+                         "checkpoint_grace), so a hung run stops billing.", default=False),
     "packages": Key("array", "pip packages installed on the nodes, e.g. mxnet-cu112.",
                     unique=True,
                     items=Key("string", "A pip requirement.",

@@ -145,6 +145,10 @@ class Train:
     node_timeout: float = 60.0  # a node silent this long is lost
     prelaunch_on_rebalance: bool = True  # a rebalance recommendation boots a standby
     standby_minutes: float = 30.0  # a standby no notice claimed is terminated after this
+    sample_interval: float = 2.0  # seconds between a node's metric samples (`top`)
+    throughput_pattern: str | None = None  # a regex with one number group: samples/s
+    stall_after: float = 600.0  # seconds without progress and with idle GPUs: stalled
+    stop_on_stall: bool = False  # a stalled job is stopped after its checkpoint signal
 
 
 @dataclass(frozen=True)

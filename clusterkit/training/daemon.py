@@ -14,12 +14,18 @@ import time
 
 try:  # imported as clusterkit.training.daemon (the client, tests)
     from . import coord, interruption, jobstate
-    from .reaping import Cgroup, Reaper, make_cgroup
+    from .reaping import Cgroup, Reaper, make_cgroup, scan_proc
+    from .sampler import Sampler
+    from .stall import StallWatch
+    from .totals import Totals
 except ImportError:  # run from a job dir on a node: its modules lie beside it
     import coord
     import interruption
     import jobstate
-    from reaping import Cgroup, Reaper, make_cgroup
+    from reaping import Cgroup, Reaper, make_cgroup, scan_proc
+    from sampler import Sampler
+    from stall import StallWatch
+    from totals import Totals
 
 JOB_ID_RE = jobstate.JOB_ID_RE
 S, P = jobstate.JobStateName, jobstate.ProcStateName  # str enums: JSON writes their values
@@ -87,6 +93,36 @@ def process_env(base: dict, extra: dict, job_id: str, node: int) -> dict:
     # the last-resort stop finds the processes of this job on this node by these two
     env.update(CLUSTERKIT_JOB_ID=job_id, CLUSTERKIT_NODE_RANK=str(node))
     return env
+
+
+def mount_device(mount: str, mounts: str) -> str | None:
+    """The block device (``nvme1n1``) mounted at ``mount``, from /proc/self/mounts."""
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[1] == mount.rstrip("/") and \
+                fields[0].startswith("/dev/"):
+            return os.path.basename(os.path.realpath(fields[0]))
+    return None
+
+
+def make_sampler(sup: Supervisor) -> Sampler | None:
+    """The node's metrics sampler (job.json's ``sampling``; none: not sampled)."""
+    conf = sup.job.get("sampling")
+    if not isinstance(conf, dict):
+        return None
+    device = None
+    if conf.get("dataset_mount"):
+        try:
+            with open("/proc/self/mounts") as f:
+                device = mount_device(str(conf["dataset_mount"]), f.read())
+        except OSError:
+            pass
+    pgids = sup.pgids()
+    return Sampler(sup.job_dir, cgroup_path=sup.cgroup.path if sup.cgroup else None,
+                   pids_fn=lambda: scan_proc(pgids, sup.job_id, sup.me),
+                   logs=[p.file("log") for p in sup.procs], dataset_device=device,
+                   interval=float(conf.get("interval") or 2.0),
+                   throughput_pattern=conf.get("throughput_pattern"), node=sup.me)
 
 
 # ----- processes --------------------------------------------------------------------
@@ -167,6 +203,12 @@ class Supervisor:
         self.said_unavailable = None
         self.term_at = None  # monotonic: an interruption's SIGTERM, after the checkpoint
         self.started = None  # epoch seconds: when the job's processes were started here
+        self.sampler = None  # made once the processes run (their cgroup and pids)
+        self.totals = Totals()  # the job's running totals here: summary.json, the report's
+        self.stall = None  # a StallWatch while the processes run (job.json's sampling)
+        self.stalled = None  # {"at", "reason"} once the job hung here
+        self.stall_stop_at = None  # monotonic: stop_on_stall's stop, after the grace
+        self.sampler_failed = False
 
     def save(self) -> None:
         _, reason, failed, others = self.outcome or (self.state, None, None, [])
@@ -175,6 +217,7 @@ class Supervisor:
             "failed": failed, "others": others, "processes": {p.name: p.view() for p in self.procs},
             "notices": self.notices, "interruption": self.coord.interruption,
             "started": self.started, "recovery": self.job.get("recovery") or {},
+            "stalled": self.stalled,
             "cgroup": self.cgroup.path if self.cgroup else None,
             "cgroup_unit": self.cgroup.unit if self.cgroup else None,
             "supervisor_pid": os.getpid(), "updated": time.time()})
@@ -193,6 +236,10 @@ class Supervisor:
                 p.start(self.cgroup, process_env(os.environ, p.spec.get("env") or {},
                                                  self.job_id, self.me))
             self.state, self.started = S.RUNNING, time.time()
+            self.sampler = make_sampler(self)
+            conf = self.job.get("sampling") or {}
+            if conf.get("stall_after"):
+                self.stall = StallWatch(float(conf["stall_after"]), self.started)
         self.save()
         self.report()
         while not self.finished():
@@ -236,18 +283,13 @@ class Supervisor:
         log(f"decided {state}: {reason}")
         self.outcome, self.state = (state, reason, failed, others), S.STOPPING
         self.coord.broadcast(self.outcome)
-        pgids = {p.popen.pid for p in self.procs if p.popen is not None}
-        self.reaper = Reaper(self.job_id, self.cgroup, pgids, self.me)
+        self.reaper = Reaper(self.job_id, self.cgroup, self.pgids(), self.me)
         self.stop_at = time.monotonic()
         until = self.coord.checkpoint_until if state == S.INTERRUPTED else None
         if until is None:
             self.reaper.signal(signal.SIGTERM)
         else:  # checkpoint first; SIGTERM when the grace ends, SIGKILL after the stop's
-            sig = checkpoint_signal(self.job)
-            started = [p for p in self.procs if p.popen is not None]
-            launchers = {p.popen.pid for p in started if p.role == jobstate.LAUNCHER_ROLE}
-            groups = {p.popen.pid for p in started if p.role in jobstate.SPARED_ROLES}
-            self.reaper.signal_but(sig, launchers, frozenset(groups))
+            sig = self.checkpoint_signal(self.reaper)
             self.term_at = self.stop_at = self.stop_at + max(0.0, until - time.time())
             log(f"sent {sig.name} to every process but a launcher, scheduler or server; "
                 f"SIGTERM in "
@@ -289,12 +331,57 @@ class Supervisor:
             self.decide(S.STOPPED, f"stopped on request on node {self.me}", None, [])
         self.coord.heartbeat(now)
         self.watch()
+        self.sample()
+        if self.stall_stop_at is not None and now >= self.stall_stop_at and \
+                self.outcome is None:
+            self.decide(S.FAILED, self.stalled["reason"] + "; stopped (train.stop_on_stall)",
+                        None, [])
         if self.outcome is None:
             verdict = self.coord.verdict(now)
             if verdict is not None:
                 self.decide(*verdict)
         if self.outcome is not None:
             self.step_stop(now)
+
+    def sample(self) -> None:
+        """A metrics sample while the processes run; a sampler that fails is logged
+        once and left off: metrics never take the job down."""
+        if self.sampler is None or self.sampler_failed or self.outcome is not None:
+            return
+        try:
+            written = self.sampler.step(time.time())
+            if written is not None:
+                self.totals.add(written)
+                write_json(os.path.join(self.job_dir, "summary.json"), self.totals.to_json())
+                if self.stall is not None and self.stall.update(written):
+                    self.on_stall()
+        except Exception as error:  # noqa: BLE001 (any: the job goes on without metrics)
+            self.sampler_failed = True
+            log(f"metrics sampler stopped: {error!r}")
+
+    def on_stall(self) -> None:
+        """The job hangs here: the checkpoint signal to its processes; with
+        stop_on_stall, the job stopped once checkpoint_grace is over."""
+        reason = self.stall.reason(self.me)
+        log(reason)
+        self.stalled = {"at": time.time(), "reason": reason}
+        self.checkpoint_signal(Reaper(self.job_id, self.cgroup, self.pgids(), self.me))
+        if (self.job.get("sampling") or {}).get("stop_on_stall"):
+            self.stall_stop_at = time.monotonic() + float(self.job.get("checkpoint_grace", 90))
+        self.save()
+
+    def pgids(self) -> set:
+        return {p.popen.pid for p in self.procs if p.popen is not None}
+
+    def checkpoint_signal(self, reaper: Reaper) -> signal.Signals:
+        """The checkpoint signal to every process but a launcher (torchrun's agent) and
+        MXNet's scheduler and servers, which it would kill."""
+        sig = checkpoint_signal(self.job)
+        started = [p for p in self.procs if p.popen is not None]
+        launchers = {p.popen.pid for p in started if p.role == jobstate.LAUNCHER_ROLE}
+        groups = {p.popen.pid for p in started if p.role in jobstate.SPARED_ROLES}
+        reaper.signal_but(sig, launchers, frozenset(groups))
+        return sig
 
     def watch(self) -> None:
         """The instance metadata, every ``interruption.POLL`` s: an interruption notice
@@ -315,8 +402,7 @@ class Supervisor:
 
     def crash(self, error: BaseException) -> None:
         """Last resort: nothing of the job may outlive its supervisor silently."""
-        pgids = {p.popen.pid for p in self.procs if p.popen is not None}
-        Reaper(self.job_id, self.cgroup, pgids, self.me).kill()
+        Reaper(self.job_id, self.cgroup, self.pgids(), self.me).kill()
         self.outcome = (S.FAILED, f"supervisor crashed: {error!r}", None, [])
         self.state = S.FAILED
         self.save()

@@ -8,8 +8,14 @@ Verbs:
                        state.json, refreshed by the job's supervisor while it runs
   follow JOB_DIR [--follow] [--name N]... [--role R]...
                        every line of the selected processes' logs as ``L<name>\\t<line>``;
-                       with --follow until the job has ended on this node; last line
-                       ``S<state.json>``
+                       with --follow until the job has ended on this node, and each
+                       new metric sample as ``M<sample>``; last line ``S<state.json>``
+  metrics JOB_DIR [--since T] [--last N]
+                       the node's metric samples of the job (its sampler's
+                       metrics.1.jsonl, then metrics.jsonl), one JSON line each: those
+                       taken after epoch T, at most the last N (default 300)
+  summary JOB_DIR       one JSON object: "totals" (the node's summary.json: the job's
+                       running totals) and "report" (report.json, kept on the master)
   prepare [--ports COUNT] [--hosts] [--cd DIR]
                        what `train` needs before a start, as one JSON object: "jobs"
                        (as `jobs` lists them), "home"; with --ports, "ports": COUNT
@@ -199,14 +205,46 @@ def tell_notices(state, told):
     return max(told, len(notices))
 
 
+class MetricsTail:
+    """The node's metric samples (the sampler's metrics.jsonl) as they are written, one
+    ``M<sample>`` line each, from the end of what was there when following began (a file
+    written later, or anew after a rotation, from its start)."""
+
+    def __init__(self, path):
+        self.path, self.offset, self.inode, self.partial = path, None, None, b""
+
+    def pump(self):
+        try:
+            with open(self.path, "rb") as handle:
+                inode = os.fstat(handle.fileno()).st_ino
+                if self.offset is None:
+                    self.offset = handle.seek(0, 2)
+                elif inode != self.inode:
+                    self.offset, self.partial = 0, b""
+                self.inode = inode
+                handle.seek(self.offset)
+                data = handle.read()
+                self.offset += len(data)
+        except OSError:  # not written yet, or rotated away: the next file from its start
+            self.offset, self.partial = 0, b""
+            return
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        for line in lines:
+            if line.strip():
+                sys.stdout.write("M" + line.decode("utf-8", "replace") + "\n")
+
+
 def follow(job_dir, keep_following, names, roles):
     logs = selected(job_dir, names, roles)
     start, failing_since, last_pass = time.monotonic(), None, False
     state, told = None, 0
     changes = Changes(job_dir) if keep_following else None
+    metrics = MetricsTail(os.path.join(job_dir, "metrics.jsonl")) if keep_following else None
     while True:
         for log in logs:
             log.pump(final=last_pass or not keep_following)
+        if metrics is not None:
+            metrics.pump()
         sys.stdout.flush()
         if last_pass or not keep_following:
             break
@@ -258,6 +296,36 @@ def prepare(args):
     return 0
 
 
+METRICS_FILES = ("metrics.1.jsonl", "metrics.jsonl")  # the sampler's: older first
+
+
+def metrics(job_dir, since, last):
+    kept = []
+    for name in METRICS_FILES:
+        try:
+            with open(os.path.join(job_dir, name)) as handle:
+                lines = handle.readlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                sample = json.loads(line)
+            except ValueError:  # a line being written, or cut by a crash
+                continue
+            if isinstance(sample, dict) and float(sample.get("t") or 0) > since:
+                kept.append(line.strip())
+    for line in kept[-last:] if last > 0 else []:
+        sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def summary(job_dir):
+    found = {}
+    for key, name in (("totals", "summary.json"), ("report", "report.json")):
+        found[key] = read_json(os.path.join(job_dir, name))
+    print(json.dumps(found), flush=True)
+
+
 def options(args, flag):
     return [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == flag]
 
@@ -268,6 +336,14 @@ def main(argv):
         return 0
     if len(argv) >= 2 and argv[0] == "follow":
         follow(argv[1], "--follow" in argv, options(argv, "--name"), options(argv, "--role"))
+        return 0
+    if len(argv) >= 2 and argv[0] == "metrics":
+        since = [float(v) for v in options(argv, "--since")] or [0.0]
+        last = [int(v) for v in options(argv, "--last")] or [300]
+        metrics(argv[1], since[0], last[0])
+        return 0
+    if len(argv) >= 2 and argv[0] == "summary":
+        summary(argv[1])
         return 0
     if argv and argv[0] == "prepare":
         return prepare(argv[1:])

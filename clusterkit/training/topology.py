@@ -272,12 +272,14 @@ def job_file(processes: Sequence[ProcessSpec], node: NodeSlot, *, cluster: str,
              job_id: str, num_nodes: int, coordinator_host: str, coordinator_port: int,
              grace_seconds: int = 10, heartbeat_timeout: float = 15,
              checkpoint_signal: str = "SIGUSR1", checkpoint_grace: float = 90.0,
-             imds: str = "", recovery: Mapping[str, Any] | None = None) -> dict[str, Any]:
+             imds: str = "", recovery: Mapping[str, Any] | None = None,
+             sampling: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """job.json of ``node`` (its own processes only), without the coordinator's token:
     the caller adds ``["coordinator"]["token"]`` and sends it over SSH stdin. ``imds``:
     the instance metadata endpoint the node's supervisor watches for a spot interruption
     notice (empty: none). ``recovery``: a restarted job's record (its first job, how
-    often it was restarted and why), which the supervisor keeps in state.json."""
+    often it was restarted and why), which the supervisor keeps in state.json.
+    ``sampling``: the node's metrics sampler's settings (``sampling_of``; none: off)."""
     mine = [p.plain() for p in processes if p.node_index == node.index]
     if not mine:
         raise ValueError(f"node {node.index} has no process in this job")
@@ -287,4 +289,17 @@ def job_file(processes: Sequence[ProcessSpec], node: NodeSlot, *, cluster: str,
             "is_master": node.index == 0, "num_nodes": num_nodes,
             "grace_seconds": grace_seconds, "heartbeat_timeout": heartbeat_timeout,
             "checkpoint_signal": checkpoint_signal, "checkpoint_grace": checkpoint_grace,
-            "imds": imds, "recovery": dict(recovery or {}), "processes": mine}
+            "imds": imds, "recovery": dict(recovery or {}),
+            "sampling": dict(sampling) if sampling is not None else None, "processes": mine}
+
+
+def sampling_of(spec: Spec) -> dict[str, Any]:
+    """What each node's sampler needs (``training/sampler.py``): how often, the user's
+    throughput pattern, and the dataset volume's mount (its device's I/O is sampled)."""
+    train = spec.train
+    dataset = spec.storage.dataset
+    return {"interval": train.sample_interval if train else 2.0,
+            "throughput_pattern": train.throughput_pattern if train else None,
+            "dataset_mount": dataset.mount if dataset is not None else None,
+            "stall_after": train.stall_after if train else 600.0,
+            "stop_on_stall": train.stop_on_stall if train else False}

@@ -338,3 +338,65 @@ def test_a_launcher_is_spared_the_checkpoint_signal_its_workers_get_it(
     assert said[0] == "checkpoint" and "agent-term" in said, said  # the agent lived on
     assert (job.master.dir / "torchrun.exit").read_text().strip() == "0"
     assert job.leftovers() == []
+
+
+def test_each_node_samples_its_job_cpu_and_throughput_while_the_job_runs(
+        make_job, tmp_path: Path) -> None:
+    """With job.json's ``sampling``, every node's supervisor appends metric samples to
+    the job's metrics.jsonl: node 0's worker burns one core and prints MXNet Speedometer
+    lines, node 1's sleeps; the samples say so (job CPU from the job's cgroup, samples/s
+    from the log). No GPU here: no ``gpus`` key, and no error."""
+    from clusterkit.training.sampler import read_samples
+
+    go = tmp_path / "go"
+    script = tmp_path / "burn.py"
+    script.write_text(f"""import os, time
+n, end = 0, time.time() + 30
+while time.time() < end and not os.path.exists({str(go)!r}):
+    n += 1
+    if n % 200000 == 0:
+        print("Epoch[0] Batch [0-20]\\tSpeed: 512.50 samples/sec", flush=True)
+""")
+    burn = f"python3 {script}"
+    sampling = {"sampling": {"interval": 0.5, "throughput_pattern": None,
+                             "dataset_mount": None}}
+    job = make_job([ps_node(burn), ps_node(until_file(go))], extra=[sampling, sampling])
+    job.start()
+
+    def samples(node: int) -> list[dict]:
+        return [s for s in read_samples(str(job.nodes[node].dir)) if s.get("dt")]
+
+    wait_for(lambda: len(samples(0)) >= 4 and len(samples(1)) >= 4, "4 samples each", 30)
+    busy, idle = samples(0)[1:], samples(1)[1:]  # (the first: the process starting)
+    go.touch()
+    job.wait_final()
+    assert min(s["job_cpu"] for s in busy) > 0.5, busy  # about one core
+    assert max(s["job_cpu"] for s in idle) < 0.2, idle
+    assert {s["samples_per_s"] for s in busy if s["samples_per_s"]} == {512.5}
+    assert all(s["samples_per_s"] is None for s in idle)
+    assert all("gpus" not in s and s["node"] in (0, 1) for s in busy + idle)
+    totals = [json.loads((n.dir / "summary.json").read_text()) for n in job.nodes]
+    assert totals[0]["cpu_core_seconds"] > 0.5 * totals[0]["cpu_seconds"] > 0
+    assert totals[0]["samples"] == pytest.approx(512.5 * sum(
+        s["dt"] for s in samples(0) if s["samples_per_s"]), rel=1e-6)
+    assert totals[1]["samples"] == 0 and totals[1]["gpus"] is None
+
+
+def test_a_hung_job_gets_the_checkpoint_signal_and_with_stop_on_stall_is_stopped(
+        make_job, tmp_path: Path) -> None:
+    """No progress line and next to no CPU for stall_after: each node's supervisor
+    gives its worker the checkpoint signal (MXNet's servers are spared), records the
+    stall, and with stop_on_stall the job fails after checkpoint_grace naming it."""
+    saved = tmp_path / "saved"
+    worker = f"trap 'touch {saved}-$CK_TEST_NODE' USR1; sleep 300 & wait; sleep 300 & wait"
+    extra = {"sampling": {"interval": 0.3, "stall_after": 1.5, "stop_on_stall": True},
+             "checkpoint_signal": "SIGUSR1", "checkpoint_grace": 1}
+    job = make_job([ps_node(worker), ps_node(worker)], extra=[extra, extra])
+    job.start()
+    states = job.wait_final(timeout=30)
+    assert [s["state"] for s in states] == ["failed", "failed"], states
+    assert "stalled on node" in states[0]["reason"], states[0]["reason"]
+    assert "train.stop_on_stall" in states[0]["reason"]
+    assert all(s["stalled"] and "train.stall_after" in s["stalled"]["reason"] for s in states)
+    assert (tmp_path / "saved-0").exists() and (tmp_path / "saved-1").exists()
+    assert job.leftovers() == []

@@ -42,7 +42,7 @@ COMMANDS: dict[str, Row] = {
     "status": Row(Arg.TARGET, required=False), "down": Row(Arg.TARGET, ("--yes",)),
     "exec": Row(Arg.TARGET, ("--", "true")), "ssh": Row(Arg.TARGET, ("--print",)),
     "pack": Row(Arg.OTHER), "snapshot-dataset": Row(Arg.OTHER), "deploy-dataset": Row(Arg.SPEC, SNAP), "train": Row(Arg.SPEC),
-    "logs": Row(Arg.TARGET), "stop": Row(Arg.TARGET), "autostop": Row(Arg.TARGET, ("30m",)),
+    "logs": Row(Arg.TARGET), "top": Row(Arg.TARGET), "job": Row(Arg.TARGET), "stop": Row(Arg.TARGET), "autostop": Row(Arg.TARGET, ("30m",)),
     "sandbox start": Row(Arg.NONE),
     "sandbox stop": Row(Arg.NONE), "sandbox status": Row(Arg.NONE),
     "sandbox interrupt": Row(Arg.OTHER), "sandbox partition": Row(Arg.OTHER),

@@ -17,7 +17,9 @@ PURE = ("spec", "plan", "catalog")
 # The pure halves of impure packages (DESIGN.md: facts -> steps -> run; topology and
 # diagnose beside the supervisor); checked from the moment each file exists.
 PURE_FILES = ("bootstrap/facts.py", "bootstrap/steps.py", "training/topology.py",
-              "training/diagnose.py", "training/jobstate.py", "autostop/policy.py")
+              "training/diagnose.py", "training/gpuhealth.py", "training/report.py",
+              "training/totals.py", "training/stall.py", "training/jobstate.py",
+              "autostop/policy.py")
 # top-level module -> the only sub-packages of clusterkit that may import it
 ONLY_IN = {
     "boto3": ("aws", "sandbox"),

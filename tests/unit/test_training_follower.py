@@ -183,3 +183,40 @@ def _read(proc: subprocess.Popen, deadline: float, lines: int | None = None) -> 
                 break
             out += chunk
     return out
+
+
+def test_following_tells_each_new_metric_sample_once_rotation_too(tmp_path: Path,
+                                                                  capsys) -> None:
+    """What was there when following began is `metrics`' to give (`top`); each sample
+    written afterwards is one M line, and after a rotation the new file is read from its
+    start."""
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"t": 1}\n')
+    tail = follower.MetricsTail(str(path))
+    tail.pump()
+    with path.open("a") as handle:
+        handle.write('{"t": 2}\n{"t": 3')
+    tail.pump()
+    with path.open("a") as handle:
+        handle.write('}\n')
+    tail.pump()
+    path.rename(tmp_path / "metrics.1.jsonl")
+    tail.pump()  # nothing there for a moment
+    path.write_text('{"t": 4}\n')
+    tail.pump()
+    assert capsys.readouterr().out.splitlines() == ['M{"t": 2}', 'M{"t": 3}', 'M{"t": 4}']
+
+
+def test_metrics_gives_the_samples_after_since_at_most_last(tmp_path: Path):
+    (tmp_path / "metrics.1.jsonl").write_text('{"t": 1}\n{"t": 2}\n')
+    (tmp_path / "metrics.jsonl").write_text('{"t": 3}\n{cut\n{"t": 4}\n')
+    out = _run("metrics", str(tmp_path), "--since", "1.5").stdout.decode().splitlines()
+    assert [json.loads(line)["t"] for line in out] == [2, 3, 4]
+    out = _run("metrics", str(tmp_path), "--last", "1").stdout.decode().splitlines()
+    assert out == ['{"t": 4}']
+
+
+def test_summary_gives_the_totals_and_the_kept_report(tmp_path: Path):
+    (tmp_path / "summary.json").write_text('{"samples": 5}')
+    out = json.loads(_run("summary", str(tmp_path)).stdout.decode())
+    assert out == {"totals": {"samples": 5}, "report": None}

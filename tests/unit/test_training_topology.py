@@ -143,7 +143,8 @@ def test_job_file_holds_one_nodes_processes_and_no_token():
         "coordinator": {"host": "10.0.1.5", "port": 9092}, "is_master": False,
         "num_nodes": 2, "grace_seconds": 10, "heartbeat_timeout": 15,
         "checkpoint_signal": "SIGUSR1", "checkpoint_grace": 90.0, "imds": "",
-        "recovery": {}, "processes": [p.plain() for p in procs if p.node_index == 1]}
+        "recovery": {}, "sampling": None,
+        "processes": [p.plain() for p in procs if p.node_index == 1]}
     assert [p["name"] for p in job["processes"]] == ["server-0", "worker-0"]
     master = topo.job_file(procs, nodes[0], cluster="demo", job_id=ARGS["job_id"],
                            num_nodes=2, coordinator_host="10.0.1.5", coordinator_port=9092)
@@ -189,3 +190,15 @@ def test_validate_warns_about_exactly_the_env_keys_clusterkit_drops_or_sets():
     for p in processes({"spec": {"train": {"env": env}}}):
         for key, value in env.items():
             assert (p.env.get(key) == value) == (key not in warned), (p.name, key)
+
+
+def test_the_samplers_settings_come_from_the_train_section_and_the_dataset():
+    from clusterkit.spec import loads
+
+    spec = loads("name: t\nregion: us-east-1\nnodes: {count: 2, instance_types: [c5.large]}\n"
+                 "storage: {dataset: {snapshot: snap-0123456789abcdef0, mount: /data}}\n"
+                 "train: {command: x, sample_interval: 5, throughput_pattern: 'ips=([0-9.]+)',"
+                 " stall_after: 120, stop_on_stall: true}\n")
+    assert topo.sampling_of(spec) == {"interval": 5, "throughput_pattern": "ips=([0-9.]+)",
+                                      "dataset_mount": "/data", "stall_after": 120,
+                                      "stop_on_stall": True}

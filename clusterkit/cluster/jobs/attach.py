@@ -56,7 +56,9 @@ def do_attach(spec_file: str, *, job_id: str | None = None,
         outcome = follow_job(jc, job_id, out, confirm_stop,
                              standbys.on_notice if standbys else None,
                              active=state is not None and state.state.active)
-        if outcome.ok or outcome.detached or outcome.state is JobStateName.STOPPED:
-            return outcome
-        return recovery.recover(rt, job, outcome, limit=limit, out=out,
-                                confirm_stop=confirm_stop, standbys=standbys)
+        if not (outcome.ok or outcome.detached or outcome.state is JobStateName.STOPPED):
+            outcome = recovery.recover(rt, job, outcome, limit=limit, out=out,
+                                       confirm_stop=confirm_stop, standbys=standbys)
+    from clusterkit.cluster.jobs import report
+
+    return report.with_report(rt, outcome, spec_file, region)

@@ -51,6 +51,7 @@ JOBS_DIR = follower.JOBS
 __all__ = ["JobOutcome", "StopResult", "JobSummary", "JobCluster", "do_stop", "do_logs",
            "job_summary", "open_job_cluster"]
 OnNotice = Callable[[str, dict[str, Any]], None]  # node's short name, the notice
+OnMetrics = Callable[[int, dict[str, Any]], None]  # node index, one metric sample
 TAIL_LINES = 20  # of the failed process's log shown with the failure
 DRAIN_S = 2.0  # the other nodes' streams get this long to finish after the master's ends
 # A kept node that does not answer this soon sends `train` to AWS (a reclaimed spot node).
@@ -257,8 +258,10 @@ class LogPrinter:
     lines of each process kept, each node's final state recorded."""
 
     def __init__(self, jc: JobCluster, out: TextIO | None, stop: threading.Event,
-                 on_notice: OnNotice | None = None) -> None:
+                 on_notice: OnNotice | None = None,
+                 on_metrics: OnMetrics | None = None) -> None:
         self.jc, self.out, self.stop, self.on_notice = jc, out, stop, on_notice
+        self.on_metrics = on_metrics
         self.lock = threading.Lock()
         self.tails: dict[tuple[str, str], deque[str]] = {}
         self.states: dict[str, JobState] = {}
@@ -270,6 +273,9 @@ class LogPrinter:
             return
         if line.startswith("N"):
             self._notice(node, line[1:])
+            return
+        if line.startswith("M"):
+            self._metrics(label, line[1:])
             return
         name, _, text = line[1:].partition("\t")
         with self.lock:
@@ -290,6 +296,19 @@ class LogPrinter:
         if self.on_notice is not None and isinstance(notice, dict):
             self.on_notice(node, notice)
 
+    def _metrics(self, label: str, text: str) -> None:
+        """A node's metric sample, handed on (with the node's index)."""
+        if self.on_metrics is None:
+            return
+        try:
+            sample = json.loads(text)
+        except ValueError:
+            return
+        index = next(t.node.index or 0 for t in self.jc.targets if t.hop.label == label)
+        if isinstance(sample, dict) and "t" in sample:
+            with self.lock:
+                self.on_metrics(index, sample)
+
     def _ended(self, label: str, node: str, text: str) -> None:
         try:
             self.states[node] = parse_state(text)
@@ -304,17 +323,19 @@ class LogPrinter:
 def follow_logs(jc: JobCluster, job_id: str, *, keep_following: bool,
                 chosen: Sequence[Target] | None = None, names: Sequence[str] = (),
                 roles: Sequence[str] = (), out: TextIO | None = None,
-                on_notice: OnNotice | None = None) -> LogPrinter:
+                on_notice: OnNotice | None = None,
+                on_metrics: OnMetrics | None = None) -> LogPrinter:
     """Stream the job's logs from ``chosen`` nodes (all by default) until the job has
     ended (``keep_following``) or what is there now has been printed; ``on_notice``
-    gets each spot notice a node's supervisor records (its short name, the notice)."""
+    gets each spot notice a node's supervisor records (its short name, the notice),
+    ``on_metrics`` each metric sample its sampler writes meanwhile."""
     args = ["follow", job_dir(job_id), *(["--follow"] if keep_following else [])]
     for name in names:
         args += ["--name", name]
     for role in roles:
         args += ["--role", role]
     stop = threading.Event()
-    printer = LogPrinter(jc, out, stop, on_notice)
+    printer = LogPrinter(jc, out, stop, on_notice, on_metrics)
     chosen = list(chosen if chosen is not None else jc.targets)
     jc.run(chosen, {t.hop.label: follower_call(*args) for t in chosen},
               sink=printer, stop=stop, warn=True)

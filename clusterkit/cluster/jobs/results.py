@@ -15,6 +15,7 @@ from clusterkit.plan.recovery import Recovery
 from clusterkit.remote.results import GroupResult
 from clusterkit.training.jobfiles import JobState
 from clusterkit.training.jobstate import Failure, JobStateName
+from clusterkit.training.report import JobReport
 
 NodeName = Callable[[int], str]  # a node index -> master / worker-N
 
@@ -79,6 +80,9 @@ class JobOutcome:
     detached: bool = False
     recoveries: tuple[Recovery, ...] = ()  # lost nodes replaced and the job restarted
     final: JobState | None = field(default=None, compare=False, repr=False)  # the master's
+    report: JobReport | None = field(default=None, compare=False, repr=False)  # once ended
+    # what `train`'s diagnosis said while it followed the job (each kind once)
+    findings: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -89,7 +93,8 @@ class JobOutcome:
                 "reason": self.reason, "ok": self.ok, "detached": self.detached,
                 "failed": self.failed.to_json() if self.failed else None,
                 "others": [f.to_json() for f in self.others],
-                "recoveries": [recovery_json(r) for r in self.recoveries]}
+                "recoveries": [recovery_json(r) for r in self.recoveries],
+                "report": self.report.to_json() if self.report else None}
 
 
 def recovery_json(recovery: Recovery) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from typing import Any, TextIO
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.catalog.instances import lookup as instance_type
 from clusterkit.cluster.jobs import control as jobs
-from clusterkit.cluster.jobs import workdir
+from clusterkit.cluster.jobs import observe, workdir
 from clusterkit.cluster.jobs.control import JobCluster, JobOutcome, job_dir, node_python
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, RemoteError, UsageError
@@ -256,7 +256,8 @@ def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
                                 checkpoint_grace=train.checkpoint_grace,
                                 heartbeat_timeout=train.node_timeout,
                                 recovery=restart.record if restart else
-                                job_record(job_id, [], command))
+                                job_record(job_id, [], command),
+                                sampling=topology.sampling_of(spec))
         job["coordinator"]["token"] = token
         calls[target.hop.label] = Call(
             start_command(job_id, sync.remote if sync else None),
@@ -298,11 +299,13 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
             controller.start(rt, jobs.open_job_cluster(rt, spec_file, region), spec_file,
                              outcome.job_id, limit, jc.nodes[0].region,
                              job.workdir.remote if job.workdir else None)
-        if detach or outcome.ok or outcome.detached or \
-                outcome.state is JobStateName.STOPPED:
-            return outcome
-        return recovery.recover(rt, job, outcome, limit=limit, out=out,
-                                confirm_stop=confirm_stop, standbys=standbys)
+        if not (detach or outcome.ok or outcome.detached or
+                outcome.state is JobStateName.STOPPED):
+            outcome = recovery.recover(rt, job, outcome, limit=limit, out=out,
+                                       confirm_stop=confirm_stop, standbys=standbys)
+    from clusterkit.cluster.jobs import report
+
+    return report.with_report(rt, outcome, spec_file, region)
 
 
 @dataclass(frozen=True)
@@ -365,9 +368,12 @@ def follow_job(jc: JobCluster, job_id: str, out: TextIO | None,
                active: bool = True) -> JobOutcome:
     """The job's logs until it ends (``active``; else those it has, then its state);
     Ctrl-C asks ``confirm_stop`` whether to stop it."""
+    teller = observe.FindingsTeller(jc, lambda line: out.write(line + "\n")) \
+        if active and out is not None else None
     try:
         printer = jobs.follow_logs(jc, job_id, keep_following=active, out=out,
-                                   on_notice=on_notice)
+                                   on_notice=on_notice,
+                                   on_metrics=teller.add if teller else None)
     except KeyboardInterrupt:
         if not confirm_stop(job_id):
             return JobOutcome(jc.name, job_id, JobStateName.RUNNING, "left running (Ctrl-C)",
@@ -379,4 +385,5 @@ def follow_job(jc: JobCluster, job_id: str, out: TextIO | None,
         final = jobs.job_on(jobs.node_jobs(jc).get(jc.master.hop.label, []), job_id)
         if final is not None:
             printer.states["master"] = final
-    return jobs.outcome(jc, job_id, printer)
+    found = tuple(f.to_json() for f in teller.told.values()) if teller else ()
+    return dataclasses.replace(jobs.outcome(jc, job_id, printer), findings=found)

@@ -1,0 +1,181 @@
+"""`clusterkit top`: option wiring and rendering only (cluster/jobs/observe.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import click
+
+from clusterkit.cli.context import check_target_argument, get_ctx, json_option
+from clusterkit.cluster.runtime import Runtime
+
+if TYPE_CHECKING:  # the job layer imports paramiko: loaded by the command that uses it
+    from rich.table import Table
+
+    from clusterkit.cluster.jobs.observe import NodeRow, TopFrame
+
+
+def _rate(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:,.1f}{unit}"
+
+
+def _bytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, size in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value:.0f} B/s"
+
+
+def _gpu_cells(row: NodeRow) -> list[str]:
+    if not row.gpus:
+        return ["-", "-"]
+    used = sum(g.mem_used or 0 for g in row.gpus)
+    total = sum(g.mem_total or 0 for g in row.gpus)
+    memory = f"{used / 1024:.1f}/{total / 1024:.0f} GiB" if total else "-"
+    return [f"{row.gpu_util:.0f}% x{len(row.gpus)}" if row.gpu_util is not None else "-",
+            memory]
+
+
+def table(frame: TopFrame, gpus: bool = False) -> Table:
+    """One frame: a row per node (and per GPU with ``gpus``), then the cluster's total."""
+    from rich.table import Table
+
+    out = Table(title=f"{frame.cluster}  job {frame.job_id}  "
+                      f"{time.strftime('%H:%M:%S', time.localtime(frame.at))}",
+                title_justify="left")
+    for column in ("node", "GPU util", "GPU mem", "job CPU", "iowait", "net in",
+                   "net out", "disk read", "samples/s"):
+        out.add_column(column, justify="left" if column == "node" else "right")
+    for row in frame.rows:
+        if row.error:
+            out.add_row(row.node, f"[red]{row.error}[/red]", *[""] * 7)
+            continue
+        out.add_row(row.node, *_gpu_cells(row), _rate(row.job_cpu, " cores"),
+                    _rate(row.iowait, "%"), _bytes(row.net_rx), _bytes(row.net_tx),
+                    "-" if row.disk_read is None else f"{row.disk_read:.1f} MB/s",
+                    _rate(row.samples_per_s))
+        for gpu in row.gpus if gpus else ():
+            out.add_row(f"  gpu {gpu.index}", _rate(gpu.util, "%"),
+                        f"{(gpu.mem_used or 0) / 1024:.1f}/{(gpu.mem_total or 0) / 1024:.0f}"
+                        " GiB", *[""] * 6)
+    out.add_row("[bold]cluster[/bold]", *[""] * 7,
+                f"[bold]{_rate(frame.samples_per_s)}[/bold]")
+    return out
+
+
+def findings_text(frame: TopFrame) -> list[str]:
+    lines = [f"{f.severity.value}: {f.kind.value}: {f.evidence}; fix: {f.fix}"
+             for f in frame.findings]
+    return lines + ([f"note: {frame.gpu_note}"] if frame.gpu_note else [])
+
+
+@click.command()
+@click.argument("name", callback=check_target_argument)
+@click.option("--gpus", is_flag=True, help="One row per GPU under each node.")
+@click.option("--once", is_flag=True, help="Print one frame and exit.")
+@click.option("--interval", type=click.FloatRange(0.5, 3600), default=2.0,
+              show_default=True, help="Seconds between frames.")
+@click.option("--job", "job_id", metavar="JOB",
+              help="The job id (default: the cluster's newest job).")
+@json_option
+def top(name: str, gpus: bool, once: bool, interval: float, job_id: str | None) -> None:
+    """Every node of the running job: GPUs, the job's CPU, iowait, network, disk,
+    samples/s, the cluster's throughput and what limits it.
+
+    Works from any terminal (a `--detach` job too). Refreshes in place until Ctrl-C;
+    --once prints one frame; --json prints one JSON object per frame (one line each).
+
+    \b
+    Example:
+      clusterkit top sandbox --once
+    """
+    from clusterkit.cluster.jobs.observe import open_top
+
+    ctx = get_ctx()
+    rt = Runtime.make(region=ctx.region, profile=ctx.profile,
+                      report=ctx.reporter(ctx.err_console))
+    with open_top(name, job_id=job_id, region=ctx.region, profile=ctx.profile,
+                  rt=rt) as session:
+        try:
+            _frames(session, gpus=gpus, once=once, interval=interval, as_json=ctx.json)
+        except KeyboardInterrupt:
+            return
+
+
+def _frames(session, *, gpus: bool, once: bool, interval: float, as_json: bool) -> None:
+    from rich.console import Group
+    from rich.live import Live
+    from rich.text import Text
+
+    ctx = get_ctx()
+
+    def view(frame: TopFrame) -> Group:
+        return Group(table(frame, gpus), *[Text(line) for line in findings_text(frame)])
+
+    if as_json:
+        while True:
+            print(json.dumps(session.frame().to_json()), flush=True)
+            if once:
+                return
+            time.sleep(interval)
+    if once or not sys.stdout.isatty():  # a pipe gets frame after frame, as `top -b`
+        while True:
+            ctx.console.print(view(session.frame()))
+            if once:
+                return
+            time.sleep(interval)
+    with Live(view(session.frame()), console=ctx.console, auto_refresh=False) as live:
+        while True:
+            time.sleep(interval)
+            live.update(view(session.frame()), refresh=True)
+
+
+
+
+
+@click.command()
+@click.argument("name", callback=check_target_argument)
+@click.argument("job_id", required=False, metavar="[JOB_ID]")
+@json_option
+def job(name: str, job_id: str | None) -> None:
+    """The cluster's jobs, and a job's report (default: the newest job's).
+
+    Per node and in total: wall time, GPU utilization (mean, p5, p95), the job's mean
+    CPU, steady-state samples/s, samples in all, the job's cost at its nodes' launch
+    prices beside on-demand, and what each recovery lost. The report is made when the
+    job ends and kept on the master.
+
+    \b
+    Example:
+      clusterkit job sandbox
+    """
+    from clusterkit.cluster.jobs.report import do_job
+    from clusterkit.training.report import lines
+
+    ctx = get_ctx()
+    rt = Runtime.make(region=ctx.region, profile=ctx.profile,
+                      report=ctx.reporter(ctx.err_console))
+    listing = do_job(name, job_id, region=ctx.region, profile=ctx.profile, rt=rt)
+    if ctx.json:
+        print(json.dumps(listing.to_json()), flush=True)
+        return
+    for kept in listing.jobs:
+        started = "-" if kept.started is None else time.strftime(
+            "%Y-%m-%d %H:%M", time.localtime(kept.started))
+        mark = "*" if kept.job_id == listing.job_id else " "
+        ctx.console.print(f"{mark} {kept.job_id}  {kept.state.value:<12} {started}",
+                          markup=False, highlight=False)
+    if listing.report is None:
+        ctx.console.print(f"job {listing.job_id} has no report yet (it runs: `clusterkit "
+                          f"top {name}` shows it now)", markup=False, highlight=False)
+        return
+    for line in lines(listing.report):
+        ctx.console.print(line, markup=False, highlight=False)
+
+
+COMMANDS = [top, job]

@@ -1,0 +1,229 @@
+"""`clusterkit top`: what every node of a job is doing, read from each node's sampler
+(``training/sampler.py``: ``metrics.jsonl`` in the job's directory) through the
+follower's ``metrics`` verb, one call per node on connections kept open between frames,
+and what ``training/diagnose.py`` finds in the window read so far."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import statistics
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusterkit.catalog.instances import lookup as instance_type
+from clusterkit.cluster.jobs import control as jobs
+from clusterkit.cluster.jobs.control import JobCluster, job_dir
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.errors import GroupError
+from clusterkit.remote.fanout import Connections
+from clusterkit.training import diagnose
+
+WINDOW = 300.0  # seconds of samples kept per node for the diagnosis
+RATE_SAMPLES = 5  # samples/s: the mean of a node's newest this many (a smoother figure)
+FIRST_READ = 120  # samples asked of each node on the first frame
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    index: int
+    name: str
+    util: float | None
+    mem_used: float | None  # MiB
+    mem_total: float | None
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """One node in a frame: its newest sample (GPUs averaged), or why there is none."""
+
+    node: str  # master / worker-2
+    index: int
+    at: float | None = None  # the newest sample's time
+    gpus: tuple[GpuRow, ...] = ()  # none: no GPU here, or no nvidia-smi
+    job_cpu: float | None = None  # cores (CPU-seconds per second of the job)
+    iowait: float | None = None  # % of the node's CPU time
+    net_rx: float | None = None  # bytes/s
+    net_tx: float | None = None
+    disk_read: float | None = None  # MB/s of the dataset volume
+    disk_ms: float | None = None  # ms per read there
+    samples_per_s: float | None = None
+    error: str | None = None  # the node did not answer
+
+    @property
+    def gpu_util(self) -> float | None:
+        values = [g.util for g in self.gpus if g.util is not None]
+        return sum(values) / len(values) if values else None
+
+    def to_json(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if k != "gpus"}
+        data["gpus"] = [g.__dict__ for g in self.gpus]
+        data["gpu_util"] = self.gpu_util
+        return data
+
+
+@dataclass(frozen=True)
+class TopFrame:
+    """Every node's row, the cluster's throughput and the findings, at ``at``."""
+
+    cluster: str
+    job_id: str
+    at: float
+    rows: tuple[NodeRow, ...]
+    findings: tuple[diagnose.Finding, ...] = ()
+    gpu_note: str = ""  # said when no node reports a GPU (the sandbox has none)
+
+    @property
+    def samples_per_s(self) -> float | None:
+        rates = [r.samples_per_s for r in self.rows if r.samples_per_s is not None]
+        return sum(rates) if rates else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "job_id": self.job_id, "at": self.at,
+                "samples_per_s": self.samples_per_s,
+                "nodes": [r.to_json() for r in self.rows],
+                "findings": [f.to_json() for f in self.findings],
+                "note": self.gpu_note or None}
+
+
+def row_of(name: str, index: int, samples: Sequence[Mapping[str, Any]]) -> NodeRow:
+    """A node's row from its samples (oldest first)."""
+    if not samples:
+        return NodeRow(name, index, error="no sample yet (the job's sampler writes one "
+                                         "every train.sample_interval)")
+    last = samples[-1]
+    rates = [s["samples_per_s"] for s in samples[-RATE_SAMPLES:]
+             if s.get("samples_per_s") is not None]
+    net, disk = last.get("net") or {}, last.get("disk") or {}
+    gpus = tuple(GpuRow(int(g.get("index", i)), str(g.get("name", "")), g.get("util"),
+                        g.get("mem_used"), g.get("mem_total"))
+                 for i, g in enumerate(last.get("gpus") or ()))
+    return NodeRow(name, index, at=last.get("t"), gpus=gpus, job_cpu=last.get("job_cpu"),
+                   iowait=(last.get("cpu") or {}).get("iowait"), net_rx=net.get("rx_Bps"),
+                   net_tx=net.get("tx_Bps"), disk_read=disk.get("read_MBps"),
+                   disk_ms=disk.get("read_ms_per_op"),
+                   samples_per_s=statistics.fmean(rates) if rates else None)
+
+
+def parse_samples(stdout: str) -> list[dict[str, Any]]:
+    """The follower's ``metrics`` lines (a bad one skipped)."""
+    found = []
+    for line in stdout.splitlines():
+        try:
+            sample = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(sample, dict) and "t" in sample:
+            found.append(sample)
+    return found
+
+
+@dataclass
+class Top:
+    """A job's frames: each ``frame()`` asks every node for the samples taken since its
+    last answer and keeps a ``WINDOW`` of them per node."""
+
+    jc: JobCluster
+    job_id: str
+    clock: Callable[[], float] = time.time
+    windows: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)
+
+    def read(self) -> None:
+        calls = {}
+        for target in self.jc.targets:
+            index = target.node.index or 0
+            seen = self.windows.get(index)
+            since = seen[-1]["t"] if seen else 0.0
+            calls[target.hop.label] = jobs.follower_call(
+                "metrics", job_dir(self.job_id), "--since", repr(since),
+                "--last", str(FIRST_READ if not seen else 10_000))
+        try:
+            group = self.jc.run(self.jc.targets, calls, timeout=30, warn=True)
+        except GroupError as exc:  # warn: each node's failure stays in its result
+            group = exc.group
+        for target in self.jc.targets:
+            index, result = target.node.index or 0, group[target.hop.label]
+            if not result.ok:
+                self.errors[index] = (result.error or "no answer").splitlines()[0]
+                continue
+            self.errors.pop(index, None)
+            kept = self.windows.setdefault(index, []) + parse_samples(result.stdout)
+            start = kept[-1]["t"] - WINDOW if kept else 0.0
+            self.windows[index] = [s for s in kept if s["t"] >= start]
+
+    def frame(self) -> TopFrame:
+        self.read()
+        rows = []
+        for target in self.jc.targets:
+            index = target.node.index or 0
+            row = row_of(self.jc.node_name(index), index, self.windows.get(index, []))
+            if index in self.errors:
+                row = NodeRow(row.node, index, error=self.errors[index])
+            rows.append(row)
+        findings = diagnose.diagnose(self.windows, context_of(self.jc, self.clock()))
+        note = "" if any(r.gpus for r in rows) else (
+            "no GPU reported (no nvidia-smi on the nodes: the sandbox has no GPU)")
+        return TopFrame(self.jc.name, self.job_id, self.clock(), tuple(rows),
+                        tuple(findings), note)
+
+@contextlib.contextmanager
+def open_top(target: str, *, job_id: str | None = None, region: str | None = None,
+             profile: str | None = None, rt: Runtime | None = None) -> Iterator[Top]:
+    """The cluster's newest job (or ``job_id``) ready for frames, its connections open
+    until the block ends (one SSH handshake per node for every frame)."""
+    rt = rt or Runtime.make(region=region, profile=profile)
+    jc = jobs.open_job_cluster(rt, target, region)
+    with Connections(jc.login, jc.targets) as pool:
+        jc = dataclasses.replace(jc, pool=pool)
+        job_id, _ = jobs.choose_job(jc, job_id)
+        yield Top(jc, job_id)
+
+
+def context_of(jc: JobCluster, now: float | None = None) -> diagnose.Context:
+    """What the diagnosis knows of the cluster: its type's vCPUs, GPUs and bandwidth
+    (catalog), the framework and train.stall_after."""
+    node = jc.nodes[0]
+    itype = instance_type(node.instance_type)
+    train = jc.spec.train if jc.spec is not None else None
+    return diagnose.Context(
+        instance_type=node.instance_type, vcpus=itype.vcpus if itype else 0,
+        gpus=itype.gpu_count if itype else 0,
+        network_gbps=(itype.network_gbps if itype else None) or 0.0,
+        framework=train.framework if train else "mxnet",
+        stall_after=train.stall_after if train else 600.0, now=now)
+
+
+@dataclass
+class FindingsTeller:
+    """`train`'s diagnosis while it follows a job: each node's samples (the follower's
+    ``M`` lines) kept for ``WINDOW`` s, diagnosed at most every ``EVERY`` s, and each
+    kind of finding said once, when it first appears (healthy is not said)."""
+
+    jc: JobCluster
+    say: Callable[[str], None]
+    clock: Callable[[], float] = time.monotonic
+    windows: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    told: dict[str, diagnose.Finding] = field(default_factory=dict)
+    last: float = float("-inf")
+
+    EVERY = 10.0
+
+    def add(self, index: int, sample: dict[str, Any]) -> None:
+        kept = self.windows.setdefault(index, [])
+        kept.append(sample)
+        while kept and kept[0]["t"] < sample["t"] - WINDOW:
+            kept.pop(0)
+        if self.clock() - self.last < self.EVERY:
+            return
+        self.last = self.clock()
+        for finding in diagnose.diagnose(self.windows, context_of(self.jc)):
+            if finding.kind is diagnose.Kind.HEALTHY or finding.kind.value in self.told:
+                continue
+            self.told[finding.kind.value] = finding
+            nodes = ", ".join(self.jc.node_name(i) for i in finding.nodes)
+            self.say(f"[diagnosis] {finding.severity.value}: {finding.kind.value} on "
+                     f"{nodes}: {finding.evidence}; fix: {finding.fix}")

@@ -1,0 +1,129 @@
+"""A job's report (``training/report.py``), made once it ended: every node's running
+totals (its supervisor's summary.json) read in one call per node, priced with what the
+nodes were launched at, and kept on the master as report.json in the job's directory,
+where `clusterkit job NAME` reads it again."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+from clusterkit.catalog.prices import on_demand_price
+from clusterkit.cluster.jobs import control as jobs
+from clusterkit.cluster.jobs.control import JobCluster, job_dir
+from clusterkit.cluster.jobs.results import JobOutcome, recovery_json
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.errors import ClusterkitError, GroupError
+from clusterkit.events import Stage
+from clusterkit.plan.recovery import Recovery, recoveries_of
+from clusterkit.remote.channels import Call
+from clusterkit.training import report
+from clusterkit.training.jobfiles import JobState
+
+
+def summaries(jc: JobCluster, job_id: str) -> dict[int, dict[str, Any]]:
+    """Node index -> the follower's ``summary`` answer (totals, and on the master the
+    report kept); a node that does not answer is left out."""
+    calls = {t.hop.label: jobs.follower_call("summary", job_dir(job_id)) for t in jc.targets}
+    try:
+        group = jc.run(jc.targets, calls, timeout=30, warn=True)
+    except GroupError as exc:
+        group = exc.group
+    found = {}
+    for target in jc.targets:
+        result = group[target.hop.label]
+        if result.ok and result.stdout.strip():
+            found[target.node.index or 0] = json.loads(result.stdout.strip().splitlines()[-1])
+    return found
+
+
+def facts(jc: JobCluster) -> list[report.NodeFacts]:
+    return [report.NodeFacts(n.index or 0, jc.node_name(n.index or 0), n.instance_type,
+                             n.price, on_demand_price(n.instance_type, n.region))
+            for n in jc.nodes]
+
+
+def make(jc: JobCluster, job_id: str, state: JobState,
+         answers: dict[int, dict[str, Any]], recoveries: list[dict[str, Any]],
+         findings: Sequence[dict[str, Any]] = ()) -> report.JobReport:
+    return report.build(jc.name, job_id, state.state.value, state.started,
+                        state.updated if not state.state.active else None, facts(jc),
+                        {i: a.get("totals") or {} for i, a in answers.items()},
+                        findings=findings, recoveries=recoveries)
+
+
+def recoveries_json(recoveries: Sequence[Recovery]) -> list[dict[str, Any]]:
+    """Each recovery as the report keeps it: its JSON and its line."""
+    return [{**recovery_json(r), "describe": r.describe()} for r in recoveries]
+
+
+def keep(jc: JobCluster, job_id: str, made: report.JobReport) -> None:
+    """report.json (0600) in the job's directory on the master."""
+    path = shlex.quote(f"{job_dir(job_id)}/report.json")
+    command = f"umask 077; cat > {path}.tmp && mv {path}.tmp {path}"
+    jc.run([jc.master], {jc.master.hop.label: Call(
+        command, json.dumps(made.to_json()).encode())}, timeout=30)
+
+
+def with_report(rt: Runtime, outcome: JobOutcome, spec_file: str,
+                region: str | None) -> JobOutcome:
+    """``outcome`` with its job's report made, kept on the master and told; a report
+    that cannot be made is warned about, never a failure of the job's command."""
+    if outcome.detached or outcome.final is None or outcome.final.state.active:
+        return outcome
+    try:
+        jc = jobs.open_job_cluster(rt, spec_file, region, cached=True)  # `up`'s, if kept
+        answers = summaries(jc, outcome.job_id)
+        if jc.cached and 0 not in answers:  # the kept nodes do not hold: ask AWS
+            jc = jobs.open_job_cluster(rt, spec_file, region)
+            answers = summaries(jc, outcome.job_id)
+        made = make(jc, outcome.job_id, outcome.final, answers,
+                    recoveries_json(outcome.recoveries), outcome.findings)
+        keep(jc, outcome.job_id, made)
+    except (ClusterkitError, GroupError, ValueError, OSError) as exc:
+        rt.warn(f"no report for job {outcome.job_id}: {str(exc).splitlines()[0]}",
+                stage=Stage.TRAIN)
+        return outcome
+    return dataclasses.replace(outcome, report=made)
+
+
+@dataclasses.dataclass(frozen=True)
+class JobListing:
+    """`clusterkit job`: the cluster's jobs (newest first) and one job's report (None:
+    it still runs, or its nodes kept nothing to report)."""
+
+    cluster: str
+    jobs: tuple[JobState, ...]
+    job_id: str
+    report: report.JobReport | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "job_id": self.job_id,
+                "jobs": [{"job_id": j.job_id, "state": j.state.value, "started": j.started}
+                         for j in self.jobs],
+                "report": self.report.to_json() if self.report else None}
+
+
+def do_job(target: str, job_id: str | None = None, *, region: str | None = None,
+           profile: str | None = None, rt: Runtime | None = None) -> JobListing:
+    """The cluster's jobs and the report of ``job_id`` (default the newest): the one
+    kept on the master, else made now (and kept) when the job has ended."""
+    rt = rt or Runtime.make(region=region, profile=profile)
+    jc = jobs.open_job_cluster(rt, target, region)
+    job_id, by_node = jobs.choose_job(jc, job_id)
+    listed = sorted(by_node.get(jc.master.hop.label, []), key=lambda j: j.job_id,
+                    reverse=True)
+    state = jobs.job_on(listed, job_id)
+    answers = summaries(jc, job_id)
+    kept = (answers.get(0) or {}).get("report")
+    if kept:
+        return JobListing(jc.name, tuple(listed), job_id, report.from_json(kept))
+    if state is None or state.state.active:
+        return JobListing(jc.name, tuple(listed), job_id, None)
+    made = make(jc, job_id, state, answers,
+                recoveries_json(recoveries_of(state.recovery, state.started)))
+    keep(jc, job_id, made)
+    return JobListing(jc.name, tuple(listed), job_id, made)

@@ -1,0 +1,150 @@
+"""A job's report, like `jobstats` on an HPC cluster: per node and in total, wall time,
+GPU utilization (mean, p5, p95), the job's mean CPU, steady-state samples/s, samples in
+all, what the job cost at the prices its nodes were launched at beside on-demand, and
+the node-hours and dollars each recovery lost. PURE: from each node's running totals
+(``training/totals.py``: summary.json) and what the client knows of the nodes."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from clusterkit.training.totals import Totals, percentile
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the client knows of a node: its name, type, launch price, on-demand price."""
+
+    index: int
+    name: str
+    instance_type: str
+    price: float | None  # USD/h it was launched at (spot or on-demand)
+    on_demand: float | None  # USD/h on-demand for its type and region
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    index: int
+    name: str
+    wall_s: float
+    gpus: int | None
+    gpu_mean: float | None
+    gpu_p5: float | None
+    gpu_p95: float | None
+    cpu_mean: float | None  # cores
+    samples_per_s: float | None  # steady state
+    samples: float
+    cost: float | None
+    on_demand_cost: float | None
+
+
+@dataclass(frozen=True)
+class JobReport:
+    cluster: str
+    job_id: str
+    state: str
+    started: float | None
+    ended: float | None
+    nodes: tuple[NodeReport, ...]
+    findings: tuple[Mapping[str, Any], ...] = ()
+    recoveries: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+
+    @property
+    def wall_s(self) -> float:
+        return max((n.wall_s for n in self.nodes), default=0.0)
+
+    @property
+    def samples_per_s(self) -> float | None:
+        rates = [n.samples_per_s for n in self.nodes if n.samples_per_s is not None]
+        return sum(rates) if rates else None
+
+    @property
+    def samples(self) -> float:
+        return sum(n.samples for n in self.nodes)
+
+    def total(self, what: str) -> float | None:
+        values = [getattr(n, what) for n in self.nodes]
+        return None if any(v is None for v in values) else sum(values)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(wall_s=self.wall_s, samples_per_s=self.samples_per_s,
+                    samples=self.samples, cost=self.total("cost"),
+                    on_demand_cost=self.total("on_demand_cost"))
+        return data
+
+
+def node_report(facts: NodeFacts, kept: Mapping[str, Any] | None,
+                started: float | None, ended: float | None) -> NodeReport:
+    """One node's line: its totals over the job's run (``started``..``ended``, else the
+    samples' own first and last time)."""
+    totals = Totals(dict(kept or {}))
+    begin = started if started is not None else totals.first_t
+    end = ended if ended is not None else totals.last_t
+    wall = max(0.0, (end or 0.0) - (begin or 0.0)) if begin is not None else 0.0
+    hours = wall / 3600
+    gpu = totals.gpu_seconds > 0
+    mean = (sum(v * s for v, s in enumerate(totals.util_hist)) / totals.gpu_seconds
+            if gpu else None)
+    return NodeReport(
+        facts.index, facts.name, wall, totals.gpus, mean,
+        percentile(totals.util_hist, 0.05) if gpu else None,
+        percentile(totals.util_hist, 0.95) if gpu else None,
+        totals.cpu_core_seconds / totals.cpu_seconds if totals.cpu_seconds else None,
+        totals.steady_samples / totals.steady_seconds if totals.steady_seconds else None,
+        totals.samples,
+        facts.price * hours if facts.price is not None else None,
+        facts.on_demand * hours if facts.on_demand is not None else None)
+
+
+def build(cluster: str, job_id: str, state: str, started: float | None,
+          ended: float | None, facts: Sequence[NodeFacts],
+          totals: Mapping[int, Mapping[str, Any]],
+          findings: Sequence[Mapping[str, Any]] = (),
+          recoveries: Sequence[Mapping[str, Any]] = ()) -> JobReport:
+    return JobReport(cluster, job_id, state, started, ended,
+                     tuple(node_report(f, totals.get(f.index), started, ended)
+                           for f in sorted(facts, key=lambda f: f.index)),
+                     tuple(findings), tuple(recoveries))
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}%"
+
+
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.2f}"
+
+
+def lines(report: JobReport) -> list[str]:
+    """The report as text: a header, a line per node, the total, findings, recoveries."""
+    out = [f"job {report.job_id} on cluster {report.cluster}: {report.state}, "
+           f"{report.wall_s / 60:.1f} min"]
+    for n in report.nodes:
+        gpu = (f"GPU {_pct(n.gpu_mean)} (p5 {_pct(n.gpu_p5)}, p95 {_pct(n.gpu_p95)})"
+               if n.gpus else "no GPU")
+        cpu = "-" if n.cpu_mean is None else f"{n.cpu_mean:.2f} cores"
+        rate = "-" if n.samples_per_s is None else f"{n.samples_per_s:,.1f} samples/s"
+        out.append(f"  {n.name}: {gpu}, job CPU {cpu}, {rate}, {n.samples:,.0f} samples, "
+                   f"{_usd(n.cost)} (on-demand {_usd(n.on_demand_cost)})")
+    rate = report.samples_per_s
+    out.append(f"  total: {'-' if rate is None else f'{rate:,.1f}'} samples/s steady, "
+               f"{report.samples:,.0f} samples, cost {_usd(report.total('cost'))} "
+               f"(on-demand would have cost {_usd(report.total('on_demand_cost'))})")
+    out += [f"  finding: {f.get('kind')}: {f.get('evidence')}" for f in report.findings]
+    out += [f"  recovery: {r.get('describe') or r}" for r in report.recoveries]
+    return out
+
+
+def from_json(data: Mapping[str, Any]) -> JobReport:
+    """A report as ``to_json`` wrote it (report.json on the master)."""
+    fields = {f.name for f in dataclasses.fields(NodeReport)}
+    nodes = tuple(NodeReport(**{k: v for k, v in n.items() if k in fields})
+                  for n in data.get("nodes", ()))
+    return JobReport(str(data.get("cluster", "")), str(data.get("job_id", "")),
+                     str(data.get("state", "")), data.get("started"), data.get("ended"),
+                     nodes, tuple(data.get("findings") or ()),
+                     tuple(data.get("recoveries") or ()))

@@ -1,0 +1,144 @@
+"""`clusterkit top` in the sandbox, for real: a 3-node MXNet job (real ps-lite scheduler,
+servers and dist_async workers printing MXNet's Speedometer lines) sampled by each node's
+supervisor; `top --once --json` (the CLI, as a user runs it) read while it runs.
+
+What cannot run here: a GPU (the sandbox has none: no `gpus` field, a note saying so; the
+GPU side is tested as data in tests/unit/test_training_sampler.py and
+test_training_diagnose.py)."""
+
+from __future__ import annotations
+
+import json
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusterkit.cluster.jobs.train import do_train
+from tests import support
+from tests.e2e.clusters import running, sandbox_spec, user_session
+from tests.e2e.test_train import Cluster
+from tests.integration.conftest import runtime
+
+SECTIONS = """\
+train:
+  framework: mxnet
+  python: /usr/bin/python3
+  command: python3 observe_job.py burn 30
+  servers_per_node: 1
+  workers_per_node: 1
+  env: {{OMP_NUM_THREADS: 1, PYTHONPATH: {site}}}
+  packages: []
+  sample_interval: 1
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    support.require_root("the sandbox's SSH nodes")
+    where = tmp_path_factory.mktemp("observe")
+    name = support.unique_name("ob")
+    spec = where / f"{name}.yaml"
+    spec.write_text(sandbox_spec(name, count=3, instance_type="c5.large",
+                                 extra=SECTIONS.format(site=sysconfig.get_paths()["purelib"])))
+    work = where / "work"
+    work.mkdir()
+    script = Path(__file__).with_name("observe_job.py")
+    (work / "observe_job.py").write_text(script.read_text())
+    cl = Cluster(name, spec, work)
+    with user_session(sandbox, where), running(cl.spec, cl.name):
+        yield cl
+
+
+def top_once(cluster: Cluster) -> dict:
+    run = cluster.cli("top", cluster.name, "--once", "--json")
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def frame_with_rates(cluster: Cluster, job_id: str) -> dict:
+    """The first frame in which every node has a job CPU figure and samples/s."""
+    def ready() -> dict | None:
+        frame = top_once(cluster)
+        nodes = frame["nodes"]
+        complete = len(nodes) == 3 and all(
+            n["job_cpu"] is not None and n["samples_per_s"] for n in nodes)
+        return frame if complete and frame["job_id"] == job_id else None
+
+    return support.wait_for(ready, "every node sampled with samples/s", 90, interval=1)
+
+
+def stop(cluster: Cluster, job_id: str) -> None:
+    run = cluster.cli("stop", cluster.name, "--job", job_id)
+    assert run.returncode == 0, run.stderr
+
+
+def test_top_shows_every_node_the_job_cpu_of_the_busy_one_and_the_throughput(
+        cluster: Cluster):
+    """Node 1's worker spins between batches, the others sleep: `top` shows 3 nodes,
+    node 1's job CPU near one core and the others' near zero, every node's samples/s
+    (the Speedometer's), their sum as the cluster's, and no GPU (said in a note)."""
+    started = do_train(str(cluster.spec), workdir_option=str(cluster.work), detach=True,
+                       rt=runtime())
+    try:
+        frame = frame_with_rates(cluster, started.job_id)
+        by_node = {n["node"]: n for n in frame["nodes"]}
+        assert set(by_node) == {"master", "worker-1", "worker-2"}
+        assert by_node["worker-1"]["job_cpu"] > 0.7, by_node
+        assert by_node["master"]["job_cpu"] < 0.35 and by_node["worker-2"]["job_cpu"] < 0.35
+        rates = [n["samples_per_s"] for n in frame["nodes"]]
+        assert frame["samples_per_s"] == pytest.approx(sum(rates))
+        assert all(100 < r < 2000 for r in rates), rates  # 32 samples per ~0.04 s batch
+        assert all(n["gpus"] == [] and n["gpu_util"] is None for n in frame["nodes"])
+        assert "no GPU" in frame["note"]
+    finally:
+        stop(cluster, started.job_id)
+
+
+def test_a_slow_node_is_reported_as_a_straggler(cluster: Cluster):
+    """Node 2's worker takes five times as long per batch (dist_async: the others go on
+    at their pace): the diagnosis names worker-2 a straggler, with the numbers."""
+    started = do_train(str(cluster.spec), command=["python3", "observe_job.py", "straggler", "40"],
+                       workdir_option=str(cluster.work), detach=True, rt=runtime())
+    try:
+        def straggler() -> dict | None:
+            frame = top_once(cluster)
+            found = [f for f in frame["findings"] if f["kind"] == "straggler"]
+            return found[0] if found else None
+
+        try:
+            finding = support.wait_for(straggler, "a straggler finding", 90, interval=1)
+        except TimeoutError as late:  # what top and the job's logs say, then
+            frame = top_once(cluster)
+            logs = cluster.cli("logs", cluster.name, "--job", started.job_id)
+            raise AssertionError(json.dumps({"findings": frame["findings"], "rates": [
+                (n["node"], n["samples_per_s"], n["job_cpu"]) for n in frame["nodes"]],
+                "job": frame["job_id"], "started": started.job_id,
+                "logs": logs.stdout[-3000:] + logs.stderr[-1000:]})) from late
+        assert finding["nodes"] == [2], finding
+        assert "samples/s" in finding["evidence"], finding
+    finally:
+        stop(cluster, started.job_id)
+
+
+def test_a_finished_job_has_a_report_kept_on_the_master(cluster: Cluster):
+    """`train` followed to the end prints the job's report and keeps it on the master:
+    per node the wall time, the job's mean CPU (node 1 spun), samples in all (the
+    Speedometer's rates over the run); `clusterkit job NAME --json` shows the same one
+    again and lists the job."""
+    outcome = do_train(str(cluster.spec), command=["python3", "observe_job.py", "burn", "8"],
+                       workdir_option=str(cluster.work), rt=runtime())
+    assert outcome.ok, outcome
+    made = outcome.report
+    assert made is not None and [n.name for n in made.nodes] == ["master", "worker-1",
+                                                                  "worker-2"]
+    assert all(n.wall_s > 5 and n.samples > 0 and n.gpus is None for n in made.nodes), made
+    cpu = {n.name: n.cpu_mean for n in made.nodes}
+    assert cpu["worker-1"] > 2 * max(cpu["master"], cpu["worker-2"]), cpu
+    run = cluster.cli("job", cluster.name, "--json")
+    assert run.returncode == 0, run.stderr
+    listing = json.loads(run.stdout)
+    assert listing["job_id"] == outcome.job_id
+    assert outcome.job_id in [j["job_id"] for j in listing["jobs"]]
+    assert listing["report"] == json.loads(json.dumps(made.to_json()))

@@ -1,0 +1,75 @@
+"""cluster/jobs/observe.py's pure parts: a node's row from its samples, the frame's JSON,
+the follower's lines read, and `train`'s findings teller (each kind said once, when it
+first appears, naming the nodes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clusterkit.cluster.jobs.control import JobCluster
+from clusterkit.cluster.jobs.observe import FindingsTeller, TopFrame, parse_samples, row_of
+from clusterkit.kinds import Market
+from clusterkit.plan.nodes import Node
+from clusterkit.remote.connect import Login
+
+
+def sample(t: float, node: int, *, rate: float | None = 100.0, cpu: float = 0.5,
+           gpus: list[dict] | None = None) -> dict:
+    found = {"t": t, "node": node, "dt": 2.0, "job_cpu": cpu,
+             "cpu": {"user": 10.0, "system": 2.0, "idle": 87.0, "iowait": 1.0},
+             "net": {"rx_Bps": 1e6, "tx_Bps": 2e6},
+             "disk": {"device": "nvme1n1", "read_MBps": 5.0, "read_ms_per_op": 0.4},
+             "samples_per_s": rate, "progress_at": t}
+    if gpus is not None:
+        found["gpus"] = gpus
+    return found
+
+
+def test_a_row_is_the_newest_sample_with_a_smoothed_rate():
+    samples = [sample(float(t), 1, rate=r) for t, r in
+               enumerate([10.0, 100.0, 200.0, None, 300.0, 400.0, 500.0])]
+    row = row_of("worker-1", 1, samples)
+    assert row.samples_per_s == pytest.approx((200 + 300 + 400 + 500) / 4)
+    assert (row.job_cpu, row.iowait, row.net_rx, row.disk_read) == (0.5, 1.0, 1e6, 5.0)
+    assert row.gpus == () and row.gpu_util is None and row.error is None
+    gpus = [{"index": 0, "name": "A10G", "util": 90.0, "mem_used": 100, "mem_total": 200},
+            {"index": 1, "name": "A10G", "util": 70.0, "mem_used": 100, "mem_total": 200}]
+    assert row_of("master", 0, [sample(1.0, 0, gpus=gpus)]).gpu_util == 80.0
+    assert "no sample yet" in (row_of("master", 0, []).error or "")
+
+
+def test_the_frame_sums_the_nodes_rates_into_json():
+    rows = (row_of("master", 0, [sample(1.0, 0, rate=100.0)]),
+            row_of("worker-1", 1, [sample(1.0, 1, rate=50.0)]),
+            row_of("worker-2", 2, []))
+    data = TopFrame("c1", "j-1", 5.0, rows, (), "no GPU").to_json()
+    assert data["samples_per_s"] == 150.0 and len(data["nodes"]) == 3
+    assert data["nodes"][2]["error"] and data["nodes"][0]["gpus"] == []
+    assert json.loads(json.dumps(data)) == data
+
+
+def test_the_followers_lines_skip_what_is_not_a_sample():
+    text = "\n".join([json.dumps(sample(1.0, 0)), "{cut", "[1]", json.dumps({"x": 1}), ""])
+    assert [s["t"] for s in parse_samples(text)] == [1.0]
+
+
+def cluster(count: int) -> JobCluster:
+    nodes = [Node(f"i-{i}", i, "running", "c5.large", "us-east-1a", Market.SPOT, "us-east-1")
+             for i in range(count)]
+    return JobCluster("c1", None, Login("c1"), nodes, [])
+
+
+def test_the_teller_says_each_finding_once_naming_the_nodes():
+    said: list[str] = []
+    now = [0.0]
+    teller = FindingsTeller(cluster(3), said.append, clock=lambda: now[0])
+    for step in range(30):
+        now[0] = step * 2.0
+        for node in range(3):
+            teller.add(node, sample(step * 2.0, node, rate=20.0 if node == 2 else 100.0))
+    stragglers = [line for line in said if "straggler" in line]
+    assert len(stragglers) == 1 and "on worker-2:" in stragglers[0], said
+    assert "samples/s" in stragglers[0] and "fix:" in stragglers[0]
+    assert not [line for line in said if "healthy" in line]
