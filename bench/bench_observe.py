@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -71,19 +70,23 @@ def sampler_cost(tmp: Path, samples: int, smi: str) -> tuple[float, int]:
     return (own + children) / samples, (job / "metrics.jsonl").stat().st_size // (samples + 1)
 
 
-def sampler_rss(tmp: Path) -> int:
-    """Peak RSS (KiB) of a python that imports the sampler and samples 20 times."""
-    code = ("import sys, resource; sys.path.insert(0, %r); "
+def sampler_rss(tmp: Path) -> tuple[int, int]:
+    """Peak RSS (KiB) of a bare python, and of it once it imported the sampler and
+    sampled 20 times."""
+    # VmHWM, not ru_maxrss: a forked child's ru_maxrss keeps the parent's across exec
+    code = ("import sys; sys.path.insert(0, %r); "
+            "hwm = lambda: int([l for l in open('/proc/self/status') if l.startswith('VmHWM')]"
+            "[0].split()[1]); base = hwm(); "
             "from clusterkit.training.sampler import Sampler; "
             "s = Sampler(%r, pids_fn=lambda: set(), interval=0.0, nvidia_smi='/nonexistent'); "
-            "[s.step(float(i)) for i in range(20)]; "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+            "[s.step(float(i)) for i in range(20)]; print(base, hwm())")
     job = tmp / "rss"
     job.mkdir()
     out = subprocess.run([sys.executable, "-c", code % (str(Path(__file__).parents[1]),
                                                         str(job))],
                          capture_output=True, text=True, check=True)
-    return int(out.stdout.strip())
+    base, peak = out.stdout.split()
+    return int(base), int(peak)
 
 
 def top_latency(tmp: Path, count: int, repeat: int) -> float:
@@ -130,7 +133,9 @@ def main() -> None:
             print(f"  {label:<30} {cpu * 1000:7.2f} ms CPU per sample = "
                   f"{100 * cpu / args.interval:.3f}% of a core (goal < 1%); "
                   f"{size} bytes per sample")
-        print(f"  peak RSS of a process running only the sampler: {sampler_rss(tmp)} KiB")
+        base, peak = sampler_rss(tmp)
+        print(f"  peak RSS: {peak} KiB for a python running the sampler, {peak - base} KiB "
+              f"more than the bare interpreter's {base} KiB")
         if os.geteuid() != 0:
             print("top --once latency: skipped (needs root: an sshd per sandbox node)")
             return
@@ -145,7 +150,7 @@ def main() -> None:
     for count, wall in rows:
         print(f"  {count:>3} node(s): {wall:6.2f} s  ratio to {rows[0][0]} node(s) "
               f"{wall / base:.2f} (goal for 16: at most 1.50)")
-    print(f"({os.cpu_count()} cores; resource maxrss in KiB: {resource.getpagesize()} B pages)")
+    print(f"({os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

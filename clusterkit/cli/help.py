@@ -12,7 +12,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Cluster", ("iam-policy", "spot", "plan", "up", "status", "exec", "ssh", "autostop",
                  "down")),
     ("Data", ("pack", "snapshot-dataset", "deploy-dataset")),
-    ("Training", ("train", "logs", "top", "job", "stop")),
+    ("Training", ("train", "logs", "top", "job", "scaling", "stop")),
     ("Sandbox", ("sandbox",)),
 )
 OTHER = "Other"

@@ -178,4 +178,68 @@ def job(name: str, job_id: str | None) -> None:
         ctx.console.print(line, markup=False, highlight=False)
 
 
-COMMANDS = [top, job]
+
+
+
+@click.command()
+@click.argument("spec_file", callback=check_target_argument)
+@click.argument("command", nargs=-1)
+@click.option("--nodes", "node_counts", required=True, metavar="1,2,4",
+              help="Node counts to run on: the first k nodes of the running cluster.")
+@click.option("--duration", default="60s", show_default=True, metavar="DURATION",
+              help="Steady-state measurement per run, once every node printed a "
+                   "throughput (20s, 2m, ...).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, exists=True,
+                                                  writable=True), default=".",
+              show_default=True, help="Directory for scaling-NAME.csv and scaling-NAME.png.")
+@click.option("--workdir", "workdir_option", type=click.Path(file_okay=False, exists=True),
+              help="Local directory copied to the nodes before each run (as for train).")
+@json_option
+def scaling(spec_file: str, command: tuple[str, ...], node_counts: str, duration: str,
+            out_dir: str, workdir_option: str | None) -> None:
+    """Run the job on 1, 2, 4, ... nodes and print the scaling table: samples/s, speedup,
+    efficiency (% of linear), $ per million samples; a CSV and a PNG chart beside it.
+
+    Each run replaces the cluster's job (nothing is relaunched) and is stopped after
+    its measurement.
+
+    \b
+    Example:
+      clusterkit scaling cluster.yaml --nodes 1,2,4 --duration 60s
+    """
+    from pathlib import Path
+
+    from clusterkit.autostop.policy import duration_seconds
+    from clusterkit.cli.scalechart import png
+    from clusterkit.cluster.jobs.scaling import do_scaling
+    from clusterkit.errors import UsageError
+    from clusterkit.training.scaling import csv_text, lines
+
+    try:
+        counts = [int(n) for n in node_counts.split(",")]
+        seconds = float(duration_seconds(duration))
+    except ValueError as exc:
+        raise UsageError(f"--nodes {node_counts} / --duration {duration}: {exc}",
+                         "e.g. --nodes 1,2,4 --duration 60s") from exc
+    ctx = get_ctx()
+    rt = Runtime.make(region=ctx.region, profile=ctx.profile,
+                      report=ctx.reporter(ctx.err_console))
+    result = do_scaling(spec_file, counts, duration=seconds, command=command,
+                        workdir_option=workdir_option, region=ctx.region,
+                        profile=ctx.profile, rt=rt)
+    base = Path(out_dir) / f"scaling-{result.cluster}"
+    base.with_suffix(".csv").write_text(csv_text(result.rows))
+    base.with_suffix(".png").write_bytes(png(result.rows, f"{result.cluster} scaling"))
+    if ctx.json:
+        print(json.dumps({"cluster": result.cluster, "jobs": list(result.jobs),
+                          "rows": [r.__dict__ for r in result.rows],
+                          "csv": str(base.with_suffix(".csv")),
+                          "png": str(base.with_suffix(".png"))}), flush=True)
+        return
+    for line in lines(result.rows):
+        ctx.console.print(line, markup=False, highlight=False)
+    ctx.console.print(f"wrote {base.with_suffix('.csv')} and {base.with_suffix('.png')}",
+                      markup=False, highlight=False)
+
+
+COMMANDS = [top, job, scaling]

@@ -10,12 +10,6 @@ Verbs:
                        every line of the selected processes' logs as ``L<name>\\t<line>``;
                        with --follow until the job has ended on this node, and each
                        new metric sample as ``M<sample>``; last line ``S<state.json>``
-  metrics JOB_DIR [--since T] [--last N]
-                       the node's metric samples of the job (its sampler's
-                       metrics.1.jsonl, then metrics.jsonl), one JSON line each: those
-                       taken after epoch T, at most the last N (default 300)
-  summary JOB_DIR       one JSON object: "totals" (the node's summary.json: the job's
-                       running totals) and "report" (report.json, kept on the master)
   prepare [--ports COUNT] [--hosts] [--cd DIR]
                        what `train` needs before a start, as one JSON object: "jobs"
                        (as `jobs` lists them), "home"; with --ports, "ports": COUNT
@@ -296,36 +290,6 @@ def prepare(args):
     return 0
 
 
-METRICS_FILES = ("metrics.1.jsonl", "metrics.jsonl")  # the sampler's: older first
-
-
-def metrics(job_dir, since, last):
-    kept = []
-    for name in METRICS_FILES:
-        try:
-            with open(os.path.join(job_dir, name)) as handle:
-                lines = handle.readlines()
-        except OSError:
-            continue
-        for line in lines:
-            try:
-                sample = json.loads(line)
-            except ValueError:  # a line being written, or cut by a crash
-                continue
-            if isinstance(sample, dict) and float(sample.get("t") or 0) > since:
-                kept.append(line.strip())
-    for line in kept[-last:] if last > 0 else []:
-        sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
-
-def summary(job_dir):
-    found = {}
-    for key, name in (("totals", "summary.json"), ("report", "report.json")):
-        found[key] = read_json(os.path.join(job_dir, name))
-    print(json.dumps(found), flush=True)
-
-
 def options(args, flag):
     return [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == flag]
 
@@ -336,14 +300,6 @@ def main(argv):
         return 0
     if len(argv) >= 2 and argv[0] == "follow":
         follow(argv[1], "--follow" in argv, options(argv, "--name"), options(argv, "--role"))
-        return 0
-    if len(argv) >= 2 and argv[0] == "metrics":
-        since = [float(v) for v in options(argv, "--since")] or [0.0]
-        last = [int(v) for v in options(argv, "--last")] or [300]
-        metrics(argv[1], since[0], last[0])
-        return 0
-    if len(argv) >= 2 and argv[0] == "summary":
-        summary(argv[1])
         return 0
     if argv and argv[0] == "prepare":
         return prepare(argv[1:])

@@ -142,3 +142,20 @@ def test_a_finished_job_has_a_report_kept_on_the_master(cluster: Cluster):
     assert listing["job_id"] == outcome.job_id
     assert outcome.job_id in [j["job_id"] for j in listing["jobs"]]
     assert listing["report"] == json.loads(json.dumps(made.to_json()))
+
+
+def test_scaling_runs_on_1_2_3_nodes_and_writes_the_table(cluster: Cluster, tmp_path: Path):
+    """`clusterkit scaling --nodes 1,2,3`: three runs on the running cluster (nothing
+    launched), three rows with the measured samples/s, and the CSV and a valid PNG."""
+    run = cluster.cli("scaling", str(cluster.spec), "--nodes", "1,2,3", "--duration", "4s",
+                      "--out", str(tmp_path), "--workdir", str(cluster.work), "--json",
+                      "--", "python3", "observe_job.py", "burn", "60", timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout)
+    assert [r["nodes"] for r in result["rows"]] == [1, 2, 3]
+    assert all(r["samples_per_s"] and r["samples_per_s"] > 0 for r in result["rows"])
+    assert result["rows"][0]["speedup"] == 1.0 and result["rows"][2]["speedup"] > 1.0
+    table = (tmp_path / f"scaling-{cluster.name}.csv").read_text().splitlines()
+    assert table[0].startswith("nodes,gpus,samples_per_s") and len(table) == 4
+    assert (tmp_path / f"scaling-{cluster.name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(set(result["jobs"])) == 3 and not cluster.active()

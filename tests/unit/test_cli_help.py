@@ -62,7 +62,7 @@ def test_help_lists_every_command_once_under_a_stage_heading():
     assert sorted(listed) == sorted(USER_COMMANDS)
     assert stages["Cluster commands"].index("up") < stages["Cluster commands"].index("down")
     assert stages["Data commands"] == ["pack", "snapshot-dataset", "deploy-dataset"]
-    assert stages["Training commands"] == ["train", "logs", "top", "job", "stop"]
+    assert stages["Training commands"] == ["train", "logs", "top", "job", "scaling", "stop"]
     assert "Commands" not in sections  # click's own alphabetical list is replaced
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from clusterkit.cluster.jobs.control import JobCluster
-from clusterkit.cluster.jobs.observe import FindingsTeller, TopFrame, parse_samples, row_of
+from clusterkit.cluster.jobs.observe import FindingsTeller, TopFrame, row_of
 from clusterkit.kinds import Market
 from clusterkit.plan.nodes import Node
 from clusterkit.remote.connect import Login
@@ -48,11 +48,6 @@ def test_the_frame_sums_the_nodes_rates_into_json():
     assert data["samples_per_s"] == 150.0 and len(data["nodes"]) == 3
     assert data["nodes"][2]["error"] and data["nodes"][0]["gpus"] == []
     assert json.loads(json.dumps(data)) == data
-
-
-def test_the_followers_lines_skip_what_is_not_a_sample():
-    text = "\n".join([json.dumps(sample(1.0, 0)), "{cut", "[1]", json.dumps({"x": 1}), ""])
-    assert [s["t"] for s in parse_samples(text)] == [1.0]
 
 
 def cluster(count: int) -> JobCluster:

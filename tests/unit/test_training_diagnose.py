@@ -1,7 +1,7 @@
 """training/diagnose.py as data (tests/unit/diagnose_cases: a context, the nodes' metric
 windows and optional health text in; the findings out), and training/gpuhealth.py against
-the real captures in ../shared/data/node-captures/ (skipped where they are not checked out
-next to the project). The cases' windows are generated with realistic numbers; their health
+the real captures (tests/data/node-captures: verbatim copies of
+../shared/data/node-captures/). The cases' windows are generated with realistic numbers; their health
 texts are lines of the captures their ``source`` names, verbatim."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from clusterkit.training import diagnose as dg
 from clusterkit.training import gpuhealth
 
 CASES = sorted((Path(__file__).parent / "diagnose_cases").glob("*.json"))
-CAPTURES = Path(__file__).parents[3] / "shared" / "data" / "node-captures"
+CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"  # copies of ../shared/data
 
 
 def context(case: dict) -> dg.Context:
@@ -46,8 +46,6 @@ def test_every_kind_has_a_case():
 
 
 def _capture(name: str) -> str:
-    if not CAPTURES.is_dir():
-        pytest.skip("the node captures are not checked out next to the project")
     return (CAPTURES / name).read_text()
 
 
@@ -135,11 +133,10 @@ def test_gpu_health_counts_double_bit_totals_of_older_drivers():
 
 
 def test_fatal_xids_carry_the_catalog_rows():
-    if CAPTURES.is_dir():
-        rows = {int(r.split(",")[0]): r.split(",")[1:4] for r in
-                _capture("xid-catalog.nvidia.csv").splitlines()[1:]}
-        for xid, info in gpuhealth.FATAL_XIDS.items():
-            assert list(info) == rows[xid], xid
+    rows = {int(r.split(",")[0]): r.split(",")[1:4] for r in
+            _capture("xid-catalog.nvidia.csv").splitlines()[1:]}
+    for xid, info in gpuhealth.FATAL_XIDS.items():
+        assert list(info) == rows[xid], xid
     assert {48, 63, 64, 74, 79, 94, 95} <= set(gpuhealth.FATAL_XIDS)
 
 

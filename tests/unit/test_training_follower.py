@@ -205,18 +205,3 @@ def test_following_tells_each_new_metric_sample_once_rotation_too(tmp_path: Path
     path.write_text('{"t": 4}\n')
     tail.pump()
     assert capsys.readouterr().out.splitlines() == ['M{"t": 2}', 'M{"t": 3}', 'M{"t": 4}']
-
-
-def test_metrics_gives_the_samples_after_since_at_most_last(tmp_path: Path):
-    (tmp_path / "metrics.1.jsonl").write_text('{"t": 1}\n{"t": 2}\n')
-    (tmp_path / "metrics.jsonl").write_text('{"t": 3}\n{cut\n{"t": 4}\n')
-    out = _run("metrics", str(tmp_path), "--since", "1.5").stdout.decode().splitlines()
-    assert [json.loads(line)["t"] for line in out] == [2, 3, 4]
-    out = _run("metrics", str(tmp_path), "--last", "1").stdout.decode().splitlines()
-    assert out == ['{"t": 4}']
-
-
-def test_summary_gives_the_totals_and_the_kept_report(tmp_path: Path):
-    (tmp_path / "summary.json").write_text('{"samples": 5}')
-    out = json.loads(_run("summary", str(tmp_path)).stdout.decode())
-    assert out == {"totals": {"samples": 5}, "report": None}

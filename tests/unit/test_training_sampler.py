@@ -15,7 +15,7 @@ import pytest
 
 from clusterkit.training import sampler
 
-CAPTURES = Path(__file__).parents[3] / "shared" / "data" / "node-captures"
+CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"  # copies of ../shared/data
 TABLES = {
     "p3.16xlarge.nvidia-smi.txt": (8, "Tesla V100-SXM2..."),
     "g5-4gpu-SIZE-UNSTATED.nvidia-smi.txt": (4, "NVIDIA A10G"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import shlex
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -16,11 +17,12 @@ from typing import Any
 
 from clusterkit.catalog.instances import lookup as instance_type
 from clusterkit.cluster.jobs import control as jobs
-from clusterkit.cluster.jobs.control import JobCluster, job_dir
+from clusterkit.cluster.jobs.control import JobCluster, node_python
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.errors import GroupError
+from clusterkit.errors import ClusterkitError, GroupError
+from clusterkit.remote.channels import Call
 from clusterkit.remote.fanout import Connections
-from clusterkit.training import diagnose
+from clusterkit.training import diagnose, jobfiles
 
 WINDOW = 300.0  # seconds of samples kept per node for the diagnosis
 RATE_SAMPLES = 5  # samples/s: the mean of a node's newest this many (a smoother figure)
@@ -108,55 +110,72 @@ def row_of(name: str, index: int, samples: Sequence[Mapping[str, Any]]) -> NodeR
                    samples_per_s=statistics.fmean(rates) if rates else None)
 
 
-def parse_samples(stdout: str) -> list[dict[str, Any]]:
-    """The follower's ``metrics`` lines (a bad one skipped)."""
-    found = []
-    for line in stdout.splitlines():
-        try:
-            sample = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(sample, dict) and "t" in sample:
-            found.append(sample)
-    return found
+def observer_call(*args: str) -> Call:
+    """The node-side observer (``training/observer.py``) with ``args``, over stdin."""
+    return Call(shlex.join([node_python(), "-", *args]), jobfiles.node_program("observer.py"))
 
 
 @dataclass
 class Top:
-    """A job's frames: each ``frame()`` asks every node for the samples taken since its
-    last answer and keeps a ``WINDOW`` of them per node."""
+    """A job's frames: each ``frame()`` asks every node, in one call each, for the samples
+    taken since its last answer (keeping a ``WINDOW`` of them per node) and, every
+    HEALTH_EVERY s, its GPUs' health. No job id: each node's newest, the master's is it."""
 
     jc: JobCluster
-    job_id: str
+    job_id: str = ""
     clock: Callable[[], float] = time.time
     windows: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     errors: dict[int, str] = field(default_factory=dict)
+    health: dict[int, diagnose.NodeHealth] = field(default_factory=dict)
+    health_at: float = float("-inf")
+
+    HEALTH_EVERY = 60.0  # seconds: `nvidia-smi -q` and the kernel log are slower to read
 
     def read(self) -> None:
-        calls = {}
-        for target in self.jc.targets:
-            index = target.node.index or 0
-            seen = self.windows.get(index)
-            since = seen[-1]["t"] if seen else 0.0
-            calls[target.hop.label] = jobs.follower_call(
-                "metrics", job_dir(self.job_id), "--since", repr(since),
-                "--last", str(FIRST_READ if not seen else 10_000))
+        health = self.clock() - self.health_at >= self.HEALTH_EVERY
+        self.health_at = self.clock() if health else self.health_at
+        calls = {t.hop.label: observer_call("observe", *self.words(t.node.index or 0),
+                                            *(["--health"] if health else []))
+                 for t in self.jc.targets}
         try:
-            group = self.jc.run(self.jc.targets, calls, timeout=30, warn=True)
+            group = self.jc.run(self.jc.targets, calls, timeout=60, warn=True)
         except GroupError as exc:  # warn: each node's failure stays in its result
             group = exc.group
+        answers = {}
         for target in self.jc.targets:
             index, result = target.node.index or 0, group[target.hop.label]
-            if not result.ok:
+            if not result.ok or not result.stdout.strip():
                 self.errors[index] = (result.error or "no answer").splitlines()[0]
                 continue
             self.errors.pop(index, None)
-            kept = self.windows.setdefault(index, []) + parse_samples(result.stdout)
-            start = kept[-1]["t"] - WINDOW if kept else 0.0
-            self.windows[index] = [s for s in kept if s["t"] >= start]
+            answers[index] = json.loads(result.stdout.strip().splitlines()[-1])
+        self.job_id = self.job_id or str((answers.get(0) or {}).get("job_id") or "")
+        for index, answer in answers.items():
+            self.take(index, answer)
+
+    def words(self, index: int) -> list[str]:
+        seen = self.windows.get(index)
+        since = seen[-1]["t"] if seen else 0.0
+        job = ["--job", self.job_id] if self.job_id else []
+        return [*job, "--since", repr(since), "--last", str(FIRST_READ if not seen else 10_000)]
+
+    def take(self, index: int, answer: dict[str, Any]) -> None:
+        if answer.get("job_id") != self.job_id:  # this node's newest is another job
+            return
+        kept = self.windows.setdefault(index, []) + [
+            s for s in answer.get("samples") or [] if isinstance(s, dict) and "t" in s]
+        start = kept[-1]["t"] - WINDOW if kept else 0.0
+        self.windows[index] = [s for s in kept if s["t"] >= start]
+        found = answer.get("health")
+        if isinstance(found, dict):
+            self.health[index] = diagnose.NodeHealth(smi_q=found.get("smi_q"),
+                                                     kernel_log=found.get("kernel_log"))
 
     def frame(self) -> TopFrame:
         self.read()
+        if not self.job_id:
+            raise ClusterkitError(f"no job on cluster {self.jc.name}",
+                                  "`clusterkit train <spec>` starts one")
         rows = []
         for target in self.jc.targets:
             index = target.node.index or 0
@@ -164,28 +183,30 @@ class Top:
             if index in self.errors:
                 row = NodeRow(row.node, index, error=self.errors[index])
             rows.append(row)
-        findings = diagnose.diagnose(self.windows, context_of(self.jc, self.clock()))
+        findings = diagnose.diagnose(self.windows, context_of(self.jc, self.clock(),
+                                                              self.health))
         note = "" if any(r.gpus for r in rows) else (
             "no GPU reported (no nvidia-smi on the nodes: the sandbox has no GPU)")
         return TopFrame(self.jc.name, self.job_id, self.clock(), tuple(rows),
                         tuple(findings), note)
 
+
 @contextlib.contextmanager
 def open_top(target: str, *, job_id: str | None = None, region: str | None = None,
              profile: str | None = None, rt: Runtime | None = None) -> Iterator[Top]:
     """The cluster's newest job (or ``job_id``) ready for frames, its connections open
-    until the block ends (one SSH handshake per node for every frame)."""
+    until the block ends (one SSH handshake per node for every frame; the first frame
+    finds the newest job in the same call)."""
     rt = rt or Runtime.make(region=region, profile=profile)
     jc = jobs.open_job_cluster(rt, target, region)
     with Connections(jc.login, jc.targets) as pool:
-        jc = dataclasses.replace(jc, pool=pool)
-        job_id, _ = jobs.choose_job(jc, job_id)
-        yield Top(jc, job_id)
+        yield Top(dataclasses.replace(jc, pool=pool), job_id or "")
 
 
-def context_of(jc: JobCluster, now: float | None = None) -> diagnose.Context:
+def context_of(jc: JobCluster, now: float | None = None,
+               health: Mapping[int, diagnose.NodeHealth] | None = None) -> diagnose.Context:
     """What the diagnosis knows of the cluster: its type's vCPUs, GPUs and bandwidth
-    (catalog), the framework and train.stall_after."""
+    (catalog), the framework, train.stall_after, and what each node's GPU health says."""
     node = jc.nodes[0]
     itype = instance_type(node.instance_type)
     train = jc.spec.train if jc.spec is not None else None
@@ -194,7 +215,15 @@ def context_of(jc: JobCluster, now: float | None = None) -> diagnose.Context:
         gpus=itype.gpu_count if itype else 0,
         network_gbps=(itype.network_gbps if itype else None) or 0.0,
         framework=train.framework if train else "mxnet",
-        stall_after=train.stall_after if train else 600.0, now=now)
+        stall_after=train.stall_after if train else 600.0, now=now,
+        health=dict(health or {}), dataset_lazy=lazy_clone(jc))
+
+
+def lazy_clone(jc: JobCluster) -> bool:
+    """The nodes' dataset volume is a snapshot clone made without an initialization
+    rate: its blocks load from S3 on first read (unless `deploy-dataset --prewarm` ran)."""
+    dataset = jc.spec.storage.dataset if jc.spec is not None else None
+    return bool(dataset and dataset.snapshot and not dataset.initialization_rate)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from typing import Any
 from clusterkit.catalog.prices import on_demand_price
 from clusterkit.cluster.jobs import control as jobs
 from clusterkit.cluster.jobs.control import JobCluster, job_dir
+from clusterkit.cluster.jobs.observe import observer_call
 from clusterkit.cluster.jobs.results import JobOutcome, recovery_json
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError
@@ -25,9 +26,9 @@ from clusterkit.training.jobfiles import JobState
 
 
 def summaries(jc: JobCluster, job_id: str) -> dict[int, dict[str, Any]]:
-    """Node index -> the follower's ``summary`` answer (totals, and on the master the
+    """Node index -> the observer's ``summary`` answer (totals, and on the master the
     report kept); a node that does not answer is left out."""
-    calls = {t.hop.label: jobs.follower_call("summary", job_dir(job_id)) for t in jc.targets}
+    calls = {t.hop.label: observer_call("summary", job_dir(job_id)) for t in jc.targets}
     try:
         group = jc.run(jc.targets, calls, timeout=30, warn=True)
     except GroupError as exc:

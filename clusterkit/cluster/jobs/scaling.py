@@ -1,0 +1,108 @@
+"""`clusterkit scaling SPEC --nodes 1,2,4`: the job run on the first k nodes of the
+running cluster for each k (nothing relaunched), its steady-state throughput measured
+from every node's sampler over ``duration`` seconds once each node printed a throughput,
+then stopped; the table of ``training/scaling.py``."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from clusterkit.catalog.instances import lookup as instance_type
+from clusterkit.cluster.jobs import control as jobs
+from clusterkit.cluster.jobs import workdir
+from clusterkit.cluster.jobs.control import JobCluster
+from clusterkit.cluster.jobs.observe import Top
+from clusterkit.cluster.jobs.train import Job, run_attempt, training_command
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.errors import ClusterkitError, UsageError
+from clusterkit.events import Stage
+from clusterkit.training import scaling
+
+FIRST_RATE_WAIT = 300.0  # seconds for every node's first throughput line
+
+
+@dataclass(frozen=True)
+class ScalingResult:
+    cluster: str
+    duration: float
+    rows: tuple[scaling.Row, ...]
+    jobs: tuple[str, ...]  # the job of each run, in the rows' order
+
+
+def first_nodes(jc: JobCluster, count: int) -> JobCluster:
+    """The cluster cut to its first ``count`` nodes (the master first)."""
+    return dataclasses.replace(jc, nodes=jc.nodes[:count], targets=jc.targets[:count],
+                               pool=None)
+
+
+def steady_rate(rt: Runtime, top: Top, duration: float) -> float | None:
+    """The cluster's samples/s over ``duration`` s from when every node has printed a
+    throughput (None: not every node did within FIRST_RATE_WAIT)."""
+    deadline = rt.clock() + FIRST_RATE_WAIT
+    while True:
+        top.read()
+        rated = [w for w in (top.windows.get(t.node.index or 0, []) for t in top.jc.targets)
+                 if any(s.get("samples_per_s") for s in w)]
+        if len(rated) == len(top.jc.targets):
+            break
+        if rt.clock() > deadline:
+            return None
+        time.sleep(rt.poll)
+    start = max(s["t"] for w in top.windows.values() for s in w)
+    time.sleep(duration)
+    top.read()
+    total = 0.0
+    for window in top.windows.values():
+        rates = [s["samples_per_s"] for s in window
+                 if s["t"] > start and s.get("samples_per_s") is not None]
+        total += sum(rates) / len(rates) if rates else 0.0
+    return total
+
+
+def measure(rt: Runtime, job: Job, jc: JobCluster, count: int,
+            duration: float) -> tuple[scaling.Measure, str]:
+    sub = first_nodes(jc, count)
+    rt.started(Stage.TRAIN, f"scaling: the job on {count} node(s) for {duration:g} s")
+    outcome = run_attempt(rt, job, sub, detach=True, replace=True)
+    try:
+        rate = steady_rate(rt, Top(sub, outcome.job_id), duration)
+    finally:
+        jobs.stop_job(sub, outcome.job_id)
+    itype = instance_type(sub.nodes[0].instance_type)
+    prices = [n.price for n in sub.nodes]
+    hourly = None if any(p is None for p in prices) else sum(prices)  # type: ignore[arg-type]
+    rt.done(Stage.TRAIN, f"scaling: {count} node(s): "
+            f"{'no throughput line' if rate is None else f'{rate:,.1f} samples/s'}")
+    return scaling.Measure(count, count * (itype.gpu_count if itype else 0), rate,
+                           hourly), outcome.job_id
+
+
+def do_scaling(spec_file: str, nodes: Sequence[int], *, duration: float = 60.0,
+               command: Sequence[str] = (), workdir_option: str | None = None,
+               region: str | None = None, profile: str | None = None,
+               rt: Runtime | None = None) -> ScalingResult:
+    """Each node count of ``nodes`` in turn (smallest first), on the running cluster."""
+    rt = rt or Runtime.make(region=region, profile=profile)
+    jc = jobs.open_job_cluster(rt, spec_file, region)
+    spec = jc.spec
+    if spec is None or spec.train is None:
+        raise UsageError(f"{spec_file}: no train section", "give the cluster's spec file")
+    counts = sorted(set(nodes))
+    if not counts or counts[0] < 1 or counts[-1] > len(jc.nodes):
+        raise UsageError(f"--nodes {','.join(map(str, nodes))}: the cluster has "
+                         f"{len(jc.nodes)} running node(s)",
+                         f"give counts from 1 to {len(jc.nodes)}, e.g. --nodes 1,2")
+    job = Job(spec_file, spec, training_command(spec, command),
+              workdir.plan(spec, workdir_option), region)
+    measures, job_ids = [], []
+    for count in counts:
+        made, job_id = measure(rt, job, jc, count, duration)
+        measures.append(made)
+        job_ids.append(job_id)
+    if not any(m.samples_per_s for m in measures):
+        raise ClusterkitError("no run printed a throughput line (Speed: N samples/sec, N "
+                              "samples/s)", "set train.throughput_pattern for your script")
+    return ScalingResult(jc.name, duration, tuple(scaling.rows(measures)), tuple(job_ids))

@@ -1,0 +1,88 @@
+"""training/observer.py, the node-side reader of a job's metrics, run as the client runs
+it: ``python3 - VERB ...`` with the program on stdin, against job dirs in tmp_path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from clusterkit.training import jobfiles
+
+SOURCE = jobfiles.node_program("observer.py")
+CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"  # copies of ../shared/data
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-", *args], input=SOURCE, capture_output=True,
+                          timeout=30, check=False, env=env)
+
+
+def _jobs(root: Path) -> Path:
+    base = root / "var/lib/clusterkit/jobs"
+    for job_id in ("j-20260101-120000-aaaa", "j-20260101-130000-bbbb"):
+        (base / job_id).mkdir(parents=True)
+    newest = base / "j-20260101-130000-bbbb"
+    (newest / "metrics.1.jsonl").write_text('{"t": 1}\n{"t": 2}\n')
+    (newest / "metrics.jsonl").write_text('{"t": 3}\n{cut\n[4]\n{"t": 4}\n')
+    return base
+
+
+def test_observe_gives_the_newest_jobs_samples_after_since_at_most_last(tmp_path: Path):
+    _jobs(tmp_path)
+    out = json.loads(_run("observe", "--root", str(tmp_path), "--since", "1.5").stdout)
+    assert out["job_id"] == "j-20260101-130000-bbbb" and "health" not in out
+    assert [s["t"] for s in out["samples"]] == [2, 3, 4]
+    out = json.loads(_run("observe", "--root", str(tmp_path), "--last", "1").stdout)
+    assert out["samples"] == [{"t": 4}]
+    out = json.loads(_run("observe", "--root", str(tmp_path), "--job",
+                          "j-20260101-120000-aaaa").stdout)
+    assert out == {"job_id": "j-20260101-120000-aaaa", "samples": []}
+
+
+def test_observe_refuses_a_job_id_that_is_a_path(tmp_path: Path):
+    _jobs(tmp_path)
+    done = _run("observe", "--root", str(tmp_path), "--job", "../../../etc")
+    assert done.returncode == 2 and b"not a job id" in done.stderr
+
+
+def test_health_gives_nvidia_smi_q_and_only_the_kernel_logs_gpu_lines(tmp_path: Path):
+    """With `nvidia-smi` and `dmesg` on the PATH (stand-ins printing a real kernel log's
+    Xid lines among others), `--health` gives the former whole and of the latter only
+    the GPU lines; with neither, nulls."""
+    xids = (CAPTURES / "xid-43-31-94.dmesg-T.driver-535.TRUNCATED.txt").read_text()
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "nvidia-smi").write_text("#!/bin/sh\necho 'Driver Version : 535.183.01'\n")
+    (bindir / "dmesg").write_text("#!/bin/sh\necho '[1.0] usb 1-1: new device'\ncat <<'X'\n"
+                                  + xids + "X\necho '[2.0] eth0: link up'\n")
+    for tool in bindir.iterdir():
+        tool.chmod(0o755)
+    out = json.loads(_run("observe", "--root", str(tmp_path), "--health",
+                          env={"PATH": f"{bindir}:/usr/bin:/bin"}).stdout)
+    found = out["health"]
+    assert found["smi_q"].strip() == "Driver Version : 535.183.01"
+    kept = found["kernel_log"].splitlines()
+    assert kept and all("NVRM" in line or "Xid" in line for line in kept)
+    assert "usb" not in found["kernel_log"] and "eth0" not in found["kernel_log"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = json.loads(_run("observe", "--root", str(tmp_path), "--health",
+                          env={"PATH": str(empty)}).stdout)
+    assert out == {"job_id": None, "samples": [], "health": {"smi_q": None,
+                                                             "kernel_log": None}}
+
+
+def test_summary_gives_the_totals_and_the_kept_report(tmp_path: Path):
+    (tmp_path / "summary.json").write_text('{"samples": 5}')
+    out = json.loads(_run("summary", str(tmp_path)).stdout)
+    assert out == {"totals": {"samples": 5}, "report": None}
+
+
+def test_it_parses_as_python_3_8():
+    import ast
+
+    from clusterkit.training import observer
+
+    ast.parse(Path(observer.__file__).read_text(), feature_version=(3, 8))

@@ -1,0 +1,48 @@
+"""training/scaling.py's table (speedup, efficiency, $ per million samples, CSV) and
+cli/scalechart.py's PNG."""
+
+from __future__ import annotations
+
+import csv
+import io
+import struct
+import zlib
+
+import pytest
+
+from clusterkit.cli.scalechart import png
+from clusterkit.training.scaling import Measure, csv_text, lines, rows
+
+RUNS = [Measure(4, 32, 5600.0, 4 * 32.77), Measure(1, 8, 1500.0, 32.77),
+        Measure(2, 16, 2900.0, 2 * 32.77)]
+
+
+def test_speedup_and_efficiency_are_against_the_smallest_run():
+    table = rows(RUNS)
+    assert [r.nodes for r in table] == [1, 2, 4]
+    assert table[0].speedup == 1.0 and table[0].efficiency == 100.0
+    assert table[2].speedup == pytest.approx(5600 / 1500)
+    assert table[2].efficiency == pytest.approx(100 * 5600 / 1500 / 4)
+    assert table[1].usd_per_million == pytest.approx(2 * 32.77 / (2900 * 3600) * 1e6)
+    text = "\n".join(lines(table))
+    assert "93%" in text and "3.73" in text  # the guide's ~93% of linear at 4 nodes
+
+
+def test_a_run_without_throughput_or_price_is_kept_blank():
+    table = rows([Measure(1, 0, None, None), Measure(2, 0, 100.0, None)])
+    assert table[0].speedup is None and table[1].speedup == 1.0  # the first that measured
+    assert table[1].efficiency == pytest.approx(100.0) and table[1].usd_per_million is None
+    parsed = list(csv.reader(io.StringIO(csv_text(table))))
+    assert parsed[0][0] == "nodes" and parsed[1] == ["1", "0", "", "", "", ""]
+
+
+def test_the_chart_is_a_valid_png():
+    data = png(rows(RUNS), "c1 scaling")
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 100 and height > 100
+    start = data.index(b"IDAT") + 4
+    length = struct.unpack(">I", data[start - 8:start - 4])[0]
+    raw = zlib.decompress(data[start:start + length])
+    assert len(raw) == height * (1 + 3 * width)
+    assert bytes((40, 110, 200)) in raw  # the measured bars are drawn
