@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_bootstrap import _runtime, _start  # noqa: E402
+from bench.bench_first_step import busy_seconds  # noqa: E402
 from bench.sandbox_spec import spec_text  # noqa: E402
 from clusterkit.cluster.provision.down import do_down  # noqa: E402
 from clusterkit.cluster.provision.up import do_up  # noqa: E402
@@ -89,8 +90,10 @@ def sampler_rss(tmp: Path) -> tuple[int, int]:
     return int(base), int(peak)
 
 
-def top_latency(tmp: Path, count: int, repeat: int) -> float:
-    """Median seconds of `top NAME --once --json` on a ``count``-node cluster with a job."""
+def top_latency(tmp: Path, count: int, repeat: int) -> tuple[float, float, float]:
+    """Median seconds of `top NAME --once --json` on a ``count``-node cluster with a job,
+    and the median CPU seconds of the `top` process and of the rest of the machine (the
+    emulated nodes' sshd and observers, the sandbox) meanwhile."""
     spec = tmp / f"observe-{count}.yaml"
     spec.write_text(spec_text("obs", count, placement_group=False) + TRAIN)
     name = spec.read_text().split("\n", 1)[0].split(": ", 1)[1]
@@ -99,16 +102,21 @@ def top_latency(tmp: Path, count: int, repeat: int) -> float:
         subprocess.run([CLI, "train", str(spec), "--detach"], check=True,
                        capture_output=True, timeout=300)
         time.sleep(5)  # a few samples on every node
-        walls = []
+        walls, clients, others = [], [], []
         for _ in range(repeat):
-            start = time.monotonic()
+            start, busy, before = time.monotonic(), busy_seconds(), os.times()
             run = subprocess.run([CLI, "top", name, "--once", "--json"], capture_output=True,
                                  text=True, timeout=300)
             walls.append(time.monotonic() - start)
+            after = os.times()
+            client = (after.children_user + after.children_system
+                      - before.children_user - before.children_system)
+            clients.append(client)
+            others.append(busy_seconds() - busy - client)
             if run.returncode != 0 or '"job_id"' not in run.stdout:
                 raise SystemExit(f"top on {count} node(s) failed: {run.stderr[-2000:]}")
         subprocess.run([CLI, "stop", name], capture_output=True, timeout=300)
-        return statistics.median(walls)
+        return statistics.median(walls), statistics.median(clients), statistics.median(others)
     finally:
         do_down(str(spec), yes=True, rt=_runtime())
 
@@ -145,12 +153,14 @@ def main() -> None:
                     for n in args.sizes.split(",")]
         finally:
             stop()  # type: ignore[operator]
-    base = rows[0][1]
+    base = rows[0][1][0]
+    cores = os.cpu_count() or 1
     print(f"`clusterkit top NAME --once --json`, sandbox, median of {args.repeat}:")
-    for count, wall in rows:
+    for count, (wall, client, other) in rows:
         print(f"  {count:>3} node(s): {wall:6.2f} s  ratio to {rows[0][0]} node(s) "
-              f"{wall / base:.2f} (goal for 16: at most 1.50)")
-    print(f"({os.cpu_count()} cores)")
+              f"{wall / base:.2f} (goal for 16: at most 1.50); CPU s: top {client:.2f}, "
+              f"emulated nodes and sandbox {other:.2f} (/ {cores} cores = "
+              f"{other / cores:.2f} s of wall time not spent on real nodes' own CPUs)")
 
 
 if __name__ == "__main__":

@@ -363,8 +363,8 @@ def _unhealthy(nodes: Sequence[_Node], ctx: Context) -> Finding | None:
         reset_only = reset_only and all(p[2] for p in found)
     if not hits:
         return None
-    fix = ("; ".join(meanings) + ": the node is replaced like a reclaimed one where recovery"
-           " is on (train.max_recoveries)")
+    fix = ("; ".join(meanings) + ": terminate that node's instance: with "
+           "train.max_recoveries > 0 it is replaced like a reclaimed one (else `up` does)")
     severity = Severity.WARNING if reset_only else Severity.CRITICAL
     return Finding(Kind.UNHEALTHY_GPU, tuple(h[0] for h in hits), _join(hits, 8), fix, severity)
 
