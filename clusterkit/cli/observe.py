@@ -194,9 +194,16 @@ def job(name: str, job_id: str | None) -> None:
               show_default=True, help="Directory for scaling-NAME.csv and scaling-NAME.png.")
 @click.option("--workdir", "workdir_option", type=click.Path(file_okay=False, exists=True),
               help="Local directory copied to the nodes before each run (as for train).")
+@click.option("--io-only", "input_only", is_flag=True,
+              help="The input pipeline alone: every process gets CLUSTERKIT_IO_ONLY=1 "
+                   "(read and decode, no training), so the table shows which side limits.")
+@click.option("--io-args", default="", metavar="WORDS",
+              help="Words added to the command with --io-only, e.g. '--test-io 1' for "
+                   "MXNet's image-classification scripts.")
 @json_option
 def scaling(spec_file: str, command: tuple[str, ...], node_counts: str, duration: str,
-            out_dir: str, workdir_option: str | None) -> None:
+            out_dir: str, workdir_option: str | None, input_only: bool,
+            io_args: str) -> None:
     """Run the job on 1, 2, 4, ... nodes and print the scaling table: samples/s, speedup,
     efficiency (% of linear), $ per million samples; a CSV and a PNG chart beside it.
 
@@ -225,17 +232,22 @@ def scaling(spec_file: str, command: tuple[str, ...], node_counts: str, duration
     rt = Runtime.make(region=ctx.region, profile=ctx.profile,
                       report=ctx.reporter(ctx.err_console))
     result = do_scaling(spec_file, counts, duration=seconds, command=command,
-                        workdir_option=workdir_option, region=ctx.region,
-                        profile=ctx.profile, rt=rt)
-    base = Path(out_dir) / f"scaling-{result.cluster}"
+                        workdir_option=workdir_option, input_only=input_only,
+                        io_args=io_args, region=ctx.region, profile=ctx.profile, rt=rt)
+    base = Path(out_dir) / f"scaling-{result.cluster}{'-io' if input_only else ''}"
     base.with_suffix(".csv").write_text(csv_text(result.rows))
-    base.with_suffix(".png").write_bytes(png(result.rows, f"{result.cluster} scaling"))
+    title = f"{result.cluster} {'input pipeline' if input_only else 'scaling'}"
+    base.with_suffix(".png").write_bytes(png(result.rows, title))
     if ctx.json:
-        print(json.dumps({"cluster": result.cluster, "jobs": list(result.jobs),
+        print(json.dumps({"cluster": result.cluster, "input_only": input_only,
+                          "jobs": list(result.jobs),
                           "rows": [r.__dict__ for r in result.rows],
                           "csv": str(base.with_suffix(".csv")),
                           "png": str(base.with_suffix(".png"))}), flush=True)
         return
+    if input_only:
+        ctx.console.print("the input pipeline alone (CLUSTERKIT_IO_ONLY=1: read and decode, "
+                          "no training):", markup=False, highlight=False)
     for line in lines(result.rows):
         ctx.console.print(line, markup=False, highlight=False)
     ctx.console.print(f"wrote {base.with_suffix('.csv')} and {base.with_suffix('.png')}",

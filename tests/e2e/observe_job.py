@@ -3,7 +3,8 @@ job's workdir and run on every worker as ``python3 observe_job.py MODE SECONDS``
 dist_async push/pull rounds of one small array, MXNet's own Speedometer printing
 ``Speed: N samples/sec`` every 5 batches. MODE ``burn``: node 1 spins the CPU between
 batches (the others sleep), at the same pace; ``straggler``: node 2 takes 5x as long per
-batch. dist_async: each worker goes at its own pace."""
+batch. dist_async: each worker goes at its own pace. With CLUSTERKIT_IO_ONLY=1 (`scaling
+--io-only`) no kvstore: the batches' pace alone, as an input pipeline measured by itself."""
 
 import logging
 import os
@@ -19,16 +20,19 @@ mode, seconds = sys.argv[1], float(sys.argv[2])
 node = int(os.environ["CLUSTERKIT_NODE_RANK"])
 pause = PAUSE * (5 if mode == "straggler" and node == 2 else 1)
 spin = mode == "burn" and node == 1
-kv = mx.kv.create("dist_async")
-kv.set_optimizer(mx.optimizer.SGD(learning_rate=0.01))  # async servers need an updater
-kv.init(0, mx.nd.zeros((4,)))
+io_only = os.environ.get("CLUSTERKIT_IO_ONLY") == "1"  # `scaling --io-only`: no kvstore
+if not io_only:
+    kv = mx.kv.create("dist_async")
+    kv.set_optimizer(mx.optimizer.SGD(learning_rate=0.01))  # async servers need an updater
+    kv.init(0, mx.nd.zeros((4,)))
 out = mx.nd.zeros((4,))
 speed = mx.callback.Speedometer(BATCH, frequent=5)
 end, batch = time.time() + seconds, 0
 while time.time() < end:
-    kv.push(0, mx.nd.ones((4,)))
-    kv.pull(0, out=out)
-    out.wait_to_read()
+    if not io_only:
+        kv.push(0, mx.nd.ones((4,)))
+        kv.pull(0, out=out)
+        out.wait_to_read()
     until = time.time() + pause
     while spin and time.time() < until:
         pass

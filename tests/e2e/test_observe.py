@@ -147,7 +147,7 @@ def test_a_finished_job_has_a_report_kept_on_the_master(cluster: Cluster):
 def test_scaling_runs_on_1_2_3_nodes_and_writes_the_table(cluster: Cluster, tmp_path: Path):
     """`clusterkit scaling --nodes 1,2,3`: three runs on the running cluster (nothing
     launched), three rows with the measured samples/s, and the CSV and a valid PNG."""
-    run = cluster.cli("scaling", str(cluster.spec), "--nodes", "1,2,3", "--duration", "4s",
+    run = cluster.cli("scaling", str(cluster.spec), "--nodes", "1,2,3", "--duration", "2s",
                       "--out", str(tmp_path), "--workdir", str(cluster.work), "--json",
                       "--", "python3", "observe_job.py", "burn", "60", timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -159,3 +159,18 @@ def test_scaling_runs_on_1_2_3_nodes_and_writes_the_table(cluster: Cluster, tmp_
     assert table[0].startswith("nodes,gpus,samples_per_s") and len(table) == 4
     assert (tmp_path / f"scaling-{cluster.name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(set(result["jobs"])) == 3 and not cluster.active()
+
+
+def test_scaling_io_only_runs_the_input_pipeline_alone(cluster: Cluster, tmp_path: Path):
+    """`--io-only`: every process gets CLUSTERKIT_IO_ONLY=1 (the script skips its
+    kvstore) and the words of --io-args; the table and files say it is the input side."""
+    run = cluster.cli("scaling", str(cluster.spec), "--nodes", "1,2", "--duration", "2s",
+                      "--io-only", "--io-args", "60", "--out", str(tmp_path), "--workdir",
+                      str(cluster.work), "--json", "--", "python3", "observe_job.py", "burn",
+                      timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout)
+    assert result["input_only"] and [r["nodes"] for r in result["rows"]] == [1, 2]
+    assert all(r["samples_per_s"] > 0 for r in result["rows"])
+    assert (tmp_path / f"scaling-{cluster.name}-io.csv").is_file()
+    assert not cluster.active()

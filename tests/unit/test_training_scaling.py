@@ -46,3 +46,15 @@ def test_the_chart_is_a_valid_png():
     raw = zlib.decompress(data[start:start + length])
     assert len(raw) == height * (1 + 3 * width)
     assert bytes((40, 110, 200)) in raw  # the measured bars are drawn
+
+
+def test_io_only_gives_every_process_the_variable_and_adds_the_words():
+    from clusterkit.cluster.jobs.scaling import IO_ONLY_ENV, io_only
+    from clusterkit.spec import loads
+
+    spec = loads("name: t\nregion: us-east-1\nnodes: {count: 2, instance_types: [c5.large]}\n"
+                 "train: {command: python3 train.py, env: {A: b}}\n")
+    changed, text = io_only(spec, "python3 train.py", "--test-io 1")
+    assert text == "python3 train.py --test-io 1"
+    assert dict(changed.train.env) == {"A": "b", IO_ONLY_ENV: "1"}
+    assert dict(spec.train.env) == {"A": "b"}  # the spec itself is left as it was

@@ -9,6 +9,7 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from clusterkit.catalog.instances import lookup as instance_type
 from clusterkit.cluster.jobs import control as jobs
@@ -19,6 +20,7 @@ from clusterkit.cluster.jobs.train import Job, run_attempt, training_command
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.events import Stage
+from clusterkit.spec.model import Spec
 from clusterkit.training import scaling
 
 FIRST_RATE_WAIT = 300.0  # seconds for every node's first throughput line
@@ -30,6 +32,7 @@ class ScalingResult:
     duration: float
     rows: tuple[scaling.Row, ...]
     jobs: tuple[str, ...]  # the job of each run, in the rows' order
+    input_only: bool = False  # the input pipeline alone (--io-only)
 
 
 def first_nodes(jc: JobCluster, count: int) -> JobCluster:
@@ -80,11 +83,26 @@ def measure(rt: Runtime, job: Job, jc: JobCluster, count: int,
                            hourly), outcome.job_id
 
 
+IO_ONLY_ENV = "CLUSTERKIT_IO_ONLY"  # "1": the script runs its input pipeline alone
+
+
+def io_only(spec: Spec, command: str, io_args: str) -> tuple[Spec, str]:
+    """The job as `--io-only` runs it: every process gets CLUSTERKIT_IO_ONLY=1 (the
+    script reads and decodes its data and trains nothing, printing its samples/s), and
+    ``io_args`` go after the command (MXNet's image-classification scripts: --test-io 1)."""
+    assert spec.train is not None
+    env = MappingProxyType({**spec.train.env, IO_ONLY_ENV: "1"})
+    train = dataclasses.replace(spec.train, env=env)
+    return dataclasses.replace(spec, train=train), f"{command} {io_args}".strip()
+
+
 def do_scaling(spec_file: str, nodes: Sequence[int], *, duration: float = 60.0,
                command: Sequence[str] = (), workdir_option: str | None = None,
+               input_only: bool = False, io_args: str = "",
                region: str | None = None, profile: str | None = None,
                rt: Runtime | None = None) -> ScalingResult:
-    """Each node count of ``nodes`` in turn (smallest first), on the running cluster."""
+    """Each node count of ``nodes`` in turn (smallest first), on the running cluster;
+    ``input_only``: the input pipeline alone (``io_only``)."""
     rt = rt or Runtime.make(region=region, profile=profile)
     jc = jobs.open_job_cluster(rt, spec_file, region)
     spec = jc.spec
@@ -95,8 +113,10 @@ def do_scaling(spec_file: str, nodes: Sequence[int], *, duration: float = 60.0,
         raise UsageError(f"--nodes {','.join(map(str, nodes))}: the cluster has "
                          f"{len(jc.nodes)} running node(s)",
                          f"give counts from 1 to {len(jc.nodes)}, e.g. --nodes 1,2")
-    job = Job(spec_file, spec, training_command(spec, command),
-              workdir.plan(spec, workdir_option), region)
+    text = training_command(spec, command)
+    if input_only:
+        spec, text = io_only(spec, text, io_args)
+    job = Job(spec_file, spec, text, workdir.plan(spec, workdir_option), region)
     measures, job_ids = [], []
     for count in counts:
         made, job_id = measure(rt, job, jc, count, duration)
@@ -105,4 +125,5 @@ def do_scaling(spec_file: str, nodes: Sequence[int], *, duration: float = 60.0,
     if not any(m.samples_per_s for m in measures):
         raise ClusterkitError("no run printed a throughput line (Speed: N samples/sec, N "
                               "samples/s)", "set train.throughput_pattern for your script")
-    return ScalingResult(jc.name, duration, tuple(scaling.rows(measures)), tuple(job_ids))
+    return ScalingResult(jc.name, duration, tuple(scaling.rows(measures)), tuple(job_ids),
+                         input_only)
