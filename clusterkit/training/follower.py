@@ -6,10 +6,11 @@ client's version).
 Verbs:
   jobs [ROOT]          one JSON line per job under ROOT/var/lib/clusterkit/jobs: its
                        state.json, refreshed by the job's supervisor while it runs
-  follow JOB_DIR [--follow] [--name N]... [--role R]...
+  follow JOB_DIR [--follow] [--metrics] [--name N]... [--role R]...
                        every line of the selected processes' logs as ``L<name>\\t<line>``;
-                       with --follow until the job has ended on this node, and each
-                       new metric sample as ``M<sample>``; last line ``S<state.json>``
+                       with --follow until the job has ended on this node (and with
+                       --metrics each new metric sample as ``M<sample>``); last line
+                       ``S<state.json>``
   prepare [--ports COUNT] [--hosts] [--cd DIR]
                        what `train` needs before a start, as one JSON object: "jobs"
                        (as `jobs` lists them), "home"; with --ports, "ports": COUNT
@@ -228,12 +229,13 @@ class MetricsTail:
                 sys.stdout.write("M" + line.decode("utf-8", "replace") + "\n")
 
 
-def follow(job_dir, keep_following, names, roles):
+def follow(job_dir, keep_following, names, roles, metrics_wanted=False):
     logs = selected(job_dir, names, roles)
     start, failing_since, last_pass = time.monotonic(), None, False
     state, told = None, 0
     changes = Changes(job_dir) if keep_following else None
-    metrics = MetricsTail(os.path.join(job_dir, "metrics.jsonl")) if keep_following else None
+    metrics = MetricsTail(os.path.join(job_dir, "metrics.jsonl")) \
+        if keep_following and metrics_wanted else None
     while True:
         for log in logs:
             log.pump(final=last_pass or not keep_following)
@@ -299,7 +301,8 @@ def main(argv):
         jobs(argv[1] if len(argv) > 1 else "")
         return 0
     if len(argv) >= 2 and argv[0] == "follow":
-        follow(argv[1], "--follow" in argv, options(argv, "--name"), options(argv, "--role"))
+        follow(argv[1], "--follow" in argv, options(argv, "--name"), options(argv, "--role"),
+               "--metrics" in argv)
         return 0
     if argv and argv[0] == "prepare":
         return prepare(argv[1:])

@@ -205,3 +205,21 @@ def test_following_tells_each_new_metric_sample_once_rotation_too(tmp_path: Path
     path.write_text('{"t": 4}\n')
     tail.pump()
     assert capsys.readouterr().out.splitlines() == ['M{"t": 2}', 'M{"t": 3}', 'M{"t": 4}']
+
+
+@pytest.mark.parametrize("asked", [True, False], ids=["--metrics", "no --metrics"])
+def test_following_streams_metric_samples_only_when_asked(tmp_path: Path, asked: bool):
+    """`train` asks for the samples written while it follows (its diagnosis); `logs -f`
+    does not, and gets none."""
+    d = _job(tmp_path, "running")
+    args = [sys.executable, "-", "follow", str(d), "--follow", *(["--metrics"] if asked else [])]
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(SOURCE)
+    proc.stdin.close()
+    assert proc.stdout.readline().startswith(b"L")  # following: it has read the logs once
+    (d / "metrics.jsonl").write_text('{"t": 7}\n')  # read at the latest by the last pass
+    (d / "state.json").write_text(json.dumps({"state": "succeeded", "failed": None}))
+    out = proc.stdout.read().decode().splitlines()
+    assert proc.wait(timeout=20) == 0
+    assert (['M{"t": 7}'] if asked else []) == [line for line in out if line.startswith("M")]

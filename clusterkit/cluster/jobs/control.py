@@ -329,7 +329,8 @@ def follow_logs(jc: JobCluster, job_id: str, *, keep_following: bool,
     ended (``keep_following``) or what is there now has been printed; ``on_notice``
     gets each spot notice a node's supervisor records (its short name, the notice),
     ``on_metrics`` each metric sample its sampler writes meanwhile."""
-    args = ["follow", job_dir(job_id), *(["--follow"] if keep_following else [])]
+    args = ["follow", job_dir(job_id), *(["--follow"] if keep_following else []),
+            *(["--metrics"] if on_metrics is not None else [])]
     for name in names:
         args += ["--name", name]
     for role in roles:
