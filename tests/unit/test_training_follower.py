@@ -212,13 +212,20 @@ def test_following_streams_metric_samples_only_when_asked(tmp_path: Path, asked:
     """`train` asks for the samples written while it follows (its diagnosis); `logs -f`
     does not, and gets none."""
     d = _job(tmp_path, "running")
+    (d / "metrics.jsonl").write_text('{"t": 1}\n')  # there before: `top`'s, not told
     args = [sys.executable, "-", "follow", str(d), "--follow", *(["--metrics"] if asked else [])]
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(SOURCE)
     proc.stdin.close()
-    assert proc.stdout.readline().startswith(b"L")  # following: it has read the logs once
-    (d / "metrics.jsonl").write_text('{"t": 7}\n')  # read at the latest by the last pass
+    while b"w1" not in proc.stdout.readline():  # the first pass's last whole line
+        pass
+    with (d / "worker-0.log").open("a") as log:  # only a later pass, after the first
+        log.write("\nw3\n")                    # one looked at the metrics, reads it
+    while b"w3" not in proc.stdout.readline():
+        pass
+    with (d / "metrics.jsonl").open("a") as metrics:
+        metrics.write('{"t": 7}\n')  # new since following began: told
     (d / "state.json").write_text(json.dumps({"state": "succeeded", "failed": None}))
     out = proc.stdout.read().decode().splitlines()
     assert proc.wait(timeout=20) == 0
