@@ -2,8 +2,9 @@
 and which of the cluster's instances still run in, the lost nodes and why out; a
 recovery's record (one line in `status` and in the job's record) from its times.
 
-A node is lost when EC2 gave it a spot interruption notice, when its instance no longer
-runs (gone), or when it stopped answering the master for ``train.node_timeout`` while its
+A node is lost when EC2 gave it a spot interruption notice, when its GPU health check
+found its GPUs unfit (unhealthy: its instance still runs, and is replaced all the same),
+when its instance no longer runs (gone), or when it stopped answering the master for ``train.node_timeout`` while its
 instance still runs (unreachable). A job that failed on its own (a process exited
 non-zero, every node answering) lost nothing: recovering would only fail it again.
 """
@@ -31,6 +32,7 @@ class LossReason(StrEnum):
     REBALANCE = "rebalance"  # swapped for its standby after a rebalance recommendation
     UNREACHABLE = "unreachable"  # silent for node_timeout, its instance still running
     GONE = "gone"  # its instance no longer runs (reclaimed, terminated, stopped)
+    UNHEALTHY = "unhealthy"  # its GPU health check found it unfit (a fatal Xid, a GPU gone)
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,8 @@ def find_loss(state: Ending | None, running: Mapping[int, bool], now: float) -> 
         lost.setdefault(failure.node, LossReason.UNREACHABLE)
     notice = state.interruption or {}
     if state.state is JobStateName.INTERRUPTED and isinstance(notice.get("node"), int):
-        lost.setdefault(notice["node"], LossReason.NOTICE)
+        lost.setdefault(notice["node"], LossReason.UNHEALTHY if notice.get("kind") == "unfit"
+                        else LossReason.NOTICE)
         seen.append(float(notice.get("seen") or now))
     if not lost:
         return None

@@ -282,6 +282,12 @@ TRAIN = _obj("The distributed job `clusterkit train` starts.", {
                        "GPUs (while its processes live) before the job counts as stalled "
                        "and gets the checkpoint signal.", default=600, minimum=30,
                        maximum=86400),
+    "gpu_health_every": Key("number", "Seconds between two reads of each node's GPU health "
+                            "(`nvidia-smi -q`, the kernel log's Xid lines) while a job runs; "
+                            "a node whose GPUs a reset would not fix is handled like a spot "
+                            "interruption: checkpoint, stop, and with max_recoveries "
+                            "replaced. 0: never read.", default=60, minimum=0,
+                            maximum=86400),
     "stop_on_stall": Key("boolean", "Stop a stalled job (after the checkpoint signal and "
                          "checkpoint_grace), so a hung run stops billing.", default=False),
     "packages": Key("array", "pip packages installed on the nodes, e.g. mxnet-cu112.",

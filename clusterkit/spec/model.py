@@ -149,6 +149,7 @@ class Train:
     throughput_pattern: str | None = None  # a regex with one number group: samples/s
     stall_after: float = 600.0  # seconds without progress and with idle GPUs: stalled
     stop_on_stall: bool = False  # a stalled job is stopped after its checkpoint signal
+    gpu_health_every: float = 60.0  # seconds between GPU health reads on a node (0: off)
 
 
 @dataclass(frozen=True)

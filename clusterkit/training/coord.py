@@ -11,7 +11,8 @@ node's supervisor dials it. Messages are newline-delimited JSON objects, ``t`` t
                                 master -> node: the job's outcome, stop everything
   stop                          node -> master: stopped on request on that node
   notice {notice}               node -> master: EC2 posted a spot interruption notice
-                                for that node (``interruption.Notice.to_json``)
+                                for that node, or its GPU health check found it unfit
+                                (``interruption.Notice.to_json``)
   done                          node -> master: nothing of the job is left there
 
 A stop for an interruption carries ``checkpoint_until`` (epoch seconds): every node sends
@@ -103,7 +104,11 @@ def stop_message(outcome: tuple, checkpoint_until: float | None = None) -> dict:
 
 
 def interrupted_outcome(node: int, notice: interruption.Notice) -> tuple:
-    """The job's outcome when ``node`` got a spot interruption notice."""
+    """The job's outcome when ``node`` got a spot interruption notice or found its
+    GPUs unfit."""
+    if notice.kind is interruption.NoticeKind.UNFIT:
+        return (S.INTERRUPTED.value, f"node {node}: its GPUs are unfit: {notice.reason}",
+                None, [])
     when = time.strftime("%H:%M:%S UTC", time.gmtime(notice.at))
     return (S.INTERRUPTED.value, f"node {node}: spot interruption notice ({notice.action} "
             f"at {when})", None, [])
@@ -144,7 +149,7 @@ class Coordinator:
     def notice(self, notice: interruption.Notice) -> tuple | None:
         """This node got a spot interruption notice: the master decides the job is
         interrupted (its outcome, returned); a node tells the master."""
-        if notice.kind is not interruption.NoticeKind.INTERRUPTION:
+        if notice.kind not in interruption.STOPPING_KINDS:
             return None  # a rebalance recommendation stops nothing
         if self.master:
             return self.interrupt(self.me, notice)
@@ -313,7 +318,7 @@ class Coordinator:
             self.done_nodes.add(link.node)
         elif kind == "notice" and isinstance(msg.get("notice"), dict):
             notice = interruption.Notice.from_json(msg["notice"])
-            if notice is not None and notice.kind is interruption.NoticeKind.INTERRUPTION:
+            if notice is not None and notice.kind in interruption.STOPPING_KINDS:
                 self.hear(self.interrupt(link.node, notice))
         return True
 

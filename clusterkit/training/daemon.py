@@ -14,6 +14,7 @@ import time
 
 try:  # imported as clusterkit.training.daemon (the client, tests)
     from . import coord, interruption, jobstate
+    from .gpuwatch import HealthWatch, unfit_reason
     from .reaping import Cgroup, Reaper, make_cgroup, scan_proc
     from .sampler import Sampler
     from .stall import StallWatch
@@ -22,6 +23,7 @@ except ImportError:  # run from a job dir on a node: its modules lie beside it
     import coord
     import interruption
     import jobstate
+    from gpuwatch import HealthWatch, unfit_reason
     from reaping import Cgroup, Reaper, make_cgroup, scan_proc
     from sampler import Sampler
     from stall import StallWatch
@@ -209,6 +211,8 @@ class Supervisor:
         self.stalled = None  # {"at", "reason"} once the job hung here
         self.stall_stop_at = None  # monotonic: stop_on_stall's stop, after the grace
         self.sampler_failed = False
+        self.health = None  # a HealthWatch while the processes run (sampling.health_every)
+        self.gpus_seen = None  # GPUs in the newest sample that listed any
 
     def save(self) -> None:
         _, reason, failed, others = self.outcome or (self.state, None, None, [])
@@ -240,6 +244,9 @@ class Supervisor:
             conf = self.job.get("sampling") or {}
             if conf.get("stall_after"):
                 self.stall = StallWatch(float(conf["stall_after"]), self.started)
+            if conf.get("health_every"):
+                self.health = HealthWatch(int(conf.get("gpus") or 0),
+                                          float(conf["health_every"]))
         self.save()
         self.report()
         while not self.finished():
@@ -332,6 +339,7 @@ class Supervisor:
         self.coord.heartbeat(now)
         self.watch()
         self.sample()
+        self.watch_health()
         if self.stall_stop_at is not None and now >= self.stall_stop_at and \
                 self.outcome is None:
             self.decide(S.FAILED, self.stalled["reason"] + "; stopped (train.stop_on_stall)",
@@ -352,6 +360,7 @@ class Supervisor:
             written = self.sampler.step(time.time())
             if written is not None:
                 self.totals.add(written)
+                self.gpus_seen = len(written["gpus"]) if written.get("gpus") else self.gpus_seen
                 write_json(os.path.join(self.job_dir, "summary.json"), self.totals.to_json())
                 if self.stall is not None and self.stall.update(written):
                     self.on_stall()
@@ -369,6 +378,25 @@ class Supervisor:
         if (self.job.get("sampling") or {}).get("stop_on_stall"):
             self.stall_stop_at = time.monotonic() + float(self.job.get("checkpoint_grace", 90))
         self.save()
+
+    def watch_health(self) -> None:
+        """This node's GPUs, every ``health_every`` s: unfit ones (``gpuwatch``) are
+        reported like a spot interruption notice, so the job checkpoints and stops and
+        the node is replaced like a reclaimed one."""
+        if self.health is None or self.outcome is not None:
+            return
+        now = time.time()
+        fatal = self.health.check(now, self.gpus_seen)
+        if not fatal:
+            return
+        notice = interruption.Notice(interruption.NoticeKind.UNFIT, now, "replace",
+                                     unfit_reason(fatal))
+        log(f"GPUs unfit: {notice.reason}")
+        self.notices.append(notice.to_json())
+        self.save()
+        outcome = self.coord.notice(notice)
+        if outcome is not None:
+            self.decide(*outcome)
 
     def pgids(self) -> set:
         return {p.popen.pid for p in self.procs if p.popen is not None}

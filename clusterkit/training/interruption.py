@@ -44,6 +44,11 @@ def sandbox_endpoint(endpoint: str, instance_id: str) -> str:
 class NoticeKind(str, Enum):
     INTERRUPTION = "interruption"  # spot/instance-action: the instance goes at ``at``
     REBALANCE = "rebalance"  # a rebalance recommendation: at elevated risk since ``at``
+    UNFIT = "unfit"  # the node's own GPU health check (``gpuwatch``): replace it, found at ``at``
+
+
+# The notices that end the job (with the checkpoint signal first): the node goes.
+STOPPING_KINDS = (NoticeKind.INTERRUPTION, NoticeKind.UNFIT)
 
 
 @dataclass(frozen=True)
@@ -51,19 +56,25 @@ class Notice:
     kind: NoticeKind
     at: float  # epoch seconds: when the action comes (interruption), when EC2 said so
     action: str | None = None  # terminate | stop | hibernate (an interruption)
+    reason: str | None = None  # why the node is unfit (its GPUs' evidence)
 
     def seconds_left(self, now: float) -> float | None:
         """Until the action (an interruption), never below 0; None for a rebalance."""
         return max(0.0, self.at - now) if self.kind is NoticeKind.INTERRUPTION else None
 
     def to_json(self) -> dict:
-        return {"kind": self.kind.value, "at": self.at, "action": self.action}
+        found = {"kind": self.kind.value, "at": self.at, "action": self.action}
+        if self.reason is not None:
+            found["reason"] = self.reason
+        return found
 
     @classmethod
     def from_json(cls, data: dict) -> Notice | None:
         """``to_json``'s dict (as another node sent it) back; None when it is not one."""
         try:
-            return cls(NoticeKind(data.get("kind")), float(data["at"]), data.get("action"))
+            reason = data.get("reason")
+            return cls(NoticeKind(data.get("kind")), float(data["at"]), data.get("action"),
+                       None if reason is None else str(reason))
         except (KeyError, TypeError, ValueError):
             return None
 

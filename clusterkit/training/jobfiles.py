@@ -28,7 +28,8 @@ ROOT_ENV = "CLUSTERKIT_ROOT"  # prefixes every node path (tests), like the playb
 JOB_ROOT = "/var/lib/clusterkit/jobs"
 # The supervisor and its stdlib-only modules; it imports them from its own directory.
 NODE_FILES = ("supervisor.py", "daemon.py", "coord.py", "reaping.py", "jobstate.py",
-              "interruption.py", "sampler.py", "totals.py", "stall.py")
+              "interruption.py", "sampler.py", "totals.py", "stall.py", "gpuhealth.py",
+              "gpuwatch.py")
 __all__ = ["JOB_ID_RE", "Failure", "JobStateName", "ProcStateName", "JobState",
            "ProcessState", "check_job_id", "job_dir", "node_files", "node_program",
            "parse_state", "state_of", "state_from"]
@@ -75,16 +76,17 @@ def job_dir(job_id: str, root: str | None = None) -> str:
     return prefix.rstrip("/") + f"{JOB_ROOT}/{check_job_id(job_id)}"
 
 
-def node_program(name: str) -> bytes:
-    """A node-side program sent over SSH stdin (``python3 - ARGS``) with ``jobstate``
-    put in sys.modules first, so it imports the same definitions the client uses."""
+def node_program(name: str, modules: tuple[str, ...] = ("jobstate",)) -> bytes:
+    """A node-side program sent over SSH stdin (``python3 - ARGS``) with ``modules``
+    (of this package, in order) put in sys.modules first, so it imports the same
+    definitions the client uses."""
     here = Path(__file__).parent
-    shared = (here / "jobstate.py").read_text()
-    prelude = ("import sys, types\n"
-               "_m = sys.modules['jobstate'] = types.ModuleType('jobstate')\n"
-               f"exec(compile({shared!r}, 'jobstate.py', 'exec'), _m.__dict__)\n"
-               "del _m\n")
-    return prelude.encode() + (here / name).read_bytes()
+    prelude = "import sys, types\n"
+    for module in modules:
+        text = (here / f"{module}.py").read_text()
+        prelude += (f"_m = sys.modules[{module!r}] = types.ModuleType({module!r})\n"
+                    f"exec(compile({text!r}, {module + '.py'!r}, 'exec'), _m.__dict__)\n")
+    return (prelude + "del _m\n").encode() + (here / name).read_bytes()
 
 
 def node_files() -> dict[str, str]:

@@ -18,14 +18,15 @@ Verbs:
 import json
 import os
 import re
-import subprocess
 import sys
+
+try:  # imported as clusterkit.training.observer (tests)
+    from . import gpuwatch
+except ImportError:  # sent over stdin: jobfiles.node_program puts gpuwatch in sys.modules
+    import gpuwatch
 
 JOBS = "/var/lib/clusterkit/jobs"
 METRICS_FILES = ("metrics.1.jsonl", "metrics.jsonl")  # the sampler's: older first
-KERNEL_LOGS = (["dmesg"], ["sudo", "-n", "dmesg"],
-               ["journalctl", "-k", "-q", "--no-pager", "-n", "20000"])
-GPU_LINE = ("NVRM", "Xid", "fallen off the bus")
 
 
 def read_json(path):
@@ -63,26 +64,6 @@ def samples(job_dir, since, last):
     return kept[-last:] if last > 0 else []
 
 
-def _output(argv):
-    try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, timeout=15)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
-
-
-def health():
-    found = {"smi_q": _output(["nvidia-smi", "-q"]), "kernel_log": None}
-    for argv in KERNEL_LOGS:
-        text = _output(argv)
-        if text is not None:
-            lines = [line for line in text.splitlines() if any(w in line for w in GPU_LINE)]
-            found["kernel_log"] = "\n".join(lines[-200:])
-            break
-    return found
-
-
 def options(args, flag):
     return [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == flag]
 
@@ -98,7 +79,7 @@ def observe(args):
     found = samples(os.path.join(base, job_id), since, last) if job_id else []
     answer = {"job_id": job_id, "samples": found}
     if "--health" in args:
-        answer["health"] = health()
+        answer["health"] = gpuwatch.read_health()
     print(json.dumps(answer), flush=True)
 
 

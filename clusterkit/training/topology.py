@@ -293,13 +293,16 @@ def job_file(processes: Sequence[ProcessSpec], node: NodeSlot, *, cluster: str,
             "sampling": dict(sampling) if sampling is not None else None, "processes": mine}
 
 
-def sampling_of(spec: Spec) -> dict[str, Any]:
+def sampling_of(spec: Spec, gpus: int = 0) -> dict[str, Any]:
     """What each node's sampler needs (``training/sampler.py``): how often, the user's
-    throughput pattern, and the dataset volume's mount (its device's I/O is sampled)."""
+    throughput pattern, and the dataset volume's mount (its device's I/O is sampled);
+    the stall watch's settings; and its GPU health watch's (``gpuwatch``): how often,
+    and ``gpus``, how many GPUs the node's type has."""
     train = spec.train
     dataset = spec.storage.dataset
     return {"interval": train.sample_interval if train else 2.0,
             "throughput_pattern": train.throughput_pattern if train else None,
             "dataset_mount": dataset.mount if dataset is not None else None,
             "stall_after": train.stall_after if train else 600.0,
-            "stop_on_stall": train.stop_on_stall if train else False}
+            "stop_on_stall": train.stop_on_stall if train else False,
+            "health_every": train.gpu_health_every if train else 60.0, "gpus": gpus}

@@ -38,9 +38,12 @@ def new_job_id() -> str:
 class Node:
     index: int
     dir: Path
+    bin_dir: Path | None = None  # put first on its supervisor's PATH (fake node tools)
 
     def cli(self, verb: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CLUSTERKIT_JOB")}
+        if self.bin_dir is not None:
+            env["PATH"] = f"{self.bin_dir}:{env.get('PATH', '/usr/bin:/bin')}"
         return subprocess.run([NODE_PYTHON, str(self.dir / "supervisor.py"), verb,
                                str(self.dir), *args], capture_output=True, text=True,
                               env=env, timeout=timeout)

@@ -400,3 +400,47 @@ def test_a_hung_job_gets_the_checkpoint_signal_and_with_stop_on_stall_is_stopped
     assert all(s["stalled"] and "train.stall_after" in s["stalled"]["reason"] for s in states)
     assert (tmp_path / "saved-0").exists() and (tmp_path / "saved-1").exists()
     assert job.leftovers() == []
+
+
+CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"
+
+
+def fake_gpu_tools(where: Path, kernel_log: Path) -> Path:
+    """A node's `nvidia-smi` (8 GPUs for the sampler's query; `-q`: nothing wrong) and
+    `dmesg` (the real capture of a GPU fallen off the bus): no GPU here."""
+    where.mkdir()
+    rows = "".join(f"{i}, NVIDIA A100-SXM4-40GB, 97, 38917, 40960, 296.1, 62\\n"
+                   for i in range(8))
+    (where / "nvidia-smi").write_text(
+        f"#!/bin/sh\ncase \"$1\" in --query-gpu=*) printf '{rows}' ;; *) echo ok ;; esac\n")
+    (where / "dmesg").write_text(f"#!/bin/sh\ncat {kernel_log}\n")
+    for tool in where.iterdir():
+        tool.chmod(0o755)
+    return where
+
+
+def test_a_node_whose_gpu_fell_off_the_bus_interrupts_the_job_after_the_checkpoint(
+        make_job, tmp_path: Path) -> None:
+    """Node 1's supervisor reads its GPUs' health (health_every) and finds Xid 79 in its
+    kernel log: the master interrupts the job naming node 1 and the Xid, every worker
+    gets the checkpoint signal first, and the notice is in node 1's state (the client
+    then replaces node 1 like a reclaimed one: tests/unit/test_plan_recovery.py)."""
+    saved = tmp_path / "saved"
+    worker = f"trap 'touch {saved}-$CK_TEST_NODE; exit 0' USR1; sleep 300 & wait"
+    extra = {"sampling": {"interval": 0.3, "health_every": 0.5, "gpus": 8},
+             "checkpoint_signal": "SIGUSR1", "checkpoint_grace": 5}
+    job = make_job([ps_node(worker), ps_node(worker)], extra=[extra, extra])
+    job.nodes[1].bin_dir = fake_gpu_tools(
+        tmp_path / "bin1", CAPTURES / "gpu-fallen-off-bus.dmesg.driver-570.txt")
+    job.start()
+    states = job.wait_final(timeout=30)
+    assert [s["state"] for s in states] == ["interrupted", "interrupted"], states
+    reason = states[0]["reason"]
+    assert reason.startswith("node 1: its GPUs are unfit: Xid 79 "), reason
+    assert "GPU has fallen off the bus" in reason
+    assert states[0]["interruption"]["kind"] == "unfit"
+    assert states[0]["interruption"]["node"] == 1
+    assert [n["kind"] for n in states[1]["notices"]] == ["unfit"]
+    assert states[0]["notices"] == []  # node 0: no nvidia-smi, no Xid in its kernel log
+    assert (tmp_path / "saved-0").exists() and (tmp_path / "saved-1").exists()
+    assert job.leftovers() == []

@@ -37,6 +37,13 @@ def test_a_notice_loses_the_node_it_came_to():
     assert loss == Loss({2: LossReason.NOTICE}, since=T0 + 1, stopped=T0 + 50)
 
 
+def test_a_node_that_found_its_gpus_unfit_is_lost_as_unhealthy_though_it_runs():
+    notice = {"kind": "unfit", "node": 1, "at": T0 + 3, "action": "replace",
+              "reason": "Xid 79 ... (Xid 79 = GPU has fallen off the bus)", "seen": T0 + 4}
+    loss = find_loss(state("interrupted", interruption=notice), RUNNING, now=T0 + 99)
+    assert loss == Loss({1: LossReason.UNHEALTHY}, since=T0 + 4, stopped=T0 + 50)
+
+
 def test_a_silent_node_is_unreachable_while_its_instance_runs_and_gone_once_not():
     failed = state("failed", failed=silent(1, T0 + 5))
     assert find_loss(failed, RUNNING, now=T0 + 99) == Loss(

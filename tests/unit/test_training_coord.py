@@ -148,6 +148,24 @@ def test_a_nodes_interruption_notice_interrupts_the_job_with_a_checkpoint_grace(
     assert node.heard == outcome and node.checkpoint_until == master.checkpoint_until
 
 
+def test_a_node_whose_gpus_are_unfit_interrupts_the_job_with_the_whole_grace(pair) -> None:
+    """Node 1's GPU health check found it unfit: the master interrupts the job naming
+    the evidence, and every process gets the whole checkpoint grace (no deadline)."""
+    from clusterkit.training.interruption import Notice, NoticeKind
+
+    master, node = pair
+    master.checkpoint_grace = 90.0
+    _pump_until(lambda: 1 in master.links, master, node)
+    now = time.time()
+    node.notice(Notice(NoticeKind.UNFIT, now, "replace", "Xid 79 on 0000:b3:00.0"))
+    [(who, outcome)] = _pump_until(lambda: master.heard is not None, master, node)
+    assert who == 0 and outcome == ("interrupted", "node 1: its GPUs are unfit: Xid 79 on "
+                                    "0000:b3:00.0", None, [])
+    assert master.checkpoint_until == pytest.approx(now + 90.0, abs=2)
+    assert master.interruption["kind"] == "unfit" and master.interruption["node"] == 1
+    assert master.interruption["reason"] == "Xid 79 on 0000:b3:00.0"
+
+
 def test_a_stop_asked_before_the_link_is_up_still_reaches_the_master(pair) -> None:
     """Both supervisors start at once: a node may be asked to stop before its first
     dial reached the master's listener; the stop must not be lost (the master would

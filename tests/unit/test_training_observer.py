@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from clusterkit.cluster.jobs.observe import OBSERVER_MODULES
 from clusterkit.training import jobfiles
 
-SOURCE = jobfiles.node_program("observer.py")
+SOURCE = jobfiles.node_program("observer.py", OBSERVER_MODULES)
 CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"  # copies of ../shared/data
 
 

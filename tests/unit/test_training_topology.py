@@ -198,7 +198,7 @@ def test_the_samplers_settings_come_from_the_train_section_and_the_dataset():
     spec = loads("name: t\nregion: us-east-1\nnodes: {count: 2, instance_types: [c5.large]}\n"
                  "storage: {dataset: {snapshot: snap-0123456789abcdef0, mount: /data}}\n"
                  "train: {command: x, sample_interval: 5, throughput_pattern: 'ips=([0-9.]+)',"
-                 " stall_after: 120, stop_on_stall: true}\n")
-    assert topo.sampling_of(spec) == {"interval": 5, "throughput_pattern": "ips=([0-9.]+)",
-                                      "dataset_mount": "/data", "stall_after": 120,
-                                      "stop_on_stall": True}
+                 " stall_after: 120, stop_on_stall: true, gpu_health_every: 30}\n")
+    assert topo.sampling_of(spec, gpus=8) == {
+        "interval": 5, "throughput_pattern": "ips=([0-9.]+)", "dataset_mount": "/data",
+        "stall_after": 120, "stop_on_stall": True, "health_every": 30, "gpus": 8}

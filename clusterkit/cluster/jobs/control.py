@@ -285,14 +285,17 @@ class LogPrinter:
                 self.out.flush()
 
     def _notice(self, node: str, text: str) -> None:
-        """A spot notice a node's supervisor recorded: said, and handed on."""
+        """A spot notice a node's supervisor recorded (or its GPUs found unfit): said,
+        and handed on."""
         try:
             notice = json.loads(text)
         except ValueError:
             return
         if self.out is not None:
+            words = f"GPUs unfit: {notice.get('reason')}" if notice.get("kind") == "unfit" \
+                else f"spot {notice.get('kind')} notice"
             with self.lock:
-                self.out.write(f"[{node}] spot {notice.get('kind')} notice\n")
+                self.out.write(f"[{node}] {words}\n")
         if self.on_notice is not None and isinstance(notice, dict):
             self.on_notice(node, notice)
 

@@ -110,9 +110,13 @@ def row_of(name: str, index: int, samples: Sequence[Mapping[str, Any]]) -> NodeR
                    samples_per_s=statistics.fmean(rates) if rates else None)
 
 
+# What the observer imports, sent before it (gpuwatch reads the GPUs' health).
+OBSERVER_MODULES = ("gpuhealth", "gpuwatch")
+
+
 def observer_call(*args: str) -> Call:
     """The node-side observer (``training/observer.py``) with ``args``, over stdin."""
-    return Call(shlex.join([node_python(), "-", *args]), jobfiles.node_program("observer.py"))
+    return Call(shlex.join([node_python(), "-", *args]), jobfiles.node_program("observer.py", OBSERVER_MODULES))
 
 
 @dataclass

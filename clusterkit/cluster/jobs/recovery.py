@@ -45,6 +45,7 @@ from clusterkit.plan.nodes import Node
 from clusterkit.plan.recovery import (
     Ending,
     Loss,
+    LossReason,
     Recovery,
     find_loss,
     job_record,
@@ -237,12 +238,12 @@ def _given_up(rt: Runtime, job: Job, outcome: JobOutcome, loss: Loss,
     """The outcome of a job that lost nodes with no recovery left; lost nodes that still
     run (and bill) are named, with their cost and how to replace them."""
     still = [n for n in nodes if n.index in loss.nodes and n.state == InstanceState.RUNNING
-             and loss.nodes[n.index].value == "unreachable"]
+             and loss.nodes[n.index] in (LossReason.UNREACHABLE, LossReason.UNHEALTHY)]
     if still:
         hourly = cluster_hourly(still)
         cost = f" (${hourly:.2f}/h)" if hourly is not None else ""
         names = ", ".join(f"{node_name(job, n.index or 0)} ({n.instance_id})" for n in still)
-        rt.warn(f"{names} still run{cost} without answering; `clusterkit down "
+        rt.warn(f"{names} still run{cost}, lost to the job; `clusterkit down "
                 f"{job.spec.name}` removes the cluster", stage=Stage.TRAIN)
     used = f"{len(done)} of {limit}" if limit else "none allowed"
     reason = (f"{outcome.reason or outcome.state.value}; lost {_lost_words(job, loss)}, "

@@ -43,6 +43,7 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, RemoteError, UsageError
 from clusterkit.events import Stage
 from clusterkit.netguard import SANDBOX_ENV
+from clusterkit.plan.nodes import Node
 from clusterkit.plan.recovery import job_record, recoveries_of
 from clusterkit.remote.address import ssh_address
 from clusterkit.remote.archive import tar_bytes
@@ -206,6 +207,12 @@ def cuda_warnings(spec: Spec, instance_types: Sequence[str]) -> list[str]:
                               for w in warnings(spec, t)))
 
 
+def gpus_of(node: Node) -> int:
+    """How many GPUs the node's instance type has (the catalog; 0 when unknown)."""
+    itype = instance_type(node.instance_type)
+    return itype.gpu_count if itype else 0
+
+
 def metadata_endpoint(instance_id: str) -> str:
     """What a node's supervisor watches for spot interruption notices: EC2's instance
     metadata; in the sandbox, the instance's metadata on the sandbox's own endpoint (its
@@ -235,8 +242,7 @@ def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
     for every node, swapped in by the same call; ``restart``: the job's recovery record
     (each process gets ``CLUSTERKIT_RESTART_COUNT``)."""
     slots = node_slots(jc)
-    itype = instance_type(jc.nodes[0].instance_type)
-    gpus = itype.gpu_count if itype else 0
+    gpus = gpus_of(jc.nodes[0])
     try:
         procs = topology.job_processes(spec, slots, job_id=job_id, command=command,
                                        port=ports[0], rdzv_port=ports[1],
@@ -257,7 +263,7 @@ def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
                                 heartbeat_timeout=train.node_timeout,
                                 recovery=restart.record if restart else
                                 job_record(job_id, [], command),
-                                sampling=topology.sampling_of(spec))
+                                sampling=topology.sampling_of(spec, gpus_of(target.node)))
         job["coordinator"]["token"] = token
         calls[target.hop.label] = Call(
             start_command(job_id, sync.remote if sync else None),
