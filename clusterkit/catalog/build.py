@@ -2,7 +2,9 @@
 
 Used by ``scripts/refresh_catalog.py`` to rebuild ``data/instances.json``. AWS
 does not report GPU architecture or compute capability, so those come from
-``GPU_MODELS`` below (NVIDIA's published compute capabilities).
+``GPU_MODELS`` below (NVIDIA's published compute capabilities). The EFA facts
+(``efa_interfaces``, ``network_cards``) come from ``NetworkInfo``: the launch asks
+for one EFA interface per network card, so it needs each card's index.
 """
 
 from __future__ import annotations
@@ -69,6 +71,33 @@ def _disks_entry(info: Mapping[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+def _card_entry(card: Mapping[str, Any], efa_supported: bool) -> dict[str, Any]:
+    """One ``NetworkCards[]`` item -> {index, gbps, max_interfaces, efa, efa_only};
+    ``gbps`` is the baseline bandwidth (the peak where AWS gives no baseline)."""
+    kinds = card.get("InterfaceTypes")
+    gbps = card.get("BaselineBandwidthInGbps", card.get("PeakBandwidthInGbps", 0.0))
+    return {
+        "index": int(card["NetworkCardIndex"]),
+        "gbps": float(gbps or 0.0),
+        "max_interfaces": int(card.get("MaximumNetworkInterfaces", 0)),
+        "efa": "efa" in kinds if kinds is not None else efa_supported,
+        "efa_only": "efa-only" in kinds if kinds is not None else False,
+    }
+
+
+def _network_entry(net: Mapping[str, Any]) -> dict[str, Any]:
+    """``NetworkInfo`` -> {"efa_interfaces": N} plus ``network_cards`` (sorted by
+    index) only for types with EFA or with more than one network card."""
+    efa = bool(net.get("EfaSupported", False))
+    count = int(net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 1 if efa else 0))
+    entry: dict[str, Any] = {"efa_interfaces": count if efa else 0}
+    cards = net.get("NetworkCards", [])
+    if efa or len(cards) > 1:
+        entry["network_cards"] = sorted((_card_entry(c, efa) for c in cards),
+                                        key=lambda c: c["index"])
+    return entry
+
+
 def entry_from_describe(item: Mapping[str, Any]) -> dict[str, Any]:
     """One DescribeInstanceTypes ``InstanceTypes[]`` item -> one catalog entry."""
     name = str(item["InstanceType"])
@@ -83,6 +112,7 @@ def entry_from_describe(item: Mapping[str, Any]) -> dict[str, Any]:
         "instance_store": _disks_entry(item.get("InstanceStorageInfo")),
         "network": network_label(str(net.get("NetworkPerformance", "unknown"))),
         "efa": bool(net.get("EfaSupported", False)),
+        **_network_entry(net),
         "arch": "x86_64" if "x86_64" in archs else str(archs[0]),
     }
 

@@ -121,7 +121,7 @@ def test_unknown_type_is_a_warning_with_suggestion():
     ("p4d.48xlarge", "error", "p4d.24xlarge"),
     ("p5.2xlarge", "error", "p5.4xlarge"),
     ("c5.4xlarge", "warning", None),  # the catalog holds c5 only in part: may exist
-    ("p5en.48xlarge", "warning", None),  # a family the catalog does not know yet
+    ("p6-b200.48xlarge", "warning", None),  # a family the catalog does not know yet
 ])
 def test_type_aws_does_not_offer_is_an_error(types, level, suggested):
     spec, issues = _issues("", types=types)

@@ -1,0 +1,283 @@
+"""training/nccl.py against the real captures (tests/data/node-captures: verbatim copies
+of ../shared/data/node-captures/): the network each job's NCCL chose, why it is not on
+EFA where it should be, and what all_reduce_perf measured. Lines written inline below
+are edge cases (empty, garbage, forms the README quotes from other sources) and say so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterkit.training import nccl
+from clusterkit.training.nccl import Cause, Looks, Net, Severity
+
+CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"
+
+P5EN = "nccl-efa.8xH200-p5en-16nics.TRUNCATED.txt"
+P4D_EKS = "nccl-efa.p4d.24xlarge.eks.TRUNCATED.txt"
+P4D_OFI_140 = "nccl-efa.p4d.24xlarge.ofi-1.4.0.TRUNCATED.txt"
+NO_PLUGIN = "nccl-no-plugin.batch-dlami-UNSTATED.txt"
+TCP_PROVIDER = "nccl-ofi-tcp-provider.p4d-docker.TRUNCATED.txt"
+P4D_INIT_FAILED = "nccl-socket-fallback.p4d.24xlarge.ofi-init-failed.TRUNCATED.txt"
+SAGEMAKER_FALLBACK = "nccl-socket-fallback.sagemaker-UNSTATED.TRUNCATED.txt"
+PERF_P4D = "all_reduce_perf.2x-p4d.24xlarge.efa.TRUNCATED.txt"
+PERF_SOCKET = "all_reduce_perf.eks-karpenter-UNSTATED.socket.TRUNCATED.txt"
+
+P4D_EFA = 4  # EFA interfaces of p4d.24xlarge
+P5EN_EFA = 16  # of p5en.48xlarge
+P5_EFA = 32  # of p5.48xlarge
+
+
+def lines(name: str) -> list[str]:
+    return (CAPTURES / name).read_text().splitlines()
+
+
+def transport(name: str) -> nccl.Transport:
+    found = nccl.parse_transport(lines(name))
+    assert found is not None, name
+    return found
+
+
+# -- the transport each capture shows ----------------------------------------------------
+
+def test_p5en_chose_efa_on_16_nics():
+    t = transport(P5EN)
+    assert (t.kind, t.confirmed, t.provider, t.nics) == (Net.OFI, True, "efa", 16)
+    assert t.evidence == "8h200-2:6831:6840 [0] NCCL INFO Using network Libfabric"
+    assert t.provider_line.endswith("NET/OFI Selected Provider is efa (found 16 nics)")
+    assert nccl.transport_problem(t, P5EN_EFA) is None
+
+
+def test_p5en_log_on_a_32_nic_type_is_short_of_interfaces():
+    finding = nccl.transport_problem(transport(P5EN), P5_EFA)
+    assert finding.cause == Cause.FEWER_NICS and finding.severity == Severity.WARNING
+    assert finding.summary == "only 16 of 32 EFA interfaces in use"
+    assert "(found 16 nics)" in finding.evidence
+
+
+def test_p4d_on_eks_chose_efa_with_gpudirect_rdma():
+    t = transport(P4D_EKS)
+    assert (t.kind, t.confirmed, t.provider, t.gdrdma) == (Net.OFI, True, "efa", True)
+    assert t.nics is None  # this plugin does not print its NIC count
+    # the capture's "Failed to find ncclCollNetPlugin_v4 symbol" is harmless, no failure
+    assert t.no_plugin is None and t.plugin_failed is None
+    assert t.evidence == ("nccl-tests-efa-16-worker-1:25:25 [0] NCCL INFO "
+                          "Using network AWS Libfabric")  # mpirun's [1,8]<stdout>: gone
+    assert t.interfaces == ()  # "Bootstrap : Using eth0…" is not the data network
+    assert nccl.transport_problem(t, P4D_EFA) is None
+
+
+def test_p4d_with_aws_ofi_nccl_1_4_0():
+    t = transport(P4D_OFI_140)
+    assert (t.kind, t.provider, t.plugin_version) == (Net.OFI, "efa", "1.4.0aws")
+    assert nccl.transport_problem(t, P4D_EFA) is None
+
+
+def test_no_plugin_found_means_sockets_with_that_cause():
+    t = transport(NO_PLUGIN)
+    # NCCL's own network line is not in the capture: the kind is inferred
+    assert (t.kind, t.confirmed) == (Net.SOCKET, False)
+    assert t.no_plugin == "[1] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so)."
+    finding = nccl.transport_problem(t, P4D_EFA)
+    assert finding.cause == Cause.NO_PLUGIN and finding.severity == Severity.CRITICAL
+    assert finding.evidence == t.no_plugin
+    assert "aws-ofi-nccl" in finding.fix and "LD_LIBRARY_PATH" in finding.fix
+
+
+def test_tcp_provider_in_docker():
+    t = transport(TCP_PROVIDER)
+    assert (t.kind, t.confirmed, t.provider, t.nics) == (Net.OFI, False, "tcp", 1)
+    assert (t.plugin_version, t.libfabric_version, t.nccl_version) == \
+        ("1.12.1-aws", "1.22", "2.23.4+cuda12.4")
+    finding = nccl.transport_problem(t, P4D_EFA)
+    assert finding.cause == Cause.TCP_PROVIDER and finding.severity == Severity.CRITICAL
+    assert finding.evidence.endswith("NET/OFI Selected Provider is tcp (found 1 nics)")
+    assert "FI_PROVIDER=efa" in finding.fix and "/dev/infiniband" in finding.fix
+
+
+def test_p4d_socket_fallback_because_gpudirect_is_off():
+    t = transport(P4D_INIT_FAILED)
+    assert (t.kind, t.confirmed, t.interfaces) == (Net.SOCKET, True, ("eth0",))
+    # the CloudWatch columns ("  | 2025-05-16T… | ") are stripped from the evidence
+    assert t.evidence == "ip-10-36-29-253:84:2553 [0] NCCL INFO NET/Socket : Using " \
+                         "[0]eth0:10.36.29.253<0>"
+    assert t.plugin_failed is not None and "initialization failed" in t.plugin_failed
+    finding = nccl.transport_problem(t, P4D_EFA)
+    assert finding.cause == Cause.NO_GPUDIRECT
+    assert finding.evidence.endswith(
+        "NCCL WARN NET/OFI GDR disabled on GDR-supported instance type p4d.24xlarge")
+    assert "nvidia_peermem" in finding.fix
+
+
+def test_sagemaker_socket_fallback_after_plugin_init_failed():
+    t = transport(SAGEMAKER_FALLBACK)
+    assert (t.kind, t.confirmed, t.interfaces) == (Net.SOCKET, True, ("eth0",))
+    assert t.evidence.endswith("NCCL INFO NET/Socket : Using [0]eth0:10.0.227.37<0>")
+    finding = nccl.transport_problem(t, P4D_EFA)
+    assert finding.cause == Cause.PLUGIN_INIT_FAILED
+    assert finding.evidence == ("algo-1:17774:17853 [1] nccl_net_ofi_create_plugin:259 "
+                                "NCCL WARN NET/OFI aws-ofi-nccl initialization failed")
+    assert "fi_info -p efa" in finding.fix
+
+
+def test_socket_run_of_all_reduce_perf_has_no_reason_in_its_log():
+    t = transport(PERF_SOCKET)
+    assert (t.kind, t.confirmed) == (Net.SOCKET, True)
+    finding = nccl.transport_problem(t, P4D_EFA)
+    assert finding.cause == Cause.UNEXPLAINED_SOCKETS
+    assert finding.evidence == "test-nccl-worker-0:22:22 [0] NCCL INFO Using network Socket"
+    assert any("no aws-ofi-nccl plugin" in c for c in finding.also_possible)
+
+
+@pytest.mark.parametrize("name", [P5EN, P4D_EKS, NO_PLUGIN, TCP_PROVIDER, P4D_INIT_FAILED])
+def test_no_finding_where_efa_is_not_expected(name: str):
+    assert nccl.transport_problem(transport(name), 0) is None
+
+
+def test_every_finding_is_one_line():
+    for name in (NO_PLUGIN, TCP_PROVIDER, P4D_INIT_FAILED, SAGEMAKER_FALLBACK, PERF_SOCKET):
+        finding = nccl.transport_problem(transport(name), P4D_EFA)
+        for text in (finding.summary, finding.evidence, finding.fix):
+            assert text and "\n" not in text
+
+
+# -- edge cases (inline lines) -----------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    [], [""], ["garbage", "NCCL", "Using network"],
+    # start-up lines that decide nothing yet (forms from the captures)
+    ["host:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.70.144<0>",
+     "host:1:1 [0] NCCL INFO NET/Plugin: Failed to find ncclCollNetPlugin_v4 symbol.",
+     "host:1:1 [0] NCCL INFO NCCL version 2.9.9+cuda11.2"],
+])
+def test_nothing_decisive_is_none(text: list[str]):
+    assert nccl.parse_transport(text) is None
+    assert nccl.transport_problem(None, P4D_EFA) is None
+
+
+def test_third_provider_form_prints_fabric_and_nics():
+    # the form aws/aws-ofi-nccl#889 shows on p4d (quoted in the captures' README)
+    t = nccl.parse_transport(
+        ["h:1:1 [0] NCCL INFO NET/OFI Selected provider is efa, fabric is efa (found 4 nics)"])
+    assert (t.kind, t.confirmed, t.provider, t.fabric, t.nics) == \
+        (Net.OFI, False, "efa", "efa", 4)
+    assert nccl.transport_problem(t, P4D_EFA) is None
+    assert nccl.transport_problem(t, 8).summary == "only 4 of 8 EFA interfaces in use"
+
+
+def test_sockets_on_one_rank_outrank_efa_on_the_others():
+    text = lines(P4D_EKS) + lines(SAGEMAKER_FALLBACK)
+    assert nccl.parse_transport(text).kind == Net.SOCKET
+
+
+def test_nccl_version_line_without_info_prefix():
+    t = nccl.parse_transport(["NCCL version 2.9.9+cuda11.2", *lines(P4D_EKS)])
+    assert t.nccl_version == "2.9.9+cuda11.2"
+
+
+def test_unreachable_peers_point_at_the_security_group():
+    # aws/aws-ofi-nccl#663's message (a security group without the self rule)
+    text = lines(P5EN) + ["8h200-3:1:2 [0] nccl_net_ofi_rdma:1 NCCL WARN NET/OFI Unable to "
+                          "insert remote address into address vector for device 1."]
+    finding = nccl.transport_problem(nccl.parse_transport(text), P5EN_EFA)
+    assert finding.cause == Cause.SECURITY_GROUP
+    assert "security group" in finding.fix and "address vector" in finding.evidence
+
+
+def test_strip_prefix():
+    assert nccl.strip_prefix("[1,8]<stdout>:host:1:1 [0] NCCL INFO x\n") == \
+        "host:1:1 [0] NCCL INFO x"
+    assert nccl.strip_prefix("  | 2024-11-28T07:42:11.528Z | algo-1:1:1 [7] NCCL INFO y") == \
+        "algo-1:1:1 [7] NCCL INFO y"
+    assert nccl.strip_prefix("plain") == "plain"
+
+
+# -- all_reduce_perf -----------------------------------------------------------------------
+
+def test_all_reduce_on_two_p4d_over_efa():
+    result = nccl.parse_all_reduce(lines(PERF_P4D))
+    assert [r.size_bytes for r in result.rows] == [8, 1073741824, 2147483648, 4294967296]
+    assert result.peak_busbw_gbs == 43.81
+    assert result.avg_busbw_gbs == 11.2432
+    assert result.out_of_bounds == 0
+    biggest = result.rows[-1]
+    assert (biggest.count, biggest.dtype, biggest.redop, biggest.root) == \
+        (1073741824, "float", "sum", None)
+    assert biggest.out_of_place == nccl.Timing(183834.0, 23.36, 43.81, "5e-07")
+    assert biggest.in_place == nccl.Timing(184216.0, 23.31, 43.72, "5e-07")
+    assert result.peak_row is biggest
+    assert result.header is None and result.ranks == ()  # cut from the capture
+
+
+def test_all_reduce_over_sockets_with_the_newer_columns():
+    result = nccl.parse_all_reduce(lines(PERF_SOCKET))
+    (row,) = result.rows
+    assert (row.size_bytes, row.count, row.root) == (1073741824, 268435456, -1)
+    assert row.out_of_place == nccl.Timing(536774.0, 2.00, 2.00, "0")
+    assert row.in_place == nccl.Timing(541545.0, 1.98, 1.98, "0")
+    assert result.peak_busbw_gbs == 2.00
+    assert result.avg_busbw_gbs == 0.733914
+
+
+def test_bandwidth_verdict_two_p4d_is_efa():
+    verdict = nccl.bandwidth_verdict(nccl.parse_all_reduce(lines(PERF_P4D)), 400.0)
+    assert verdict.looks == Looks.EFA
+    assert verdict.nominal_gbs == 50.0
+    assert verdict.ratio == pytest.approx(43.81 / 50.0)
+    assert verdict.summary == ("peak bus bandwidth 43.81 GB/s = 88% of the type's nominal "
+                               "50.0 GB/s (400 Gbit/s): consistent with EFA on all interfaces")
+
+
+def test_bandwidth_verdict_socket_run_on_a_p4d_figure_is_tcp():
+    # the socket capture's type is not stated; weighed against p4d.24xlarge's 400 Gbit/s
+    verdict = nccl.bandwidth_verdict(nccl.parse_all_reduce(lines(PERF_SOCKET)), 400.0)
+    assert verdict.looks == Looks.SOCKETS
+    assert verdict.ratio == pytest.approx(0.04)
+    assert "looks like TCP sockets" in verdict.summary
+
+
+def test_bandwidth_verdict_degraded_between_the_thresholds():
+    # 43.81 GB/s against p5.48xlarge's 3200 Gbit/s (400 GB/s) is 11%: not sockets, not full
+    verdict = nccl.bandwidth_verdict(nccl.parse_all_reduce(lines(PERF_P4D)), 3200.0)
+    assert verdict.looks == Looks.DEGRADED
+    assert "fewer interfaces" in verdict.summary
+
+
+def test_bandwidth_verdict_needs_large_messages():
+    small = [line for line in lines(PERF_P4D) if "1073741824" not in line
+             and "2147483648" not in line and "4294967296" not in line]
+    verdict = nccl.bandwidth_verdict(nccl.parse_all_reduce(small), 400.0)
+    assert verdict.looks == Looks.UNKNOWN and "-e 1G" in verdict.summary
+    assert nccl.bandwidth_verdict(nccl.parse_all_reduce([]), 400.0).looks == Looks.UNKNOWN
+    assert nccl.bandwidth_verdict(nccl.parse_all_reduce(lines(PERF_P4D)), 0).looks == \
+        Looks.UNKNOWN
+
+
+def test_all_reduce_header_and_rank_lines():
+    # nccl-tests' header and rank line forms (inline: the captures cut them)
+    text = ["[1,0]<stdout>:# nThread 1 nGpus 1 minBytes 8 maxBytes 4294967296 step: 2(factor) "
+            "warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0",
+            "[1,0]<stdout>:#  Rank  0 Group  0 Pid     25 on nccl-tests-efa-16-worker-0 "
+            "device  0 [0x10] NVIDIA A100-SXM4-40GB", *lines(PERF_P4D)]
+    result = nccl.parse_all_reduce(text)
+    assert result.header == nccl.PerfHeader(1, 1, 8, 4294967296)
+    assert result.ranks == (nccl.Rank(0, 0, 25, "nccl-tests-efa-16-worker-0", 0, "0x10",
+                                      "NVIDIA A100-SXM4-40GB"),)
+    assert result.peak_busbw_gbs == 43.81
+
+
+@pytest.mark.parametrize("text", [
+    [], ["garbage"], ["1 2 3 4 5 6 7 8 9 10 11 12"],
+    ["8 2 float sum a b c d e f g h"],  # the right shape, no numbers
+    ["# Avg bus bandwidth    : "],
+])
+def test_all_reduce_without_a_table(text: list[str]):
+    result = nccl.parse_all_reduce(text)
+    assert result.rows == () and result.peak_busbw_gbs is None and result.avg_busbw_gbs is None
+
+
+def test_all_reduce_skips_nccl_lines_between_rows():
+    text = lines(PERF_P4D)
+    text.insert(4, "[1,0]<stdout>:ip-1:1:1 [0] NCCL INFO Launch mode Parallel")
+    assert len(nccl.parse_all_reduce(text).rows) == 4
