@@ -91,6 +91,7 @@ def build_spec(plain: Mapping[str, Any], locations: Mapping[str, Location],
         train=_train(plain["train"]) if "train" in plain else None,
         tags=MappingProxyType(dict(plain.get("tags") or {})),
         autostop=_autostop(plain.get("autostop")),
+        network=model.Network(**_given(plain.get("network"))),
         file=file,
         locations=MappingProxyType(dict(locations)),
     )

@@ -47,7 +47,7 @@ def check_spec(spec: Spec) -> list[SpecIssue]:
         issues.append(SpecIssue(loc.file, loc.line, loc.col, path, message, hint, level))
 
     for check in (_regions, _nodes, _ssh, _mounts, _dataset, _efs, _train, _instance_facts,
-                  _max_price, _autostop):
+                  _max_price, _autostop, _network):
         check(spec, add)
     return issues
 
@@ -338,3 +338,20 @@ def _autostop(spec: Spec, add: Add) -> None:
             "nodes can stop)", "nodes.market: on-demand if every node must stop",
             level="warning")
 
+
+
+def _network(spec: Spec, add: Add) -> None:
+    """``network.efa: true`` on a type without EFA is an error naming EFA-capable
+    alternatives; EFA without a placement group works, at a latency it is bought for."""
+    if spec.network.efa != "true":
+        return
+    for i, name in enumerate(spec.nodes.instance_types):
+        itype = instances.lookup(name)
+        if itype is not None and itype.efa_interfaces == 0:
+            others = instances.efa_alternatives(itype)
+            add(f"nodes.instance_types[{i}]", f"{name} has no EFA, and network.efa is true",
+                (f"EFA-capable instead: {', '.join(others)}; " if others else "")
+                + "or set network.efa: auto (EFA where the type has it)")
+    if not spec.nodes.placement_group:
+        add("nodes.placement_group", "EFA without a cluster placement group: the nodes may "
+            "land far apart in the AZ", "set nodes.placement_group: true", "warning")

@@ -298,6 +298,13 @@ TRAIN = _obj("The distributed job `clusterkit train` starts.", {
                               max_length=256)),
 })
 
+NETWORK = _obj("The network between the nodes.", {
+    "efa": Key("string", "Elastic Fabric Adapter: auto gives every node of an EFA-capable "
+               "type all the EFA interfaces it supports (p4d 4, p5 32), true requires them "
+               "(a type without EFA is an error), false launches plain networking.",
+               default="auto", enum=model.EFA_MODES),
+})
+
 SPEC = _obj("A clusterkit cluster.", {
     "name": Key("string", "Cluster name; every AWS resource is tagged with it.", required=True,
                 pattern=r"^[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$",
@@ -313,6 +320,7 @@ SPEC = _obj("A clusterkit cluster.", {
     "storage": STORAGE,
     "train": TRAIN,
     "autostop": AUTOSTOP,
+    "network": NETWORK,
     "tags": Key("map", "Extra tags on every AWS resource.",
                 key_pattern=r"^(?!aws:|clusterkit:)[A-Za-z0-9 _.:/=+@-]{1,128}$",
                 items=Key("text", "Tag value.", max_length=256)),

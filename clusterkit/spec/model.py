@@ -22,6 +22,7 @@ CHECKPOINT_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGHUP", "SIGINT", "SIGTERM")
 VOLUME_TYPES = ("gp2", "gp3", "io1", "io2", "st1", "sc1")
 ROOT_VOLUME_TYPES = ("gp2", "gp3", "io1", "io2")
 EFS_DELETION_POLICIES = ("retain", "delete")
+EFA_MODES = ("auto", "true", "false")  # network.efa; YAML's true/false are read as these
 
 # The most nodes a spec may ask for without `nodes.allow_large: true`.
 SANE_NODE_LIMIT = 64
@@ -166,6 +167,18 @@ class Autostop:
 
 
 @dataclass(frozen=True)
+class Network:
+    """The network between the nodes: ``efa`` auto (every EFA interface of an
+    EFA-capable type), true (required: a type without EFA is a spec error) or false."""
+
+    efa: str = "auto"
+
+    @property
+    def efa_wanted(self) -> bool:
+        return self.efa != "false"
+
+
+@dataclass(frozen=True)
 class Spec:
     name: str
     region: str
@@ -176,6 +189,7 @@ class Spec:
     train: Train | None
     tags: Mapping[str, str]
     autostop: Autostop | None = None  # None: not written (`up` keeps what the nodes run)
+    network: Network = field(default_factory=Network)
     file: str = "<memory>"
     locations: Mapping[str, Location] = field(
         default_factory=lambda: MappingProxyType({}), compare=False, repr=False)

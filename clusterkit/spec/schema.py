@@ -25,6 +25,8 @@ def _key_schema(key: Key, nullable: bool) -> dict[str, Any]:
     types = ["string", "number"] if key.type == "text" else [_JSON_TYPE[key.type]]
     if nullable:  # an empty value means "the default" (or "the section with its defaults")
         types.append("null")
+    if key.type == "string" and {"true", "false"} <= set(key.enum):
+        types.append("boolean")  # YAML's true/false stand for "true"/"false" (walk.py)
     out["type"] = types[0] if len(types) == 1 else types
     if key.default is not None:
         out["default"] = key.default
@@ -52,6 +54,7 @@ def _limits(key: Key) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if key.enum:
         out["enum"] = list(key.enum) + ([None] if not key.required else [])
+        out["enum"] += [True, False] if {"true", "false"} <= set(key.enum) else []
     if key.pattern:
         out["pattern"] = key.pattern
     elif key.type in ("string", "text") and not key.enum:

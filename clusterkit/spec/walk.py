@@ -59,6 +59,8 @@ def _value(node: Located, key: Key, path: str, w: Walk) -> Any:
         return _null(node, key, path, w)
     if key.shorthand and node.kind not in ("map", "seq"):
         return _shorthand(node, key, path, w)
+    if key.type == "string" and node.kind == "bool" and {"true", "false"} <= set(key.enum):
+        node = Located("str", "true" if node.value else "false", node.loc, node.key_loc)
     if key.type == "integer" and node.kind == "float" and math.isfinite(node.value) \
             and float(node.value).is_integer():
         node = Located("int", int(node.value), node.loc, node.key_loc)  # 4.0 is 4, as in JSON

@@ -86,7 +86,8 @@ def node_program(name: str, modules: tuple[str, ...] = ("jobstate",)) -> bytes:
         text = (here / f"{module}.py").read_text()
         prelude += (f"_m = sys.modules[{module!r}] = types.ModuleType({module!r})\n"
                     f"exec(compile({text!r}, {module + '.py'!r}, 'exec'), _m.__dict__)\n")
-    return (prelude + "del _m\n").encode() + (here / name).read_bytes()
+    prelude += "del _m\n" if modules else ""
+    return prelude.encode() + (here / name).read_bytes()
 
 
 def node_files() -> dict[str, str]:

@@ -116,7 +116,10 @@ OBSERVER_MODULES = ("gpuhealth", "gpuwatch")
 
 def observer_call(*args: str) -> Call:
     """The node-side observer (``training/observer.py``) with ``args``, over stdin."""
-    return Call(shlex.join([node_python(), "-", *args]), jobfiles.node_program("observer.py", OBSERVER_MODULES))
+    # -S: no site (it is stdlib only); on a node with many .pth files, site is half
+    # of the interpreter's start, and `top` starts one on every node each frame
+    return Call(shlex.join([node_python(), "-S", "-", *args]),
+                jobfiles.node_program("observer.py", OBSERVER_MODULES))
 
 
 @dataclass
