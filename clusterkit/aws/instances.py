@@ -43,7 +43,17 @@ def to_node(raw: Mapping[str, Any], region: str) -> Node:
         image_id=raw.get("ImageId", ""), launch_index=raw.get("AmiLaunchIndex"),
         volume_ids=tuple(m["Ebs"]["VolumeId"] for m in raw.get("BlockDeviceMappings", ())
                          if m.get("Ebs", {}).get("VolumeId")),
-        instance_profile=raw.get("IamInstanceProfile", {}).get("Arn"))
+        instance_profile=raw.get("IamInstanceProfile", {}).get("Arn"),
+        primary_interface=primary_interface(raw))
+
+
+def primary_interface(raw: Mapping[str, Any]) -> str | None:
+    """The id of the instance's primary network interface (card 0, device 0)."""
+    for eni in raw.get("NetworkInterfaces") or ():
+        attachment = eni.get("Attachment") or {}
+        if attachment.get("DeviceIndex", 0) == 0 and attachment.get("NetworkCardIndex", 0) == 0:
+            return eni.get("NetworkInterfaceId")
+    return None
 
 
 def _block_device(device: BlockDevice) -> dict[str, Any]:
@@ -58,8 +68,32 @@ def _block_device(device: BlockDevice) -> dict[str, Any]:
     return {"DeviceName": device.device, "Ebs": ebs}
 
 
+def network_interfaces(request: LaunchRequest, subnet_id: str,
+                       security_group: str) -> list[dict[str, Any]]:
+    """RunInstances' NetworkInterfaces for the request's EFA interfaces: each on its
+    network card, in the subnet and security group, deleted with the instance. A single
+    one asks for a public IP (as the default subnet would give); EC2 refuses that with
+    several (the master then gets an Elastic IP: ``aws.addresses``)."""
+    single = len(request.efa) == 1
+    return [{"NetworkCardIndex": i.card, "DeviceIndex": i.device,
+             "InterfaceType": i.kind.value, "SubnetId": subnet_id,
+             "Groups": [security_group], "DeleteOnTermination": True,
+             **({"AssociatePublicIpAddress": True} if single else {})}
+            for i in request.efa]
+
+
+def _network(request: LaunchRequest, subnet_id: str, security_group: str) -> dict[str, Any]:
+    """Where the instances go: their EFA interfaces, else the subnet and security group
+    (the launch template has no security group: EC2 refuses one there beside network
+    interfaces given here)."""
+    if request.efa:
+        return {"NetworkInterfaces": network_interfaces(request, subnet_id, security_group)}
+    return {"SubnetId": subnet_id,
+            **({"SecurityGroupIds": [security_group]} if security_group else {})}
+
+
 def run_instances(session: boto3.Session, region: str, request: LaunchRequest, *,
-                  launch_template_id: str, subnet_id: str,
+                  launch_template_id: str, subnet_id: str, security_group: str = "",
                   placement_group: str = "") -> list[Node]:
     """All ``request.count`` instances or none (MinCount = MaxCount): EC2 itself is
     all-or-nothing."""
@@ -68,7 +102,7 @@ def run_instances(session: boto3.Session, region: str, request: LaunchRequest, *
     kwargs: dict[str, Any] = {
         "MinCount": count, "MaxCount": count, "InstanceType": offer.instance_type,
         "LaunchTemplate": {"LaunchTemplateId": launch_template_id, "Version": "$Latest"},
-        "Placement": {"AvailabilityZone": az}, "SubnetId": subnet_id,
+        "Placement": {"AvailabilityZone": az}, **_network(request, subnet_id, security_group),
         "ClientToken": request.client_token,
         # network interfaces tagged too: the recovery controller may create only
         # what carries the cluster's tag (aws:RequestTag in its role)

@@ -30,6 +30,7 @@ class Resource(StrEnum):
     KEPT_EFS = "EFS kept (retain)"  # deleted only with --delete-efs
     LAUNCH_TEMPLATES = "launch templates"
     PLACEMENT_GROUPS = "placement groups"
+    ADDRESSES = "Elastic IPs"  # the master's, on a type launched with several interfaces
     SECURITY_GROUPS = "security groups"
     KEY_PAIRS = "key pairs"
 

@@ -9,10 +9,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from clusterkit.catalog.instances import EfaInterface
 from clusterkit.catalog.ranking import Offer
 from clusterkit.kinds import Market
 from clusterkit.plan.autostop import SHUTDOWN_TAG, behaviour_for
 from clusterkit.plan.dataset import CLONE_OF_TAG, DEVICE_HINT
+from clusterkit.plan.network import MASTER, efa_interfaces
 from clusterkit.plan.nodes import (
     CLUSTER_TAG,
     PRICE_TAG,
@@ -54,10 +56,20 @@ class LaunchRequest:
     # public keys authorized at first boot beside the key pair's (cloud-config user data):
     # the master's recovery controller's, on the nodes it launches
     authorized_keys: tuple[str, ...] = ()
+    # every EFA interface of the type (network.efa): the instances launch with these
+    # network interfaces, in the cluster's subnet and security group
+    efa: tuple[EfaInterface, ...] = ()
 
     @property
     def count(self) -> int:
         return len(self.slots)
+
+    @property
+    def public_address(self) -> bool:
+        """The master needs an Elastic IP: EC2 gives no public IP to an instance
+        launched with more than one network interface, and you reach the cluster
+        through the master."""
+        return len(self.efa) > 1 and MASTER in self.slots
 
     @property
     def market(self) -> Market:
@@ -150,4 +162,5 @@ def launch_request(spec: Spec, offer: Offer, slots: Sequence[int], stack_id: str
                          client_token(stack_id, slots, offer, standby_of), tags,
                          volume_tags, devices,
                          shutdown_behavior=behaviour,
-                         authorized_keys=tuple(authorized_keys))
+                         authorized_keys=tuple(authorized_keys),
+                         efa=efa_interfaces(spec, offer.instance_type))

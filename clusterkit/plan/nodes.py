@@ -62,6 +62,7 @@ class Node:
     launch_index: int | None = None  # AmiLaunchIndex: its place in its RunInstances call
     volume_ids: tuple[str, ...] = ()  # EBS volumes attached at launch (the root volume)
     instance_profile: str | None = None  # ARN of its IAM instance profile, if it has one
+    primary_interface: str | None = None  # its network interface at card 0, device 0
 
     @property
     def role(self) -> Role:

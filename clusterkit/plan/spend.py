@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from clusterkit.kinds import KeyPairAction, Market, MarketPolicy, StackAction
 from clusterkit.plan.dataset import dataset_cost
+from clusterkit.plan.network import efa_lines
 from clusterkit.plan.nodes import node_name
 from clusterkit.plan.stack import stack_contents
 from clusterkit.plan.up import UpPlan, launch_hourly
@@ -68,6 +69,7 @@ def _node_lines(plan: UpPlan, spec: Spec) -> tuple[list[str], float | None, floa
     if choice.market == Market.SPOT:
         lines.append("  spot: the price moves with the market and AWS may reclaim nodes")
     lines += [f"  warning: {w}" for w in plan.warnings]  # beside the type they are about
+    lines += efa_lines(spec, choice.instance_type, slots)
     return lines, now, worst
 
 

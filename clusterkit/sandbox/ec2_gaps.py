@@ -4,6 +4,14 @@ moto implements no placement-group API, and its CloudFormation skips
 AWS::EC2::PlacementGroup, so the emulator never holds a placement group. Here
 DescribePlacementGroups answers truthfully (an empty list, in AWS's response shape)
 instead of moto's "not yet implemented" page, so product code needs no sandbox branch.
+
+moto also launches whatever network interfaces it is given (keeping one per device
+index). RunInstances here first checks them as EC2 does, so a launch request that EC2
+would refuse fails here too: security groups on the launch template or the request
+beside network interfaces, a public IP asked for with several interfaces, two
+interfaces on one card and device index, a card the type does not have, EFA on a type
+without it or more EFA interfaces than the type supports (the type's NetworkInfo, from
+the DescribeInstanceTypes data moto ships).
 """
 
 from __future__ import annotations
@@ -17,9 +25,67 @@ def _describe_placement_groups(self: Any) -> Any:
     return ActionResult({"PlacementGroups": []})
 
 
+def _template_groups(self: Any) -> list[str]:
+    """The security groups the request's launch template gives (its version asked)."""
+    spec = self._get_param("LaunchTemplate", {}) or {}
+    ident = spec.get("LaunchTemplateId")
+    if not ident:
+        return []
+    try:
+        template = self.ec2_backend.get_launch_template(ident)
+    except Exception:  # noqa: BLE001 (moto answers an unknown template itself)
+        return []
+    data = template.latest_version().data
+    return list(data.get("SecurityGroupIds") or []) + list(data.get("SecurityGroups") or [])
+
+
+def _interface_problem(nics: list[dict[str, Any]], instance_type: str) -> str | None:
+    """What EC2 refuses in a launch's network interfaces (EFA's rules), else None."""
+    from moto.ec2.models.instance_types import INSTANCE_TYPES
+
+    if len(nics) > 1 and any(str(n.get("AssociatePublicIpAddress")).lower() == "true"
+                             for n in nics):
+        return ("The associatePublicIPAddress parameter cannot be specified when launching "
+                "with multiple network interfaces.")
+    places = [(int(n.get("NetworkCardIndex") or 0), int(n.get("DeviceIndex") or 0))
+              for n in nics]
+    if len(set(places)) != len(places):
+        return "Each network interface requires a unique network card and device index."
+    net = (INSTANCE_TYPES.get(instance_type) or {}).get("NetworkInfo") or {}
+    cards = int(net.get("MaximumNetworkCards") or 1)
+    if any(card >= cards for card, _ in places):
+        return f"{instance_type} has {cards} network card(s)."
+    efa = [n for n in nics if n.get("InterfaceType") in ("efa", "efa-only")]
+    most = int((net.get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 0)
+    if len(efa) > most:
+        return f"{instance_type} supports {most} EFA interface(s), not {len(efa)}."
+    return None
+
+
+def _checked_run_instances(original: Any) -> Any:
+    def run_instances(self: Any) -> Any:
+        from moto.ec2.exceptions import InvalidParameterCombination, InvalidParameterValue
+
+        nics = self._get_param("NetworkInterfaces", []) or []
+        if nics and (self._get_param("SecurityGroupIds", []) or _template_groups(self)):
+            raise InvalidParameterCombination("Network interfaces and an instance-level "
+                                              "security groups may not be specified on "
+                                              "the same request")
+        problem = _interface_problem(nics, self._get_param("InstanceType", "m1.small"))
+        if problem is not None:
+            raise (InvalidParameterCombination if "associatePublic" in problem
+                   else InvalidParameterValue)(problem)
+        return original(self)
+
+    run_instances.checks_interfaces = True  # type: ignore[attr-defined]
+    return run_instances
+
+
 def install() -> None:
     """Idempotent: patch moto's EC2 responses in this process."""
     from moto.ec2.responses import EC2Response
 
     if not hasattr(EC2Response, "describe_placement_groups"):
         EC2Response.describe_placement_groups = _describe_placement_groups
+    if not getattr(EC2Response.run_instances, "checks_interfaces", False):
+        EC2Response.run_instances = _checked_run_instances(EC2Response.run_instances)

@@ -134,3 +134,85 @@ def test_console_output_is_decoded_text(template):
     with pytest.raises(AwsError) as caught:
         instances.console_output(make_session(REGION), REGION, "i-0123456789abcdef0")
     assert "GetConsoleOutput" in caught.value.message
+
+
+def _security_group(cluster: str) -> str:
+    ec2 = boto3.client("ec2", REGION)
+    vpc = lookup.default_vpc(make_session(REGION), REGION)
+    return ec2.create_security_group(GroupName=f"sg-{cluster}", Description="efa test",
+                                     VpcId=vpc)["GroupId"]
+
+
+def test_an_efa_launch_gives_each_node_every_efa_interface_and_the_master_an_elastic_ip(
+        template):
+    """p4d.24xlarge: 4 EFA interfaces, one per network card, in the cluster's subnet
+    and security group (the emulator records them); the request passes botocore's own
+    model (boto3 validates every parameter before it sends); the master, launched with
+    several interfaces (no public IP from EC2), gets the cluster's Elastic IP on its
+    primary interface, reused by the next `up` and released by `down`. No EFA runs
+    here: only the request and what EC2 keeps of it are checked."""
+    from clusterkit.aws import addresses
+    from clusterkit.catalog.instances import efa_layout
+    from clusterkit.catalog.instances import lookup as catalog
+
+    cluster, lt, subnet = template
+    group = _security_group(cluster)
+    tags = launch_tags(cluster, [0, 1])
+    request = LaunchRequest(support.offer("p4d.24xlarge", Market.ON_DEMAND, None,
+                                          az=f"{REGION}a"), (0, 1), None,
+                            support.unique_name("tok"), tags, tags,
+                            efa=efa_layout(catalog("p4d.24xlarge")))
+    assert request.public_address
+    s = make_session(REGION)
+    nodes = instances.run_instances(s, REGION, request, launch_template_id=lt,
+                                    subnet_id=subnet, security_group=group)
+    raw = boto3.client("ec2", REGION).describe_instances(
+        InstanceIds=[n.instance_id for n in nodes])["Reservations"][0]["Instances"]
+    for instance in raw:  # the emulator keeps one interface per device index, EC2 all 4
+        enis = instance["NetworkInterfaces"]
+        assert {e["Attachment"]["DeviceIndex"] for e in enis} == {0, 1}, enis
+        assert {e["SubnetId"] for e in enis} == {subnet}
+        assert {g["GroupId"] for e in enis for g in e["Groups"]} == {group}
+    master = next(n for n in nodes if n.index == 0)
+    assert master.primary_interface and master.primary_interface.startswith("eni-")
+    given = addresses.attach_public_address(s, REGION, cluster, master.primary_interface,
+                                            {"clusterkit:cluster": cluster})
+    again = addresses.attach_public_address(s, REGION, cluster, master.primary_interface,
+                                            {"clusterkit:cluster": cluster})
+    assert again.allocation_id == given.allocation_id  # one per cluster, reused
+    [listed] = addresses.cluster_addresses(s, REGION, cluster)
+    assert listed.interface == master.primary_interface and listed.public_ip
+    back = instances.describe_nodes(s, REGION, [master.instance_id])
+    assert back[0].public_ip == listed.public_ip
+    addresses.release_address(s, REGION, given.allocation_id)  # associated: undone first
+    assert addresses.cluster_addresses(s, REGION, cluster) == []
+    instances.terminate_instances(s, REGION, [n.instance_id for n in nodes])
+
+
+@pytest.mark.parametrize("change, code", [
+    ({"public": True}, "InvalidParameterCombination"),  # a public IP with 4 interfaces
+    ({"count": 5}, "InvalidParameterValue"),  # p4d has 4 EFA interfaces
+    ({"same_card": True}, "InvalidParameterValue"),  # two on card 0, device 0
+    ({"template_group": True}, "InvalidParameterCombination"),  # the old template
+])
+def test_the_emulator_refuses_an_efa_launch_ec2_would_refuse(template, change, code):
+    """The sandbox checks network interfaces as EC2 does (sandbox.ec2_gaps), so a
+    launch request EC2 would refuse fails here too."""
+    cluster, lt, subnet = template
+    group = _security_group(cluster)
+    ec2 = boto3.client("ec2", REGION)
+    if change.get("template_group"):  # clusterkit's template gave its group until EFA
+        lt = ec2.create_launch_template(
+            LaunchTemplateName=f"lt-sg-{cluster}",
+            LaunchTemplateData={"ImageId": AMI, "SecurityGroupIds": [group]},
+        )["LaunchTemplate"]["LaunchTemplateId"]
+    nics = [{"NetworkCardIndex": 0 if change.get("same_card") else i, "DeviceIndex": min(i, 1),
+             "InterfaceType": "efa", "SubnetId": subnet, "Groups": [group]}
+            for i in range(change.get("count", 4))]
+    if change.get("public"):
+        nics[0]["AssociatePublicIpAddress"] = True
+    with pytest.raises(ec2.exceptions.ClientError) as refused:
+        ec2.run_instances(MinCount=1, MaxCount=1, InstanceType="p4d.24xlarge",
+                          LaunchTemplate={"LaunchTemplateId": lt, "Version": "$Latest"},
+                          NetworkInterfaces=nics)
+    assert refused.value.response["Error"]["Code"] == code

@@ -54,3 +54,20 @@ def test_every_created_file_system_is_encrypted_and_refuses_plain_nfs():
             allow["Action"], name
         assert allow["Condition"]["ArnLike"]["aws:PrincipalArn"]["Sub"].endswith(
             ":role/clusterkit/${ClusterName}/*"), name
+
+
+def test_the_group_lets_all_traffic_in_and_out_between_nodes_as_efa_requires():
+    """EFA needs every protocol in and out between the nodes' security group and
+    itself; the launch template names no group (each launch gives it, beside EFA
+    interfaces EC2 refuses a template's group)."""
+    resources = _template()["Resources"]
+    rules = {name: r["Properties"] for name, r in resources.items()
+             if r["Type"] in ("AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress")}
+    group = {"GetAtt": "NodeSecurityGroup.GroupId"}
+    ingress = [p for p in rules.values() if p.get("SourceSecurityGroupId") == group]
+    egress = [p for p in rules.values() if p.get("DestinationSecurityGroupId") == group]
+    assert [p["IpProtocol"] for p in ingress] == ["-1"]
+    assert [p["IpProtocol"] for p in egress] == ["-1"]
+    assert all(p["GroupId"] == group for p in ingress + egress)
+    data = resources["NodeLaunchTemplate"]["Properties"]["LaunchTemplateData"]
+    assert "SecurityGroupIds" not in data and "NetworkInterfaces" not in data

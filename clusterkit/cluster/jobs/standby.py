@@ -152,7 +152,8 @@ def prepare_standby(rt: Runtime, job: Job, index: int) -> Node:
     [new] = launch.gang_launch(
         rt, spec, offer, [index], launch_template_id=stack.launch_template_id,
         subnet_id=lost.subnet_id or "", stack_id=stack.stack_id,
-        placement_group=stack.placement_group, standby_of=lost.instance_id)
+        placement_group=stack.placement_group, standby_of=lost.instance_id,
+        security_group=stack.security_group)
     try:
         deadline = rt.clock() + BOOT_TIMEOUT
         [node] = launch.wait_running(rt, region, [new.instance_id], deadline=deadline)

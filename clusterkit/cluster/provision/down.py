@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterkit.aws import instances, keypairs, teardown, volumes
+from clusterkit.aws import addresses, instances, keypairs, teardown, volumes
 from clusterkit.aws import stack as cfn
 from clusterkit.cluster.access import record
 from clusterkit.cluster.access.target import open_cluster, per_region, search_regions
@@ -74,6 +74,7 @@ def observe_region(rt: Runtime, cluster: str, region: str) -> RegionSeen:
         Resource.SECURITY_GROUPS: teardown.security_groups(s, region, cluster),
         Resource.LAUNCH_TEMPLATES: teardown.launch_templates(s, region, cluster),
         Resource.PLACEMENT_GROUPS: teardown.placement_groups(s, region, cluster),
+        Resource.ADDRESSES: addresses.allocation_ids(s, region, cluster),
         Resource.KEY_PAIRS: keypairs.cluster_key_pairs(s, region, cluster),
     }, fss, [n.instance_id for n in nodes if n.state == InstanceState.SHUTTING_DOWN])
 
@@ -198,6 +199,8 @@ SWEPT = ((Resource.LAUNCH_TEMPLATES, "launch template", teardown.launch_template
           teardown.delete_launch_template, ()),
          (Resource.PLACEMENT_GROUPS, "placement group", teardown.placement_groups,
           teardown.delete_placement_group, ()),
+         (Resource.ADDRESSES, "Elastic IP", addresses.allocation_ids,
+          addresses.release_address, ()),
          (Resource.SECURITY_GROUPS, "security group", teardown.security_groups,
           teardown.delete_security_group, SG_BUSY),
          (Resource.KEY_PAIRS, "key pair", keypairs.cluster_key_pairs, keypairs.delete_key_pair, ()))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from clusterkit.aws import instances, lookup
+from clusterkit.aws import addresses, instances, lookup
 from clusterkit.catalog.prices import on_demand_price
 from clusterkit.catalog.ranking import (
     Offer,
@@ -17,7 +17,7 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError, CapacityError
 from clusterkit.events import Kind, Stage
 from clusterkit.kinds import DEAD_STATES, InstanceState, Market, MarketPolicy
-from clusterkit.plan.launch import launch_parts, launch_request
+from clusterkit.plan.launch import base_tags, launch_parts, launch_request
 from clusterkit.plan.nodes import (
     Node,
     node_index,
@@ -42,24 +42,42 @@ def first_candidate(rt: Runtime | None, spec: Spec) -> Offer:
 
 def gang_launch(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
                 launch_template_id: str, subnet_id: str, stack_id: str,
-                placement_group: str = "", standby_of: str = "") -> list[Node]:
+                placement_group: str = "", standby_of: str = "",
+                security_group: str = "") -> list[Node]:
     """One RunInstances for every node of ``slots`` (plan.launch.launch_request);
     ``standby_of``: a standby for the one node of ``slots``, that instance. Launched by
-    the master's controller, the nodes authorize its key too."""
+    the master's controller, the nodes authorize its key too. A master launched with
+    several network interfaces (EFA) gets the cluster's Elastic IP."""
     request = launch_request(spec, offer, slots, stack_id, standby_of,
                              authorized_keys=controller_public_keys())
     launched = instances.run_instances(
         rt.session, offer.region, request, launch_template_id=launch_template_id,
-        subnet_id=subnet_id, placement_group=placement_group)
+        subnet_id=subnet_id, security_group=security_group, placement_group=placement_group)
     # The creation tags are on the instances whether or not the response echoes them.
-    return [replace(n, tags={**request.tags, **n.tags},
-                    index=node_index({**request.tags, **n.tags}, n.launch_index))
-            for n in launched]
+    nodes = [replace(n, tags={**request.tags, **n.tags},
+                     index=node_index({**request.tags, **n.tags}, n.launch_index))
+             for n in launched]
+    if request.public_address:
+        public_address(rt, spec, next(n for n in nodes if n.index == 0))
+    return nodes
+
+
+def public_address(rt: Runtime, spec: Spec, master: Node) -> None:
+    """The cluster's Elastic IP on the master's primary interface: EC2 gives no public
+    IP to an instance launched with several network interfaces."""
+    if not master.primary_interface:
+        raise AwsError(f"{master.instance_id} has no primary network interface to give "
+                       "an Elastic IP", "run `clusterkit up` again: it reuses the address",
+                       resource=master.instance_id)
+    address = addresses.attach_public_address(
+        rt.session, master.region, spec.name, master.primary_interface, base_tags(spec))
+    rt.done(Stage.LAUNCH, f"{master.instance_id}: Elastic IP {address.public_ip} "
+            f"({address.allocation_id}; several network interfaces get no public IP)")
 
 
 def launch_all(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
                launch_template_id: str, subnet_id: str, stack_id: str,
-               placement_group: str = "") -> list[Node]:
+               placement_group: str = "", security_group: str = "") -> list[Node]:
     """``gang_launch`` of ``slots`` at ``offer``, in the calls ``plan.launch.launch_parts``
     says (a master set apart by ``nodes.master.market`` first, in its market); when a
     later call fails, what the earlier ones launched is terminated (never half a
@@ -70,7 +88,8 @@ def launch_all(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
             launched += gang_launch(rt, spec, part, part_slots,
                                     launch_template_id=launch_template_id,
                                     subnet_id=subnet_id, stack_id=stack_id,
-                                    placement_group=placement_group)
+                                    placement_group=placement_group,
+                                    security_group=security_group)
     except BaseException:
         terminate_launch(rt, offer.region, [n.instance_id for n in launched])
         raise

@@ -202,7 +202,8 @@ def _launch(rt: Runtime, spec: Spec, plan: UpPlan, stacks: Stacks, todo: RegionP
         efsaccess.mount_target(rt, stack, subnet, offer.az or "")  # ready when SSH answers
         launched = launch.launch_all(
             rt, spec, offer, plan.nodes.launch, launch_template_id=stack.launch_template_id,
-            subnet_id=subnet, stack_id=stack.stack_id, placement_group=stack.placement_group)
+            subnet_id=subnet, stack_id=stack.stack_id, placement_group=stack.placement_group,
+            security_group=stack.security_group)
         trail.touch(offer.region, launched)
         return launched
 
