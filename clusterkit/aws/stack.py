@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any
@@ -23,6 +24,11 @@ ROLE_PARAMS = frozenset({"NodeRoleBoundary"})
 def template_body() -> str:
     package, name = TEMPLATE_RESOURCE
     return resources.files(package).joinpath(name).read_text(encoding="utf-8")
+
+
+def template_digest() -> str:
+    """Names the template this clusterkit applies (the stack's TemplateDigest)."""
+    return hashlib.sha256(template_body().encode()).hexdigest()[:16]
 
 
 def _cf(session: boto3.Session, region: str) -> Any:

@@ -17,6 +17,9 @@ STABLE_OK = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_CO
 DEAD = frozenset({"ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "CREATE_FAILED", "DELETE_FAILED"})
 
 
+TEMPLATE_CHANGED = "the template (this clusterkit's differs from the stack's)"
+
+
 def stack_name(cluster: str) -> str:
     return f"{STACK_PREFIX}{cluster}"
 
@@ -36,6 +39,9 @@ class Facts:
     key_name: str
     ssh_cidr: str
     efs_id: str = ""  # a kept file system to mount instead of creating one
+    # the digest of the template `up` applies (aws.stack.template_digest): a stack made
+    # from another template (an older clusterkit's) is updated to this one
+    template_digest: str = ""
 
 
 def stack_contents(spec: Spec) -> tuple[str, ...]:
@@ -67,6 +73,7 @@ def stack_parameters(spec: Spec, facts: Facts) -> dict[str, str]:
         # IMDS answers one hop more only where containers need it (their bridge is a hop)
         "MetadataHopLimit": "2" if spec.nodes.containers else "1",
         "KmsKeyId": spec.storage.kms_key or "",
+        "TemplateDigest": facts.template_digest,
     }
 
 
@@ -85,5 +92,6 @@ def stack_action(status: str | None, current: Mapping[str, str] | None,
 def changed_parameters(current: Mapping[str, str] | None,
                        wanted: Mapping[str, str]) -> list[str]:
     current = current or {}
-    return [f"{k}: {current.get(k, '')!r} -> {v!r}" for k, v in wanted.items()
+    return [TEMPLATE_CHANGED if k == "TemplateDigest" else
+            f"{k}: {current.get(k, '')!r} -> {v!r}" for k, v in wanted.items()
             if current.get(k) != v]

@@ -12,6 +12,9 @@ beside network interfaces, a public IP asked for with several interfaces, two
 interfaces on one card and device index, a card the type does not have, EFA on a type
 without it or more EFA interfaces than the type supports (the type's NetworkInfo, from
 the DescribeInstanceTypes data moto ships).
+
+moto's CloudFormation skips AWS::EC2::SecurityGroupEgress (a warning, no rule); the
+stack's egress rule to its own group (EFA's "all traffic out to itself") is made here.
 """
 
 from __future__ import annotations
@@ -81,6 +84,51 @@ def _checked_run_instances(original: Any) -> Any:
     return run_instances
 
 
+def _egress_model() -> Any:
+    """A CloudFormation model of AWS::EC2::SecurityGroupEgress for moto's stacks: its
+    rule authorized on the group (a destination group, or a CIDR)."""
+    from moto.core.common_models import CloudFormationModel
+
+    class SecurityGroupEgress(CloudFormationModel):
+        def __init__(self, group_id: str) -> None:
+            self.group_id = group_id
+
+        @staticmethod
+        def cloudformation_name_type() -> str:
+            return ""
+
+        @staticmethod
+        def cloudformation_type() -> str:
+            return "AWS::EC2::SecurityGroupEgress"
+
+        @classmethod
+        def create_from_cloudformation_json(cls, resource_name: str, cloudformation_json: Any,
+                                            account_id: str, region_name: str,
+                                            **kwargs: Any) -> Any:
+            from moto.ec2.models import ec2_backends
+
+            props = cloudformation_json["Properties"]
+            destination = props.get("DestinationSecurityGroupId")
+            ec2_backends[account_id][region_name].authorize_security_group_egress(
+                group_name_or_id=props["GroupId"], ip_protocol=str(props["IpProtocol"]),
+                from_port=props.get("FromPort"), to_port=props.get("ToPort"),
+                ip_ranges=[{"CidrIp": props["CidrIp"]}] if props.get("CidrIp") else [],
+                source_groups=[{"GroupId": destination}] if destination else [])
+            return cls(props["GroupId"])
+
+    return SecurityGroupEgress
+
+
+def _install_egress() -> None:
+    from moto.cloudformation import parsing
+
+    if "AWS::EC2::SecurityGroupEgress" not in parsing.get_model_map():
+        _egress_model()
+        parsing.get_model_list.cache_clear()
+        parsing.get_model_map.cache_clear()
+        parsing.get_name_type_map.cache_clear()
+
+
 def install() -> None:
     """Idempotent: patch moto's EC2 responses in this process."""
     from moto.ec2.responses import EC2Response
@@ -89,3 +137,4 @@ def install() -> None:
         EC2Response.describe_placement_groups = _describe_placement_groups
     if not getattr(EC2Response.run_instances, "checks_interfaces", False):
         EC2Response.run_instances = _checked_run_instances(EC2Response.run_instances)
+    _install_egress()

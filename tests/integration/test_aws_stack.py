@@ -47,6 +47,29 @@ def test_create_describe_events_delete(moto_env, tmp_path):
     assert stack.stack_record(s, REGION, stack_id)["status"] == "DELETE_COMPLETE"
 
 
+def test_the_stacks_group_lets_all_traffic_in_from_and_out_to_itself(moto_env, tmp_path):
+    """EFA's rule, made by the stack in the emulator: every protocol in from the nodes'
+    security group and out to it (moto's CloudFormation makes the egress rule through
+    the sandbox's gap-fill, sandbox.ec2_gaps)."""
+    import boto3
+
+    s, cluster = make_session(REGION), support.unique_name("efa")
+    name = f"clusterkit-{cluster}"
+    stack.create_stack(s, REGION, name, _params(cluster, tmp_path),
+                       {"clusterkit:cluster": cluster})
+    group = stack.describe_stack(s, REGION, name)["outputs"]["SecurityGroupId"]
+    [described] = boto3.client("ec2", REGION).describe_security_groups(
+        GroupIds=[group])["SecurityGroups"]
+
+    def to_itself(rules: list) -> list:
+        return [r["IpProtocol"] for r in rules
+                if [p["GroupId"] for p in r.get("UserIdGroupPairs", [])] == [group]]
+
+    assert to_itself(described["IpPermissions"]) == ["-1"]
+    assert to_itself(described["IpPermissionsEgress"]) == ["-1"]
+    stack.delete_stack(s, REGION, name)
+
+
 def test_create_error_is_translated(moto_env):
     cluster = support.unique_name("stk-bad")
     with pytest.raises(AwsError) as caught:  # required parameters missing

@@ -75,3 +75,21 @@ def test_every_parameter_is_one_the_template_declares():
     assert set(params) <= set(declared)
     hop = declared["MetadataHopLimit"]
     assert hop["Default"] == 1 and hop["AllowedValues"] == [1, 2]
+
+
+def test_a_stack_from_another_template_is_updated_to_this_one():
+    """An older clusterkit's stack (its launch template gave the security group, it had
+    no egress rule to itself) has no TemplateDigest, or another: `up` updates it, and
+    the plan says why in words, not as a digest."""
+    from dataclasses import replace
+
+    from clusterkit.aws.stack import template_digest
+    from clusterkit.plan.stack import TEMPLATE_CHANGED
+
+    facts = replace(FACTS, template_digest=template_digest())
+    wanted = stack_parameters(loads(SPEC), facts)
+    assert len(wanted["TemplateDigest"]) == 16
+    older = {k: v for k, v in wanted.items() if k != "TemplateDigest"}
+    assert stack_action("CREATE_COMPLETE", older, wanted) == "update"
+    assert changed_parameters(older, wanted) == [TEMPLATE_CHANGED]
+    assert stack_action("UPDATE_COMPLETE", dict(wanted), wanted) == "none"

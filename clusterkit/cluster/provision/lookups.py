@@ -4,6 +4,7 @@ pair), and the tags every resource carries."""
 from __future__ import annotations
 
 from clusterkit.aws import keypairs, lookup
+from clusterkit.aws.stack import template_digest
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
 from clusterkit.plan.images import DEFAULT_ROOT_DEVICE, choose_image
@@ -31,7 +32,8 @@ def facts(rt: Runtime, spec: Spec, region: str, *, current: dict[str, str] | Non
                               spec.nodes.image, region)
         image, root = chosen.image_id, chosen.root_device or DEFAULT_ROOT_DEVICE
     return Facts(vpc_id=vpc, image_id=image, root_device=root, key_name=key_name(spec),
-                 ssh_cidr=ssh_cidr, efs_id=reuse_id(rt, spec, region, current))
+                 ssh_cidr=ssh_cidr, efs_id=reuse_id(rt, spec, region, current),
+                 template_digest=template_digest())
 
 
 def key_pair_missing(rt: Runtime, spec: Spec, region: str) -> bool:
