@@ -270,13 +270,18 @@ class EfaFacts:
                      nvidia_smi: Sequence[str] | None = None,
                      nccl_libs: Sequence[str] | None = None) -> EfaFacts:
         """The facts from each command's output lines (None: the command failed)."""
-        info = parse_fi_info(fi_info or ())
-        driver = parse_driver_versions(nvidia_smi or ())
+        return cls.from_parsed(parse_fi_info(fi_info or ()), parse_efa_module(modules or ()),
+                               parse_driver_versions(nvidia_smi or ()),
+                               parse_nccl_version(nccl_libs or ()))
+
+    @classmethod
+    def from_parsed(cls, info: FiInfo, module_loaded: bool, driver: DriverVersions,
+                    nccl_version: str | None) -> EfaFacts:
+        """The facts from each command's parsed output (the node facts hold these)."""
         return cls(efa_devices=info.devices_per_node, provider=info.present,
-                   module_loaded=parse_efa_module(modules or ()),
-                   libfabric_version=info.libfabric_version, cuda_version=driver.cuda,
-                   driver_version=driver.driver,
-                   nccl_version=parse_nccl_version(nccl_libs or ()))
+                   module_loaded=module_loaded, libfabric_version=info.libfabric_version,
+                   cuda_version=driver.cuda, driver_version=driver.driver,
+                   nccl_version=nccl_version)
 
 
 # -- the environment ---------------------------------------------------------------------

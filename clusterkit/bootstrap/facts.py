@@ -6,7 +6,8 @@ output lines, and a default for "the command failed or printed nothing" (pyinfra
 lookups that cluster/ and plan/ call facts. ``gather_script`` runs any set of them in
 one SSH round trip (as root: ``mdadm --detail`` and ``findmnt``'s labels need it) and
 ``parse_gathered`` turns its output into ``NodeFacts``; a step that reads a fact nobody
-gathered raises ``FactNotGathered`` instead of guessing.
+gathered raises ``FactNotGathered`` instead of guessing. ``NodeFact`` itself lives in
+``nodefact.py``; the EFA facts in ``efa_facts.py``, registered in ``ALL`` here.
 
 Disks are found by id, never by kernel name (an EBS root can be ``nvme1n1`` while the
 instance store is ``nvme2n1``): ``nvme-Amazon_EC2_NVMe_Instance_Storage_*`` is instance
@@ -17,9 +18,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
+
+from clusterkit.bootstrap.efa_facts import EFA_FACTS
+from clusterkit.bootstrap.nodefact import FactNotGathered, NodeFact
 
 T = TypeVar("T")
 
@@ -30,27 +34,6 @@ ENVS_DIR = "/opt/clusterkit/envs"
 ENV_MARKER = ".clusterkit-packages"  # in a venv: the package-list hash, written last
 HOSTS_BEGIN = "# BEGIN clusterkit"
 HOSTS_END = "# END clusterkit"
-
-
-class FactNotGathered(KeyError):
-    """A step read a fact that was not gathered (or a test forgot to stub it)."""
-
-    def __str__(self) -> str:
-        return f"node fact {self.args[0]!r} was not gathered"
-
-
-@dataclass(frozen=True)
-class NodeFact(Generic[T]):
-    name: str
-    command: str
-    parser: Callable[[list[str]], T]
-    default: T
-
-    def parse(self, lines: Sequence[str] | None) -> T:
-        """The parsed fact; the default when the command failed (None) or printed nothing."""
-        if lines is None or not any(line.strip() for line in lines):
-            return self.default
-        return self.parser(list(lines))
 
 
 # -- block devices (lsblk) ---------------------------------------------------------------
@@ -405,7 +388,7 @@ RECEIPTS = NodeFact("receipts", f'for f in {RECEIPTS_DIR}/*; do ck_line=; [ -f "
 
 ALL: tuple[NodeFact[Any], ...] = (HOSTNAME, BOOT_ID, BLOCK_DEVICES, DISKS_BY_ID, MOUNTS,
                                   MD_DETAIL, MDSTAT, HOSTS_FILE, PYTHON_ENV, EFS_UTILS,
-                                  RECEIPTS)
+                                  RECEIPTS, *EFA_FACTS)
 BY_NAME: dict[str, NodeFact[Any]] = {f.name: f for f in ALL}
 
 

@@ -190,6 +190,18 @@ def node_script(plans: Sequence[steps.StepPlan], playbooks: Mapping[str, str]) -
     return "".join(parts)
 
 
+def to_run(plans: Sequence[steps.StepPlan]) -> list[steps.StepPlan]:
+    """The steps a node's script runs: those planned "run" before the first one planned
+    "fail" (a node stops at its first failed step, whether it failed there or here)."""
+    todo = []
+    for plan in plans:
+        if plan.action == "fail":
+            break
+        if plan.action == "run":
+            todo.append(plan)
+    return todo
+
+
 def parse_run(lines: Sequence[str]) -> dict[str, tuple[int, str]]:
     """``node_script``'s output -> {step: (exit code, output tail)} for each step that
     finished."""
@@ -214,7 +226,7 @@ def _unreachable(target: Target, res: NodeResult, what: str) -> NodeBootstrap:
 def _step_result(plan: steps.StepPlan, finished: Mapping[str, tuple[int, str]],
                  failed_before: bool) -> StepResult:
     result = _outcome(plan, finished, failed_before)
-    if plan.warning and result.outcome in (Outcome.RAN, Outcome.DONE, Outcome.FAILED):
+    if plan.warning and result.outcome is not Outcome.NOT_RUN:
         result = replace(result, warning=plan.warning)
     return result
 
@@ -225,6 +237,9 @@ def _outcome(plan: steps.StepPlan, finished: Mapping[str, tuple[int, str]],
         return StepResult(plan.step, Outcome.DONE, plan.reason)
     if plan.action == "skip":
         return StepResult(plan.step, Outcome.SKIPPED, plan.reason)
+    if plan.action == "fail":  # refused while planning: nothing of it ran
+        return StepResult(plan.step, Outcome.NOT_RUN if failed_before else Outcome.FAILED,
+                          "an earlier step failed" if failed_before else plan.reason)
     if failed_before or plan.step not in finished:
         return StepResult(plan.step, Outcome.NOT_RUN, "an earlier step failed" if failed_before
                           else "the node gave no result for it")
@@ -301,7 +316,7 @@ def run(login: Login, targets: Sequence[Target], spec: Spec, cluster: steps.Clus
         plans = steps.plan_node(nf.parse_gathered(last.stdout.splitlines()), spec, cluster,
                                 target.node.index, playbooks, force)
         planned[label] = _Planned(target, plans)
-        todo = [s for s in plans if s.action == "run"]
+        todo = to_run(plans)
         if not todo:
             said(_node_result(planned[label], None))
             return None

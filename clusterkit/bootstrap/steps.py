@@ -7,7 +7,10 @@ writes the receipt), ``done`` or ``skip``, each with a reason in words. A step's
 is the sha256 of its playbooks' text and its commands' arguments and stdin; device steps
 (scratch, efs) add the node's boot id, since a reboot wipes what they made. Those and
 the dataset step are done only when the receipt matches AND the live system shows the
-result. Steps run in the order of ``STEPS``; ``plan_node`` plans them all for one node.
+result; the efa step by the live system alone (its file holds the text, or not). A step
+that cannot be done as the spec asks (``network.efa: true`` without EFA software) plans
+``fail``: the node stops there. Steps run in the order of ``STEPS``; ``plan_node`` plans
+them all for one node.
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ import json
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
+from clusterkit.bootstrap import efa
+from clusterkit.bootstrap import efa_facts as ef
 from clusterkit.bootstrap import facts as nf
+from clusterkit.catalog.instances import lookup as instance_type
 from clusterkit.plan.nodes import node_name
 from clusterkit.spec.model import Spec
 
@@ -55,6 +61,7 @@ class NodeView:
     index: int
     address: str  # in-cluster address (private IP; the loopback address in the sandbox)
     host_key: str | None = None  # "ssh-ed25519 AAAA…", pinned at first contact
+    instance_type: str | None = None  # "p4d.24xlarge"; None: not known (no EFA step)
 
 
 class Verify(StrEnum):
@@ -135,9 +142,12 @@ class Command:
 
 @dataclass(frozen=True)
 class Want:
-    """What a step wants on a node: commands (their digest decides), or a skip reason.
-    ``live`` is what the system shows (None: the step has no live check);
-    ``not_live`` says in words what is missing when ``live`` is False."""
+    """What a step wants on a node: commands (their digest decides), a skip reason, or
+    an error (the node cannot be set up as the spec demands). ``live`` is what the
+    system shows (None: the step has no live check); ``not_live`` says in words what
+    is missing when ``live`` is False. ``live_decides``: the live check alone decides,
+    receipt or not (pyinfra's way for a file: one that already holds the text needs
+    no command)."""
 
     commands: tuple[Command, ...] = ()
     skip: str | None = None
@@ -145,16 +155,28 @@ class Want:
     not_live: str = ""
     boot_keyed: bool = False
     warning: str = ""  # what the user should know even when the step succeeds
+    error: str | None = None
+    live_decides: bool = False
+
+
+class StepAction(StrEnum):
+    RUN = "run"  # its commands are sent to the node
+    DONE = "done"  # nothing to do: the receipt (and the system) show it
+    SKIP = "skip"  # does not apply to this node, with the reason
+    FAIL = "fail"  # cannot be done as the spec asks: the node stops here
 
 
 @dataclass(frozen=True)
 class StepPlan:
     step: str
-    action: str  # "run" | "done" | "skip"
+    action: StepAction  # the plain strings compare equal
     reason: str
     commands: tuple[Command, ...] = ()
     digest: str | None = None
     warning: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "action", StepAction(self.action))
 
 
 # -- the steps -------------------------------------------------------------------------------
@@ -347,11 +369,55 @@ def want_env(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) 
                 live=live, not_live=f"no complete environment {key} is current")
 
 
+def want_efa(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) -> Want:
+    """The libfabric/NCCL settings for EFA (``efa.efa_environment``) in
+    ``efa.PROFILE_PATH``, written once; a node without EFA software gets a warning
+    (``network.efa: true``: an error) and a profile where EFA no longer applies goes."""
+    name = cluster.nodes[index].instance_type
+    itype = instance_type(name) if name else None
+    profile = facts.get(ef.EFA_PROFILE)
+    if itype is None:
+        return _no_efa(profile, f"{name} is not in the catalog" if name else
+                       "the instance type is not known")
+    if itype.efa_interfaces <= 0:
+        return _no_efa(profile, f"{itype.name} has no EFA")
+    if not spec.network.efa_wanted:
+        return _no_efa(profile, "network.efa is false")
+    env = efa.efa_environment(ef.efa_facts(facts), itype.name,
+                              itype.gpu.arch if itype.gpu else None, itype.efa_interfaces)
+    warning = " | ".join(env.warnings)
+    if not env.env:  # no EFA software: the one warning names what is missing and the fix
+        if spec.network.efa == "true":
+            return Want(error=f"network.efa is true: {warning}")
+        return replace(_no_efa(profile, "no EFA software on the image"), warning=warning)
+    text = efa.profile_text(env.env)
+    wanted = ef.ProfileFile(hashlib.sha256(text.encode()).hexdigest(), ef.PROFILE_MODE)
+    if profile is None:
+        not_live = f"no {efa.PROFILE_PATH}"
+    elif profile.sha256 != wanted.sha256:
+        not_live = f"{efa.PROFILE_PATH} holds other settings"
+    else:
+        not_live = f"{efa.PROFILE_PATH} has mode {profile.mode}, not {ef.PROFILE_MODE}"
+    return Want((Command("efa.sh", (), text),), live=profile == wanted, not_live=not_live,
+                warning=warning, live_decides=True)
+
+
+def _no_efa(profile: ef.ProfileFile | None, reason: str) -> Want:
+    """EFA does not apply: skipped, or the profile an earlier bootstrap wrote removed."""
+    if profile is None:
+        return Want(skip=reason)
+    return Want((Command("efa.sh", ("--remove",)),), live=False, live_decides=True,
+                not_live=f"{reason}, but {efa.PROFILE_PATH} is there from an earlier "
+                "bootstrap")
+
+
 StepFn = Callable[[nf.NodeFacts, Spec, ClusterView, int], Want]
+# efa right after the cheap configuration steps: a node that `network.efa: true` refuses
+# stops there, before disks, EFS, the dataset or a package install take their minutes
 STEPS: tuple[tuple[str, StepFn], ...] = (
     ("hostname", want_hostname), ("hosts", want_hosts), ("ssh", want_ssh),
-    ("scratch", want_scratch), ("efs", want_efs), ("dataset", want_dataset),
-    ("env", want_env))
+    ("efa", want_efa), ("scratch", want_scratch), ("efs", want_efs),
+    ("dataset", want_dataset), ("env", want_env))
 STEP_NAMES = tuple(name for name, _ in STEPS)
 
 
@@ -366,14 +432,20 @@ def digest(commands: Sequence[Command], playbooks: Mapping[str, str],
 
 def plan_step(step: str, want: Want, facts: nf.NodeFacts, playbooks: Mapping[str, str],
               force: bool = False) -> StepPlan:
+    if want.error is not None:
+        return StepPlan(step, StepAction.FAIL, want.error)
     if want.skip is not None:
-        return StepPlan(step, "skip", want.skip)
+        return StepPlan(step, StepAction.SKIP, want.skip, warning=want.warning)
     boot = facts.get(nf.BOOT_ID) if want.boot_keyed else None
     key = digest(want.commands, playbooks, boot)
-    receipt = facts.get(nf.RECEIPTS).get(step)
     commands = (*want.commands, Command("receipt.sh", (step, key)))
     if force:
         return StepPlan(step, "run", "forced (--force-step)", commands, key, want.warning)
+    if want.live_decides:
+        return (StepPlan(step, "done", "already done (the system shows it)", (), key,
+                         want.warning) if want.live else
+                StepPlan(step, "run", want.not_live, commands, key, want.warning))
+    receipt = facts.get(nf.RECEIPTS).get(step)
     if receipt == key and want.live is not False:
         return StepPlan(step, "done", "already done (receipt matches"
                         + (", and the system shows it)" if want.live else ")"), (), key,

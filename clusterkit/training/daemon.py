@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -37,6 +38,11 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Moves the process into the cgroup between fork and exec ($0 is cgroup.procs), so
 # nothing it forks can start outside it; the supervisor has no threads but stays safe.
 CGROUP_WRAPPER = 'echo $$ > "$0" && exec "$@"'
+# The libfabric/NCCL settings for EFA that the bootstrap's efa step writes on the node
+# (clusterkit/bootstrap/efa.py PROFILE_PATH; job.json's "efa_profile" may name another
+# file): every process of the job gets them, read from the file, never run.
+EFA_PROFILE = "/etc/profile.d/clusterkit-efa.sh"
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 # ----- files ----------------------------------------------------------------------
@@ -87,10 +93,38 @@ def checkpoint_signal(job: dict) -> signal.Signals:
         raise ValueError(f"bad checkpoint_signal {name!r}") from None
 
 
-def process_env(base: dict, extra: dict, job_id: str, node: int) -> dict:
-    """The minimal environment (PATH, HOME, LANG) plus the job's keys, nothing else."""
+def profile_env(path: str) -> dict:
+    """The settings of a profile of ``export NAME=VALUE`` lines (the node's EFA profile),
+    parsed with shlex: {} when the file is missing or unreadable; a line that is anything
+    but assignments (a command, bad quoting) is left out. Parsed rather than sourced by a
+    shell in front of each process, so the processes start exactly as job.json says (no
+    shell between the supervisor and them) and nothing in the file is ever executed."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    env = {}
+    for line in text.splitlines():
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:
+            continue
+        words = words[1:] if words[:1] == ["export"] else words
+        pairs = [w.partition("=") for w in words]
+        if pairs and all(eq and ENV_NAME_RE.match(name) for name, eq, _ in pairs):
+            env.update((name, value) for name, _, value in pairs)
+    return env
+
+
+def process_env(base: dict, extra: dict, job_id: str, node: int,
+                profile: dict | None = None) -> dict:
+    """The minimal environment (PATH, HOME, LANG), the node's ``profile`` settings
+    (``profile_env``: EFA's), then the job's keys, which win (the user's train.env among
+    them), nothing else."""
     env = {"PATH": base.get("PATH") or DEFAULT_PATH, "HOME": base.get("HOME") or "/root",
            "LANG": base.get("LANG") or "C.UTF-8"}
+    env.update({str(k): str(v) for k, v in (profile or {}).items()})
     env.update({str(k): str(v) for k, v in extra.items()})
     # the last-resort stop finds the processes of this job on this node by these two
     env.update(CLUSTERKIT_JOB_ID=job_id, CLUSTERKIT_NODE_RANK=str(node))
@@ -236,9 +270,10 @@ class Supervisor:
         if failure is not None:
             self.decide(S.FAILED, failure, None, [])
         if self.outcome is None:
+            profile = self.node_profile()
             for p in self.procs:
                 p.start(self.cgroup, process_env(os.environ, p.spec.get("env") or {},
-                                                 self.job_id, self.me))
+                                                 self.job_id, self.me, profile))
             self.state, self.started = S.RUNNING, time.time()
             self.sampler = make_sampler(self)
             conf = self.job.get("sampling") or {}
@@ -259,6 +294,14 @@ class Supervisor:
         self.save()
         log(f"final state {self.state}: {self.outcome[1]}")
         return 0
+
+    def node_profile(self) -> dict:
+        """The node's EFA settings for every process (job.json's ``efa_profile``)."""
+        path = str(self.job.get("efa_profile") or EFA_PROFILE)
+        profile = profile_env(path)
+        if profile:
+            log(f"{path}: {', '.join(sorted(profile))} for every process")
+        return profile
 
     def wake_on_signals(self) -> None:
         """A process that exits (SIGCHLD) or a stop request wakes the loop through a

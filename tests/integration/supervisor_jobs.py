@@ -134,6 +134,13 @@ def cgroup_dirs(job: Job) -> list[Path]:
     return [p for p in base.glob(f"*{job.id}")] if base.exists() else []
 
 
+def efa_profile(root: Path, index: int) -> Path:
+    """Where node ``index`` of a job under ``root`` keeps its EFA profile (the efa
+    bootstrap step's file, efa.PROFILE_PATH on a real node); absent unless a test
+    writes it."""
+    return root / f"node{index}" / "etc" / "profile.d" / "clusterkit-efa.sh"
+
+
 def build_job(root: Path, node_procs: list[list[dict]], grace: float = 1, hb: float = 3,
               port: int | None = None, extra: list[dict] | None = None) -> Job:
     """A job of ``len(node_procs)`` nodes under ``root``/nodeI, written, not started;
@@ -150,6 +157,8 @@ def build_job(root: Path, node_procs: list[list[dict]], grace: float = 1, hb: fl
                 "num_nodes": len(node_procs), "grace_seconds": grace,
                 "heartbeat_timeout": hb,
                 "coordinator": {"host": "127.0.0.1", "port": port, "token": token},
+                # the node's EFA profile under its own root, never this machine's
+                "efa_profile": str(efa_profile(root, i)),
                 "processes": [{"name": p["name"], "role": p["role"],
                                "argv": ["bash", "-c", p["cmd"]], "cwd": str(root),
                                "env": {"SECRET_THING": MARKER, "CK_TEST_NODE": str(i)}}

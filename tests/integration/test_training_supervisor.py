@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterkit.bootstrap import efa
 from tests.integration.supervisor_jobs import (
     MARKER,
     SLEEP,
@@ -21,6 +22,7 @@ from tests.integration.supervisor_jobs import (
     Node,
     build_job,
     cgroup_dirs,
+    efa_profile,
     free_port,
     kill_supervisor,
     ps_node,
@@ -110,6 +112,35 @@ def test_a_worker_exiting_3_stops_every_process_on_every_node(make_job,
     assert job.leftovers() == []
     assert cgroup_dirs(job) == []
     assert job.nodes[2].cli("wait").returncode == 1
+
+
+def test_every_process_gets_the_nodes_efa_profile_and_its_own_keys_win(make_job,
+                                                                       tmp_path: Path) -> None:
+    """The node's EFA profile (what the bootstrap's efa step writes; here under the
+    node's temp root: this machine, like the sandbox's nodes, has no EFA) reaches every
+    process of the job on that node; a key the job sets itself (train.env) wins over it;
+    a node without the file gets nothing from it."""
+    show = 'echo "efa=${FI_PROVIDER:-} rdma=${FI_EFA_USE_DEVICE_RDMA:-}"'
+    job = make_job([[{"name": "server-0", "role": "server", "cmd": f"{show}; {SLEEP}"},
+                     {"name": "worker-0", "role": "worker", "cmd": show}],
+                    [{"name": "worker-0", "role": "worker", "cmd": show}]])
+    profile = efa_profile(tmp_path, 0)  # make_job builds the job under tmp_path
+    profile.parent.mkdir(parents=True)
+    profile.write_text(efa.profile_text({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1",
+                                         "FI_EFA_FORK_SAFE": "1"}))
+    spec = json.loads((job.master.dir / "job.json").read_text())
+    spec["processes"][1]["env"]["FI_EFA_USE_DEVICE_RDMA"] = "0"  # the user's train.env
+    (job.master.dir / "job.json").write_text(json.dumps(spec))
+    job.start()
+    states = job.wait_final(20)
+    assert [s["state"] for s in states] == ["succeeded"] * 2, states
+    logs = {(n.index, name): (n.dir / f"{name}.log").read_text().strip()
+            for n in job.nodes for name in ("server-0", "worker-0")
+            if (n.dir / f"{name}.log").exists()}
+    assert logs == {(0, "server-0"): "efa=efa rdma=1", (0, "worker-0"): "efa=efa rdma=0",
+                    (1, "worker-0"): "efa= rdma="}
+    assert f"{profile}: FI_EFA_FORK_SAFE, FI_EFA_USE_DEVICE_RDMA, FI_PROVIDER" in \
+        job.master.log()
 
 
 def test_a_process_that_cannot_start_fails_the_job(make_job, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ verbatim; synthesized cases say so (and why) in ``source``."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from clusterkit.bootstrap import efa, efa_facts
 from clusterkit.bootstrap import facts as nf
 
 CASES = sorted((Path(__file__).parent / "bootstrap_facts").glob("*.json"))
@@ -127,3 +129,47 @@ def test_parse_gathered_failed_section_is_default():
     assert facts.get(nf.HOSTNAME) == "node-a"
     assert facts.get(nf.MOUNTS) == ()
     assert facts.get(nf.RECEIPTS) == {}  # section missing: the default
+
+
+def test_efa_facts_without_efa_software_are_their_defaults_not_errors(tmp_path: Path):
+    """No fi_info on the image, no nvidia-smi (as on the sandbox's nodes, which have no
+    EFA): those facts are their defaults and the gather goes on. The PATH holds only the
+    tools the other commands need, so this holds on any machine without the installer."""
+    if Path(efa_facts.EFA_BIN, "fi_info").exists():
+        pytest.skip("this machine has the EFA installer's fi_info")
+    for tool in ("cat", "ls", "sha256sum", "stat", "timeout"):
+        (tmp_path / tool).symlink_to(next(Path(d, tool) for d in ("/usr/bin", "/bin")
+                                          if Path(d, tool).exists()))
+    out = subprocess.run(["/bin/sh", "-c", nf.gather_script(efa_facts.EFA_FACTS)],
+                         capture_output=True, text=True, timeout=60,
+                         env={"PATH": str(tmp_path)})
+    facts = nf.parse_gathered(out.stdout.splitlines(), efa_facts.EFA_FACTS)
+    assert set(facts.values) == {f.name for f in efa_facts.EFA_FACTS}
+    assert facts.get(efa_facts.FI_INFO) == efa_facts.FI_INFO.default
+    assert facts.get(efa_facts.NVIDIA_SMI) == efa_facts.NVIDIA_SMI.default
+    got = efa_facts.efa_facts(facts)
+    assert (got.provider, got.efa_devices, got.driver_version) == (False, 0, None)
+
+
+def test_nccl_libs_counts_the_listing_when_some_globs_match_nothing():
+    """``ls`` of several globs exits 2 when one matches nothing; the fact still reads
+    the files it listed (``ls`` stood in for by a shell function)."""
+    stand_in = ("ls() { echo /usr/lib/x86_64-linux-gnu/libnccl.so.2.18.5; "
+                "echo 'ls: cannot access ...' >&2; return 2; }\n")
+    script = stand_in + nf.gather_script((efa_facts.NCCL_LIBS,))
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30)
+    facts = nf.parse_gathered(out.stdout.splitlines(), (efa_facts.NCCL_LIBS,))
+    assert facts.get(efa_facts.NCCL_LIBS) == "2.18.5"
+
+
+def test_efa_profile_fact_reads_a_written_file(tmp_path: Path):
+    profile = tmp_path / "clusterkit-efa.sh"
+    profile.write_text("export FI_PROVIDER=efa\n")
+    profile.chmod(0o644)
+    command = efa_facts.EFA_PROFILE.command.replace(efa.PROFILE_PATH, str(profile))
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    assert efa_facts.EFA_PROFILE.parse(out.stdout.splitlines()) == efa_facts.ProfileFile(
+        hashlib.sha256(b"export FI_PROVIDER=efa\n").hexdigest(), "644")
+    missing = subprocess.run(["sh", "-c", command.replace(str(profile), str(tmp_path / "no"))],
+                             capture_output=True, text=True)
+    assert missing.returncode != 0  # the gather records it: the default, None

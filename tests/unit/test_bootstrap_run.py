@@ -99,3 +99,33 @@ def test_playbooks_are_package_data():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     globs = data["tool"]["setuptools"]["package-data"]["clusterkit"]
     assert "resources/playbooks/*" in globs  # a wheel copies them in
+
+
+def test_a_step_refused_while_planning_stops_the_node_and_names_node_and_step():
+    """``network.efa: true`` on a node without EFA software: the efa step plans "fail";
+    the steps before it run, none after it is sent, and the error names node and step."""
+    node = Node("i-1", 1, "running", "p4d.24xlarge", "us-east-1a", Market.ON_DEMAND,
+                "us-east-1")
+    target = Target(node, Hop("worker-1", "127.0.0.3"))
+    why = "network.efa is true: p4d.24xlarge supports EFA but ... no EFA software"
+    plans = (_plan("ssh", steps.Command("say.sh")), steps.StepPlan("efa", "fail", why),
+             _plan("scratch", steps.Command("say.sh")), steps.StepPlan("env", "skip", "none"))
+    assert [p.step for p in run.to_run(plans)] == ["ssh"]
+    assert plans[1].action is steps.StepAction.FAIL
+    code, done = _run(*run.to_run(plans))
+    said = NodeResult(node, "worker-1", "127.0.0.3", exit_code=code, stdout="".join(
+        f"{run.BEGIN} {name}\n{out}\n{run.END} {name} {rc}\n" for name, (rc, out) in done.items()))
+    result = run._node_result(run._Planned(target, plans), said)
+    assert [s.outcome for s in result.steps] == [Outcome.RAN, Outcome.FAILED, Outcome.NOT_RUN,
+                                                 Outcome.SKIPPED]
+    assert result.failed_step is result.steps[1] and not result.steps[1].executed
+    error = run.BootstrapError(run.BootstrapResult((result,)))
+    assert f"worker-1: step efa {why}" in error.message and error.exit_code == 1
+
+
+def test_a_skipped_step_carries_its_warning():
+    """A p4d whose image has no EFA software: the efa step is skipped, and says why."""
+    plan = steps.StepPlan("efa", "skip", "no EFA software on the image",
+                          warning="p4d.24xlarge supports EFA but ...")
+    result = run._step_result(plan, {}, failed_before=False)
+    assert (result.outcome, result.warning) == (Outcome.SKIPPED, plan.warning)

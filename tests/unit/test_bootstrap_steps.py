@@ -1,8 +1,10 @@
 """Bootstrap steps as data (pyinfra's tests/operations/ form): every
 bootstrap_steps/*.json names a step, the node index, spec overrides (merged into BASE_SPEC;
-a null removes a key), the cluster (default: CLUSTER), the node facts as raw command
+a null removes a key), the cluster (default: CLUSTER; its ``instance_type`` is every
+node's), the node facts as raw command
 output (a list of lines, null for "the command failed", or {"case": NAME} to reuse the
-output of bootstrap_facts/NAME.json) and the expected plan: ``action``, ``reason`` and
+output of bootstrap_facts/NAME.json) and the expected plan: ``action`` (run, done, skip,
+or fail: refused while planning), ``reason`` and
 ``commands`` ({playbook, args, stdin}) and the ``warning`` the user is shown (none when
 absent), or an ``exception``. ``$digest`` stands for the
 digest the step computes (in a receipt it means "the receipt matches"). A fact the step
@@ -33,6 +35,7 @@ BASE_SPEC: dict[str, Any] = {
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI"
 CLUSTER: dict[str, Any] = {
     "name": "demo", "region": "us-east-1", "gpus_per_node": 8, "efs_id": None,
+    "instance_type": "p4d.24xlarge",  # every node's, as BASE_SPEC's
     "nodes": [{"address": f"10.0.1.{5 + i}", "host_key": f"{KEY}{'ABC'[i] * 32}"}
               for i in range(3)],
 }
@@ -50,7 +53,8 @@ def dataset_view(data: dict[str, Any] | None) -> steps.DatasetView | None:
 def cluster_view(data: dict[str, Any]) -> steps.ClusterView:
     return steps.ClusterView(
         data["name"], data["region"],
-        tuple(steps.NodeView(i, n["address"], n.get("host_key"))
+        tuple(steps.NodeView(i, n["address"], n.get("host_key"),
+                             n.get("instance_type", data.get("instance_type")))
               for i, n in enumerate(data["nodes"])),
         data.get("gpus_per_node", 0), data.get("efs_id"), dataset_view(data.get("dataset")))
 
@@ -129,7 +133,9 @@ def test_plan_node_orders_steps_and_refuses_unknown_force():
     facts = nf.NodeFacts.from_outputs({f.name: None for f in nf.ALL})
     plans = steps.plan_node(facts, spec, cluster_view(CLUSTER), 0, PLAYBOOKS)
     assert [p.step for p in plans] == list(steps.STEP_NAMES)
-    assert [p.action for p in plans] == ["run", "run", "run", "skip", "skip", "skip", "skip"]
+    assert [p.action for p in plans] == ["run", "run", "run", "skip", "skip", "skip", "skip",
+                                         "skip"]
+    assert plans[3].step == "efa" and "no EFA software" in plans[3].warning
     with pytest.raises(ValueError, match="no bootstrap step nope"):
         steps.plan_node(facts, spec, cluster_view(CLUSTER), 0, PLAYBOOKS, force=["nope"])
 

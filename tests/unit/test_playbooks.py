@@ -6,6 +6,7 @@ facts, the steps then say "already done"."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -17,16 +18,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from clusterkit.bootstrap import efa, efa_facts, steps
 from clusterkit.bootstrap import facts as nf
-from clusterkit.bootstrap import steps
 from clusterkit.spec import loads
 from tests import support
 from tests.support import require_root, require_tool
 
 PLAYBOOKS = sorted(steps.PLAYBOOKS_DIR.glob("*.sh"))
 NAMES = {p.name for p in PLAYBOOKS}
-EXPECTED = {"hostname.sh", "hosts.sh", "ssh.sh", "scratch.sh", "efs.sh", "dataset.sh", "env.sh",
-            "receipt.sh"}
+EXPECTED = {"hostname.sh", "hosts.sh", "ssh.sh", "efa.sh", "scratch.sh", "efs.sh", "dataset.sh",
+            "env.sh", "receipt.sh"}
 SPEC = loads(yaml.safe_dump({
     "name": "demo", "region": "us-east-1",
     "nodes": {"count": 3, "instance_types": ["p4d.24xlarge"]}, "ssh": {"user": "ubuntu"},
@@ -152,6 +153,89 @@ def test_steps_then_playbooks_twice_is_idempotent_and_then_done(node_root: Path)
 
     again = _plan(_facts_of(node_root), only)
     assert {p.step: p.action for p in again} == dict.fromkeys(only, "done")
+
+
+CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"
+
+
+def _efa_facts_of(root: Path, receipts: list[str] | None = None) -> nf.NodeFacts:
+    """A p4d.24xlarge with EFA software (the real fi_info and nvidia-smi captures; the
+    module list inline: no capture of it exists), its profile read under ``root`` by the
+    fact's own command. The sandbox and this machine have no EFA: only the file is real."""
+    command = efa_facts.EFA_PROFILE.command.replace(efa.PROFILE_PATH,
+                                                    f"{root}{efa.PROFILE_PATH}")
+    profile = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+    return nf.NodeFacts.from_outputs({
+        "fi_info": (CAPTURES / "p4d.24xlarge.fi_info-efa-rdm.txt").read_text().splitlines(),
+        "efa_module": ["efa 163840 0 - Live 0xffffffffc0a6a000"],
+        "nvidia_smi": (CAPTURES / "unattributed/p4d.24xlarge-INFERRED.nvidia-smi.txt")
+        .read_text().splitlines(),
+        "nccl_libs": None, "receipts": receipts,
+        "efa_profile": profile.stdout.splitlines() if profile.returncode == 0 else None})
+
+
+def test_efa_profile_written_once_then_nothing_to_do(node_root: Path):
+    cluster = steps.ClusterView("demo", "us-east-1", tuple(
+        steps.NodeView(i, n.address, n.host_key, "p4d.24xlarge")
+        for i, n in enumerate(CLUSTER.nodes)), 8)
+    playbooks = steps.read_playbooks()
+
+    def plan(facts: nf.NodeFacts) -> steps.StepPlan:
+        return steps.plan_step("efa", steps.want_efa(facts, SPEC, cluster, 1), facts, playbooks)
+    first = plan(_efa_facts_of(node_root))
+    assert (first.action, first.reason) == ("run", f"no {efa.PROFILE_PATH}")
+    (node_root / "etc/profile.d").mkdir(parents=True)
+    _apply(node_root, [first])
+    written = node_root / "etc/profile.d/clusterkit-efa.sh"
+    assert written.read_text() == first.commands[0].stdin
+    assert oct(written.stat().st_mode & 0o777) == "0o644"
+    sourced = subprocess.run(["bash", "-c", f". {written}; echo $FI_PROVIDER "
+                              "$FI_EFA_USE_DEVICE_RDMA"], capture_output=True, text=True)
+    assert sourced.stdout.split() == ["efa", "1"]
+    for receipts in (None, ["efa sha256:" + "0" * 64]):  # the file decides, not a receipt
+        again = plan(_efa_facts_of(node_root, receipts))
+        assert (again.action, again.commands) == ("done", ())
+    written.chmod(0o600)
+    assert plan(_efa_facts_of(node_root)).reason.endswith("has mode 600, not 644")
+    _apply(node_root, [first])
+    assert plan(_efa_facts_of(node_root)).action == "done"
+
+
+def test_efa_profile_removed_once_efa_is_off(node_root: Path):
+    (node_root / "etc/profile.d").mkdir(parents=True)
+    (node_root / "etc/profile.d/clusterkit-efa.sh").write_text("export FI_PROVIDER=efa\n")
+    spec = dataclasses.replace(SPEC, network=dataclasses.replace(SPEC.network, efa="false"))
+    cluster = steps.ClusterView("demo", "us-east-1", tuple(
+        steps.NodeView(i, n.address, n.host_key, "p4d.24xlarge")
+        for i, n in enumerate(CLUSTER.nodes)), 8)
+    playbooks = steps.read_playbooks()
+    facts = _efa_facts_of(node_root)
+    plan = steps.plan_step("efa", steps.want_efa(facts, spec, cluster, 1), facts, playbooks)
+    assert plan.action == "run" and plan.commands[0].args == ("--remove",)
+    assert plan.reason.startswith("network.efa is false, but")
+    _apply(node_root, [plan])
+    assert not (node_root / "etc/profile.d/clusterkit-efa.sh").exists()
+    facts = _efa_facts_of(node_root)
+    again = steps.plan_step("efa", steps.want_efa(facts, spec, cluster, 1), facts, playbooks)
+    assert (again.action, again.reason) == ("skip", "network.efa is false")
+
+
+@pytest.mark.parametrize("stdin", ["export A=$(id)\n", "export A=`id`\n", "rm -rf /\n",
+                                   "export A='x'; id\n", ""])
+def test_efa_refuses_anything_but_comments_and_plain_exports(node_root: Path, stdin: str):
+    out = run("efa.sh", root=node_root, stdin=stdin)
+    assert out.returncode == 2, out.stderr
+    assert not (node_root / "etc/profile.d/clusterkit-efa.sh").exists()
+    assert not list((node_root / "etc").rglob("clusterkit-efa.sh.*"))  # no temp file left
+
+
+def test_efa_never_writes_through_a_link(node_root: Path):
+    (node_root / "etc/profile.d").mkdir(parents=True)
+    (node_root / "etc/profile.d/clusterkit-efa.sh").symlink_to(node_root / "etc/hosts")
+    before = (node_root / "etc/hosts").read_text()
+    out = run("efa.sh", root=node_root, stdin="export FI_PROVIDER=efa\n")
+    assert out.returncode == 1 and "not a plain file" in out.stderr
+    assert (node_root / "etc/hosts").read_text() == before
 
 
 def test_ssh_config_keeps_the_users_own_entries(node_root: Path):

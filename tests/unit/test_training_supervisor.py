@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterkit.bootstrap import efa
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.training import daemon, jobfiles
 
@@ -56,6 +57,24 @@ def test_process_env_is_minimal_plus_the_job_keys() -> None:
                              JOB_ID, 1)
     assert (forged["CLUSTERKIT_JOB_ID"], forged["CLUSTERKIT_NODE_RANK"]) == (JOB_ID, "1")
     assert daemon.process_env({}, {}, JOB_ID, 0)["PATH"] == daemon.DEFAULT_PATH
+
+
+def test_the_efa_profile_is_read_not_run_and_the_job_keys_win(tmp_path: Path) -> None:
+    """What the bootstrap's efa step writes (efa.profile_text) comes back as the same
+    settings; anything but assignments is left out, never executed."""
+    assert daemon.EFA_PROFILE == efa.PROFILE_PATH  # the node side cannot import efa.py
+    written = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "ODD": "a b'c $HOME"}
+    profile = tmp_path / "clusterkit-efa.sh"
+    profile.write_text(efa.profile_text(written) + "touch ran\nexport BAD-NAME=1\n"
+                       "export Q=\"unterminated\nexport $(touch ran)=1\n")
+    assert daemon.profile_env(str(profile)) == written
+    assert not (tmp_path / "ran").exists() and not Path("ran").exists()
+    assert daemon.profile_env(str(tmp_path / "missing")) == {}
+    env = daemon.process_env({}, {"FI_PROVIDER": "tcp", "N": "1"}, JOB_ID, 0,
+                             daemon.profile_env(str(profile)))
+    assert (env["FI_PROVIDER"], env["FI_EFA_USE_DEVICE_RDMA"]) == ("tcp", "1")
+    with_profile = daemon.process_env({}, {}, JOB_ID, 0, {"CLUSTERKIT_JOB_ID": "x"})
+    assert with_profile["CLUSTERKIT_JOB_ID"] == JOB_ID
 
 
 def _job_dir(tmp_path: Path, **overrides: object) -> str:

@@ -1,6 +1,7 @@
 """The bootstrap stage of `up`: what bootstrap needs to know of the cluster, composed from
 the running nodes (in-cluster addresses through the address hook, host keys from the
-cluster's record, GPUs from the catalog, the EFS id from the stack), then
+cluster's record, each node's instance type, GPUs from the catalog, the EFS id from the
+stack), then
 ``bootstrap.run`` over the fan-out, every node at once."""
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def cluster_view(spec: Spec, record: ProvisionRecord, dataset: Any = None,
         raise ClusterkitError(f"node(s) without an index: {', '.join(missing)}",
                               "run `clusterkit up` again: it writes the missing tags")
     view = tuple(steps.NodeView(n.index or 0, ssh_address(n, via_gateway=True),
-                                keys.get(n.instance_id)) for n in nodes)
+                                keys.get(n.instance_id), n.instance_type) for n in nodes)
     itype = instance_type(nodes[0].instance_type) if nodes else None
     extra = {"dataset": dataset} if dataset is not None else {}
     return steps.ClusterView(spec.name, record.region, view,
