@@ -26,6 +26,7 @@ class Market(_Text):
 
     SPOT = "spot"
     ON_DEMAND = "on-demand"
+    CAPACITY_BLOCK = "capacity-block"  # in a Capacity Block for ML, paid upfront
 
 
 class MarketPolicy(_Text):
@@ -34,6 +35,7 @@ class MarketPolicy(_Text):
     SPOT = "spot"
     ON_DEMAND = "on-demand"
     SPOT_THEN_ON_DEMAND = "spot-then-on-demand"
+    CAPACITY_BLOCK = "capacity-block"  # the block nodes.capacity_reservation names
 
     @property
     def markets(self) -> tuple[Market, ...]:
@@ -41,6 +43,31 @@ class MarketPolicy(_Text):
         if self is MarketPolicy.SPOT_THEN_ON_DEMAND:
             return (Market.SPOT, Market.ON_DEMAND)
         return (Market(self.value),)
+
+
+class ReservationKind(_Text):
+    """A capacity reservation's kind (DescribeCapacityReservations' ReservationType)."""
+
+    ODCR = "default"  # an On-Demand Capacity Reservation
+    CAPACITY_BLOCK = "capacity-block"  # a Capacity Block for ML
+
+
+class ReservationState(_Text):
+    """A capacity reservation's state (botocore's CapacityReservationState)."""
+
+    ACTIVE = "active"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    PENDING = "pending"
+    FAILED = "failed"
+    SCHEDULED = "scheduled"
+    PAYMENT_PENDING = "payment-pending"
+    PAYMENT_FAILED = "payment-failed"
+    ASSESSING = "assessing"
+    DELAYED = "delayed"
+    UNSUPPORTED = "unsupported"
+    CANCELLING = "cancelling"
+    UNAVAILABLE = "unavailable"
 
 
 class InstanceState(_Text):

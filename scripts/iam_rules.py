@@ -67,15 +67,18 @@ USER_RULES: tuple[Rule, ...] = (
     ("NewTagged", ("ec2:RunInstances", "ec2:CreateVolume", "ec2:ImportKeyPair",
                    "ec2:AllocateAddress"), ec2("instance", "volume", "key-pair", "elastic-ip"),
      NEW),
-    ("LaunchFromClusterTemplate", ("ec2:RunInstances",), ec2("launch-template"), OWN),
-    ("LaunchWith", ("ec2:RunInstances",),
+    # and a Capacity Block bought (its reservation, which carries no tag to condition on)
+    ("LaunchWith", ("ec2:RunInstances", "ec2:PurchaseCapacityBlock"),
      ec2("image", "snapshot", "subnet", "network-interface", "security-group", "key-pair",
-         "placement-group", "spot-instances-request"), None),
+         "placement-group", "spot-instances-request", "capacity-reservation"), None),
     ("TagOnCreate", ("ec2:CreateTags",), ["*"],
      equals("ec2:CreateAction", "RunInstances", "CreateVolume", "CreateSnapshot",
             "CopySnapshot", "ImportKeyPair", "AllocateAddress")),
 
-    ("ClusterResources", ("ec2:CreateTags", "ec2:AttachVolume", "ec2:DetachVolume",
+    # RunInstances here: from the cluster's own launch template (one statement fewer: the
+    # policy's size limit; the other resources a launch names are new, so untagged)
+    ("ClusterResources", ("ec2:RunInstances", "ec2:CreateTags", "ec2:AttachVolume",
+                          "ec2:DetachVolume",
                           "ec2:DeleteVolume", "ec2:ModifyInstanceAttribute",
                           "ec2:StartInstances", "ec2:StopInstances", "ec2:TerminateInstances",
                           "ec2:CancelSpotInstanceRequests", "ec2:DeleteFleets",

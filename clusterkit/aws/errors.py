@@ -30,6 +30,8 @@ CAPACITY_CODES = frozenset({
     "InsufficientReservedInstanceCapacity", "UnfulfillableCapacity",
     "InvalidFleetConfiguration",
 })
+# A launch into a capacity reservation that has no room (or no match) for it: EC2's code.
+RESERVATION_CODES = frozenset({"ReservationCapacityExceeded"})
 # Account limits: no other offer helps, stop at once.
 QUOTA_CODES = frozenset({
     "InstanceLimitExceeded", "VcpuLimitExceeded", "MaxSpotFleetRequestCountExceeded",
@@ -75,6 +77,9 @@ RULES: tuple[Rule, ...] = (
          "check the network, --region, and AWS_ENDPOINT_URL",
          "{what}: cannot reach the AWS endpoint ({error})"),
     Rule(CAPACITY_CODES, CapacityError, "clusterkit tries the next offer"),
+    Rule(RESERVATION_CODES, CapacityError, "the capacity reservation has fewer matching "
+         "instances free than this launch (type, platform, AZ, tenancy), or is not active: "
+         "`clusterkit plan SPEC` shows what it holds now"),
     Rule(QUOTA_CODES, QuotaError,
          "request a quota increase in the Service Quotas console (EC2 > Running "
          "On-Demand/Spot instances, vCPU based), or ask for fewer or smaller nodes"),

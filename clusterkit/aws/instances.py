@@ -16,6 +16,9 @@ from clusterkit.kinds import Market
 from clusterkit.plan.launch import BlockDevice, LaunchRequest, cloud_config
 from clusterkit.plan.nodes import LIVE_STATES, PRICE_TAG, Node, node_index
 
+# DescribeInstances' InstanceLifecycle -> the market the instance bills in (none: on-demand)
+LIFECYCLE_MARKETS = {"spot": Market.SPOT, "capacity-block": Market.CAPACITY_BLOCK}
+
 
 def _ec2(session: boto3.Session, region: str) -> Any:
     return client(session, "ec2", region)
@@ -35,7 +38,7 @@ def to_node(raw: Mapping[str, Any], region: str) -> Node:
         state=raw.get("State", {}).get("Name", "unknown"),
         instance_type=raw.get("InstanceType", ""),
         az=raw.get("Placement", {}).get("AvailabilityZone", ""),
-        market=Market.SPOT if raw.get("InstanceLifecycle") == "spot" else Market.ON_DEMAND,
+        market=LIFECYCLE_MARKETS.get(raw.get("InstanceLifecycle") or "", Market.ON_DEMAND),
         region=region,
         launch_time=launch.isoformat() if hasattr(launch, "isoformat") else str(launch or ""),
         public_ip=raw.get("PublicIpAddress"), private_ip=raw.get("PrivateIpAddress"),
@@ -92,6 +95,21 @@ def _network(request: LaunchRequest, subnet_id: str, security_group: str) -> dic
             **({"SecurityGroupIds": [security_group]} if security_group else {})}
 
 
+def reservation_options(request: LaunchRequest) -> dict[str, Any]:
+    """RunInstances' CapacityReservationSpecification for the request's reservation (an
+    id, or a resource group's ARN), and for a block its market type; {} for neither."""
+    target = request.capacity_reservation
+    if not target:
+        return {}
+    key = "CapacityReservationId" if target.startswith("cr-") else \
+        "CapacityReservationResourceGroupArn"
+    out: dict[str, Any] = {"CapacityReservationSpecification": {
+        "CapacityReservationTarget": {key: target}}}
+    if request.market == Market.CAPACITY_BLOCK:
+        out["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+    return out
+
+
 def run_instances(session: boto3.Session, region: str, request: LaunchRequest, *,
                   launch_template_id: str, subnet_id: str, security_group: str = "",
                   placement_group: str = "") -> list[Node]:
@@ -113,6 +131,7 @@ def run_instances(session: boto3.Session, region: str, request: LaunchRequest, *
         kwargs["InstanceInitiatedShutdownBehavior"] = request.shutdown_behavior
     if request.authorized_keys:  # boto3 base64-encodes it
         kwargs["UserData"] = cloud_config(request.authorized_keys)
+    kwargs.update(reservation_options(request))
     if request.block_devices:  # added to the launch template's (a device it does not have)
         kwargs["BlockDeviceMappings"] = [_block_device(b) for b in request.block_devices]
     if placement_group:  # repeated here: a Placement given to RunInstances replaces the LT's

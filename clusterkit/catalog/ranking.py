@@ -47,6 +47,8 @@ class Offer:
     placement_score: int | None = None  # 1..10, None = unknown
     zone_type: ZoneType = ZoneType.AVAILABILITY_ZONE
     blocked: str = ""  # why the zone cannot be used (a Local Zone not opted in), "" = usable
+    # a Capacity Block's end (epoch seconds): the nodes launched into it are tagged with it
+    block_end: float | None = None
 
     @property
     def per_gpu_hour(self) -> float | None:

@@ -11,6 +11,7 @@ import click
 from clusterkit import __version__
 from clusterkit.cli import (
     autostop,
+    capacity,
     dataset,
     help,
     iam,
@@ -32,7 +33,7 @@ from clusterkit.errors import ClusterkitError
 # (nor for `plan --offline`: a command's own --offline flag counts the same).
 OFFLINE_COMMANDS = frozenset({"sandbox", "validate", "schema", "pack", "iam-policy"})
 # Commands that ask before spending or deleting: they take --yes after the name too.
-ASKING_COMMANDS = frozenset({"up", "down", "deploy-dataset"})
+ASKING_COMMANDS = frozenset({"up", "down", "deploy-dataset", "capacity-blocks"})
 DEBUG_HINT = ("run the same command again with --debug (before or after the command name) "
               "for the traceback, and please report it")
 
@@ -151,8 +152,8 @@ def cli(ctx: click.Context, region: str | None, profile: str | None, debug: bool
         check_region(region, "--region")  # before any call: a typo dials a made-up host
 
 
-for module in (validate, iam, spot, provision, remote, pack, publish, dataset, train, observe,
-               sandbox, autostop):
+for module in (validate, iam, spot, capacity, provision, remote, pack, publish, dataset, train,
+               observe, sandbox, autostop):
     for command in module.COMMANDS:
         cli.add_command(command)
         for leaf in leaf_commands(command):

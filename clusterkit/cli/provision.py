@@ -88,6 +88,8 @@ def _ask(question: str) -> bool:
 @click.option("--timeout", type=float, default=1800.0, show_default=True, help=TIMEOUT_HELP)
 @click.option("--no-wait-ssh", is_flag=True, help="Return once the nodes run, without "
               "waiting for SSH.")
+@click.option("--no-wait", is_flag=True, help="On a Capacity Block that has not started: "
+              "exit 1 with its start time instead of waiting for it.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before spending (needed "
               "without a terminal).")
 @click.option("--force-step", "force_steps", multiple=True, type=click.Choice(STEP_NAMES),
@@ -102,7 +104,7 @@ def _ask(question: str) -> bool:
 @TIMELINE_OPTION
 @json_option
 def up(spec_file: str | None, plan_file: str | None, timeout: float, no_wait_ssh: bool,
-       yes: bool, force_steps: tuple[str, ...], no_bootstrap: bool, autostop: str | None,
+       no_wait: bool, yes: bool, force_steps: tuple[str, ...], no_bootstrap: bool, autostop: str | None,
        accept_host_keys: tuple[str, ...], timeline: str | None) -> None:
     """Provision the cluster, wait for SSH, bootstrap every node. Idempotent: a second run
     changes nothing.
@@ -116,7 +118,8 @@ def up(spec_file: str | None, plan_file: str | None, timeout: float, no_wait_ssh
     with no terminal and no --yes it refuses). What it shows is what `clusterkit plan`
     prints; if the cluster changes while you read, it stops without changing anything.
     A changed node count is applied; a changed instance type, market, region or image is
-    refused (`down` first).
+    refused (`down` first). With nodes.capacity_reservation the nodes launch into it;
+    a Capacity Block that has not started is waited for (--no-wait: exit 1).
 
     \b
     Example:
@@ -133,7 +136,8 @@ def up(spec_file: str | None, plan_file: str | None, timeout: float, no_wait_ssh
     result = do_up(spec_file, rt=runtime(), timeout=timeout, wait_ssh=not no_wait_ssh,
                    yes=yes or ctx.yes, confirm=ask, region=ctx.region,
                    accept_host_keys=accept_host_keys, bootstrap=not no_bootstrap,
-                   force_steps=force_steps, plan_file=plan_file, autostop=autostop)
+                   force_steps=force_steps, plan_file=plan_file, autostop=autostop,
+                   wait_start=not no_wait)
     render_up(ctx.console, result)
     if timeline:
         upchart.draw(ctx.console, result.cluster, timeline)

@@ -106,6 +106,7 @@ def render_status(console: Console, result: StatusResult, *, wide: bool = False)
     console.print(f"total: {per_hour}, so far {usd(so_far) if so_far is not None else 'unknown'}",
                   markup=False, highlight=False)
     _standbys(console, result.nodes)
+    _block_end(console, result.nodes)
     _dataset(console, result)
     _job(console, result)
     if not _autostop(console, result):
@@ -135,6 +136,18 @@ def _standbys(console: Console, rows: Sequence[StatusRow]) -> None:
                       "rebalance recommendation; swapped in if its interruption notice comes, "
                       "else terminated after train.standby_minutes (or by `down`)",
                       markup=False, highlight=False)
+
+
+def _block_end(console: Console, rows: Sequence[StatusRow]) -> None:
+    """When the Capacity Block the nodes run in ends, and when AWS takes them."""
+    from clusterkit.plan.reservation import TERMINATION_LEAD, span, utc
+
+    for end in sorted({r.block_end for r in rows if r.block_end is not None}):
+        left = end - datetime.now(timezone.utc).timestamp()
+        when = f"in {span(left)}" if left > 0 else "ended"
+        console.print(f"capacity block ends {utc(end)} ({when}): AWS terminates its nodes "
+                      f"from {utc(end - TERMINATION_LEAD)}, and a running job gets its "
+                      "checkpoint signal before", markup=False, highlight=False)
 
 
 def _dataset(console: Console, result: StatusResult) -> None:

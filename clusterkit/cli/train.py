@@ -18,6 +18,7 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
 
 if TYPE_CHECKING:  # the job layer imports paramiko: loaded by the commands that use it
+    from clusterkit.cluster.jobs.nccltest import NcclTest
     from clusterkit.cluster.jobs.results import JobOutcome, StopResult
     from clusterkit.training.jobfiles import ProcessState
 
@@ -84,6 +85,19 @@ def _finish(outcome: JobOutcome) -> None:
                           f"`clusterkit logs {outcome.cluster}` shows every log")
 
 
+def _byte_size(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | None:
+    """``4194304``, ``64K``, ``256M``, ``1G`` (binary multiples; a trailing B or iB is
+    allowed) -> bytes."""
+    if value is None:
+        return None
+    text = value.strip().upper().removesuffix("IB").removesuffix("B")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    digits = text[:-1] if scale > 1 else text
+    if not digits.isdigit():
+        raise click.BadParameter(f"{value!r}: bytes, or a number with K, M or G (e.g. 1G)")
+    return int(digits) * scale
+
+
 @click.command()
 @click.argument("spec_file", type=click.Path(dir_okay=False), callback=check_spec_argument)
 @click.argument("command", nargs=-1)
@@ -101,15 +115,24 @@ def _finish(outcome: JobOutcome) -> None:
               help="Times a lost node (spot notice, instance gone, silent for "
                    "train.node_timeout) is replaced and the job restarted from its "
                    "checkpoint (default: train.max_recoveries, 0).")
+@click.option("--nccl-test", is_flag=True,
+              help="Instead of the job: an all-reduce bandwidth test across every node "
+                   "(torchrun, train.python's torch; nccl on GPUs, gloo on CPUs); prints "
+                   "the bus bandwidth per size against the type's nominal figure.")
+@click.option("--nccl-max-bytes", callback=_byte_size, metavar="SIZE", default=None,
+              help="--nccl-test's largest message: bytes, or K/M/G (binary) "
+                   "(default 256M on GPUs, 4M on CPUs).")
 @json_option
 def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
-          workdir_option: str | None, attach: bool, max_recoveries: int | None) -> None:
+          workdir_option: str | None, attach: bool, max_recoveries: int | None,
+          nccl_test: bool, nccl_max_bytes: int | None) -> None:
     """Start the distributed job (MXNet PS or torchrun) on every node; live logs; fail-fast.
 
     \b
       clusterkit train SPEC [--detach] [--replace] [--workdir DIR] [--max-recoveries N]
                        [-- COMMAND ...]
       clusterkit train SPEC --attach [--max-recoveries N] [--workdir DIR]
+      clusterkit train SPEC --nccl-test [--nccl-max-bytes SIZE] [--replace]
     Example:
       clusterkit train examples/sandbox-cpu.yaml --replace
 
@@ -120,6 +143,11 @@ def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
     from clusterkit.cluster.jobs.train import do_train
 
     ctx = get_ctx()
+    if nccl_test or nccl_max_bytes is not None:
+        _nccl_test(spec_file, bool(command or detach or attach or workdir_option or
+                                   max_recoveries is not None), nccl_test, replace,
+                   nccl_max_bytes)
+        return
     if attach:
         _finish(_attach(spec_file, command, detach, replace, workdir_option, max_recoveries))
         return
@@ -129,6 +157,58 @@ def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
                        confirm_stop=_confirm_stop, region=ctx.region, profile=ctx.profile,
                        max_recoveries=max_recoveries, rt=_runtime())
     _finish(outcome)
+
+
+def _nccl_test(spec_file: str, other_options: bool, nccl_test: bool, replace: bool,
+               max_bytes: int | None) -> None:
+    from clusterkit.cluster.jobs.nccltest import do_nccl_test
+    from clusterkit.errors import UsageError
+
+    if not nccl_test:
+        raise UsageError("--nccl-max-bytes goes with --nccl-test",
+                         f"clusterkit train {spec_file} --nccl-test --nccl-max-bytes 1G")
+    if other_options:
+        raise UsageError("--nccl-test runs the bandwidth test instead of the job: it takes "
+                         "no COMMAND, --detach, --attach, --workdir or --max-recoveries",
+                         f"clusterkit train {spec_file} --nccl-test")
+    ctx = get_ctx()
+    found = do_nccl_test(spec_file, max_bytes=max_bytes, replace=replace,
+                         out=sys.stderr if ctx.json else sys.stdout, region=ctx.region,
+                         profile=ctx.profile, rt=_runtime())
+    if not found.outcome.ok:
+        _finish(found.outcome)  # raises: the failed node, role and its last lines
+    if ctx.json:
+        print_json(found.to_json())
+        return
+    for line in nccl_test_lines(found):
+        ctx.console.print(line, markup=False, highlight=False)
+
+
+def size_words(size: int) -> str:
+    """``8 B``, ``64 KiB``, ``256 MiB``, ``1 GiB``."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift} {unit}"
+    return f"{size} B"
+
+
+def nccl_test_lines(found: NcclTest) -> list[str]:
+    """Per size the bus bandwidth, then the peak, the nominal figure, the verdict."""
+    result, verdict = found.result, found.verdict
+    ranks = f", {len(result.ranks)} rank(s)" if result.ranks else ""
+    lines = [f"all-reduce test: {found.nodes} x {found.instance_type}{ranks}, float32 sum",
+             f"{'size':>10}  {'bus bandwidth':>14}"]
+    lines += [f"{size_words(r.size_bytes):>10}  " +
+              (f"{r.busbw_gbs:>9.2f} GB/s" if r.busbw_gbs is not None else f"{'-':>14}")
+              for r in result.rows]
+    peak = result.peak_row
+    if peak is not None and peak.busbw_gbs is not None:
+        lines.append(f"peak: {peak.busbw_gbs:.2f} GB/s at {size_words(peak.size_bytes)}")
+    network = "EFA" if found.efa else "network, no EFA"
+    lines.append(f"nominal: {verdict.nominal_gbs:.2f} GB/s ({found.nominal_gbps:g} Gbit/s, "
+                 f"{found.instance_type} {network})")
+    lines.append(f"verdict: {verdict.summary}")
+    return lines
 
 
 def _attach(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,

@@ -38,13 +38,14 @@ class LazySession:
 @dataclass
 class Runtime:
     """An AWS session (boto3, made by aws.session), the reporter events go to, and the
-    clock (tests pass a short poll)."""
+    clocks (tests pass a short poll, and a ``sleep`` that moves ``clock`` and ``wall``)."""
 
     session: Any
     report: Reporter = null_reporter
     poll: float = POLL
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time  # the date (epoch s): a Capacity Block's start
 
     @classmethod
     def make(cls, *, region: str | None = None, profile: str | None = None,

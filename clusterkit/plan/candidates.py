@@ -12,6 +12,7 @@ from clusterkit.errors import ClusterkitError
 from clusterkit.kinds import Market
 from clusterkit.plan.nodes import Node, node_order
 from clusterkit.plan.observed import Observed
+from clusterkit.plan.reservation import reservation_offer
 from clusterkit.spec.model import Spec
 
 
@@ -21,7 +22,8 @@ def offer_of(nodes: Sequence[Node]) -> Offer:
     od = on_demand_price(first.instance_type, first.region)
     price = first.price if first.price is not None else (
         od if first.market == Market.ON_DEMAND else None)
-    return Offer(first.instance_type, first.region, first.az, None, first.market, price, od, 0)
+    return Offer(first.instance_type, first.region, first.az, None, first.market, price, od, 0,
+                 block_end=first.block_end)
 
 
 def ranked_or_refused(spec: Spec, offers: Sequence[Offer],
@@ -48,10 +50,13 @@ def ranked_or_refused(spec: Spec, offers: Sequence[Offer],
 
 
 def plan_candidates(spec: Spec, observed: Observed) -> tuple[Offer, ...]:
-    """The offers a launch walks, first the plan's choice. A running cluster grows where
+    """The offers a launch walks, first the plan's choice: a capacity reservation's own
+    offer where the spec names one (its type and AZ). A running cluster grows where
     it runs (its region, AZ and type, spot then on-demand as a first launch would; its
     own offer when the search has none there); a new one takes the ranked offers of the
     qualifying regions, else the fallback offer."""
+    if observed.reservation is not None:  # it decides the type and AZ: no offer search
+        return (reservation_offer(observed.reservation),)
     live = [n for n in observed.nodes if n.live]
     regions = observed.regions or (observed.region,)
     if live:

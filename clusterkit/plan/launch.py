@@ -16,12 +16,14 @@ from clusterkit.plan.autostop import SHUTDOWN_TAG, behaviour_for
 from clusterkit.plan.dataset import CLONE_OF_TAG, DEVICE_HINT
 from clusterkit.plan.network import MASTER, efa_interfaces
 from clusterkit.plan.nodes import (
+    BLOCK_END_TAG,
     CLUSTER_TAG,
     PRICE_TAG,
     format_slots,
     launch_tags,
     standby_tags,
 )
+from clusterkit.plan.reservation import iso
 from clusterkit.spec.model import Spec
 
 
@@ -59,6 +61,9 @@ class LaunchRequest:
     # every EFA interface of the type (network.efa): the instances launch with these
     # network interfaces, in the cluster's subnet and security group
     efa: tuple[EfaInterface, ...] = ()
+    # nodes.capacity_reservation: the reservation (cr-…) or resource group (ARN) the
+    # instances launch into; a capacity-block offer's market puts them in the block
+    capacity_reservation: str | None = None
 
     @property
     def count(self) -> int:
@@ -154,6 +159,8 @@ def launch_request(spec: Spec, offer: Offer, slots: Sequence[int], stack_id: str
     tags = dict(volume_tags)
     if offer.price is not None:
         tags[PRICE_TAG] = f"{offer.price:.4f}"
+    if offer.block_end is not None:  # `status` says when the block ends, `train` acts on it
+        tags[BLOCK_END_TAG] = iso(offer.block_end)
     behaviour = None
     if spec.autostop is not None and spec.autostop.on:  # an idle node's OS shuts it down
         behaviour = behaviour_for(offer.market, spec.autostop.action)
@@ -163,4 +170,5 @@ def launch_request(spec: Spec, offer: Offer, slots: Sequence[int], stack_id: str
                          volume_tags, devices,
                          shutdown_behavior=behaviour,
                          authorized_keys=tuple(authorized_keys),
-                         efa=efa_interfaces(spec, offer.instance_type))
+                         efa=efa_interfaces(spec, offer.instance_type),
+                         capacity_reservation=spec.nodes.capacity_reservation)

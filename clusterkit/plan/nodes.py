@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from clusterkit.kinds import (
     LIVE_STATES,
@@ -36,6 +37,8 @@ REGION_TAG = "clusterkit:region"  # on the IAM role (global): the region of its 
 # A standby (a rebalance recommendation's replacement, booted before it is needed): the
 # index of the node it stands by for. It holds no index until it is swapped in.
 STANDBY_TAG = "clusterkit:standby-for"
+# A node in a Capacity Block: the block's end (ISO 8601 UTC), when AWS ends its instances
+BLOCK_END_TAG = "clusterkit:capacity-block-end"
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,16 @@ class Node:
         """The node index this instance is a standby for (None: not a standby)."""
         value = self.tags.get(STANDBY_TAG, "")
         return int(value) if value.isdigit() else None
+
+    @property
+    def block_end(self) -> float | None:
+        """The end of the Capacity Block the node runs in (epoch seconds), from its tag;
+        None: not in a block (or the tag is not a time)."""
+        try:
+            end = datetime.strptime(self.tags.get(BLOCK_END_TAG, ""), "%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            return None
+        return end.replace(tzinfo=timezone.utc).timestamp()
 
 
 def node_order(node: Node) -> tuple[bool, int, str]:

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
 from clusterkit.catalog.ranking import Offer
 from clusterkit.catalog.zones import ZoneType
-from clusterkit.kinds import Market
+from clusterkit.kinds import Market, ReservationState
 from clusterkit.plan.nodes import Node
+from clusterkit.plan.reservation import Reservation
 from clusterkit.plan.stack import Facts
 
 EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -76,6 +78,7 @@ class Observed:
     dataset: DatasetSeen | None = None
     notes: tuple[str, ...] = ()
     subnets: Mapping[str, str] = field(default_factory=lambda: EMPTY)  # AZ -> subnet id
+    reservation: Reservation | None = None  # nodes.capacity_reservation's, as read
 
     def to_json(self) -> dict[str, Any]:
         return _plain(asdict(self))
@@ -96,7 +99,9 @@ class Observed:
             dataset=None if dataset is None else DatasetSeen(
                 dataset["snapshot_id"], int(dataset["size_gib"]), tuple(dataset["warnings"])),
             notes=tuple(data.get("notes", ())),
-            subnets=MappingProxyType(dict(data.get("subnets", {}))))
+            subnets=MappingProxyType(dict(data.get("subnets", {}))),
+            reservation=Reservation.from_json(data["reservation"]) if data.get(
+                "reservation") else None)
 
 
 def _plain(value: Any) -> Any:
@@ -105,7 +110,7 @@ def _plain(value: Any) -> Any:
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
-    if isinstance(value, Market | ZoneType):
+    if isinstance(value, Enum):
         return value.value
     return value
 
@@ -196,4 +201,16 @@ def differences(saved: Observed, now: Observed, candidates: Sequence[Offer] = ()
         out.append("the key pair " + ("is gone" if now.key_pair_missing else "appeared"))
     if saved.dataset != now.dataset:
         out.append("the dataset snapshot check changed")
+    out += reservation_differences(saved.reservation, now.reservation)
     return out + offer_differences(saved, now, candidates, ceiling)
+
+
+def reservation_differences(saved: Reservation | None, now: Reservation | None) -> list[str]:
+    """The reservation's state, room or place changed since it was read (its clock,
+    ``read_at``, moves by itself)."""
+    if saved is None or now is None:
+        return [] if saved is now else ["the capacity reservation read changed"]
+    started = saved.waits and now.state == ReservationState.ACTIVE  # as the plan waited for
+    keys = ("available", "instance_type", "az", "end") + (() if started else ("state",))
+    return [f"{saved.reservation_id} {key} was {getattr(saved, key)}, is now "
+            f"{getattr(now, key)}" for key in keys if getattr(saved, key) != getattr(now, key)]

@@ -7,12 +7,14 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from clusterkit.catalog.ranking import Offer
+from clusterkit.errors import SpecIssue
 from clusterkit.kinds import KeyPairAction, StackAction
 from clusterkit.plan.candidates import plan_candidates
 from clusterkit.plan.cost import hourly
 from clusterkit.plan.drift import Difference, refused, spec_drift
 from clusterkit.plan.nodes import Node, NodeActions, node_actions
 from clusterkit.plan.observed import Observed
+from clusterkit.plan.reservation import Reservation, held_lines, launch_refusal
 from clusterkit.plan.stack import (
     changed_parameters,
     stack_action,
@@ -57,6 +59,8 @@ class UpPlan:
     candidates: tuple[Offer, ...] = ()  # where a launch may go, in order: `up` walks these only
     parameters: Mapping[str, str] = field(default_factory=dict)  # the stack's, as wanted
     dataset_gib: int | None = None  # each dataset clone's size, from the snapshot's check
+    reservation: Reservation | None = None  # nodes.capacity_reservation, as read
+    refusal: SpecIssue | None = None  # why `up` refuses to launch into it (plan.reservation)
     spec: Spec | None = field(default=None, compare=False, repr=False)  # what it plans for
 
     @property
@@ -107,6 +111,8 @@ class UpPlan:
             "hourly_usd": self.hourly_after(),
             "changes": self.mutates, "notes": list(self.notes),
             "warnings": list(self.warnings),
+            "reservation": self.reservation.to_json() if self.reservation else None,
+            "refusal": self.refusal.format() if self.refusal else None,
             "drift": [{"key": d.key, "running": d.running, "wanted": d.wanted,
                        "in_place": d.apply.name == "IN_PLACE"} for d in self.drift],
         }
@@ -159,9 +165,11 @@ def plan_up(spec: Spec, observed: Observed, notes: Sequence[str] = ()) -> UpPlan
                   choice_of(candidates), tuple(nodes), (*observed.notes, *notes),
                   tuple(spec_drift(spec, nodes)), stack_parts=stack_contents(spec),
                   candidates=candidates, parameters=MappingProxyType(wanted),
-                  dataset_gib=dataset.size_gib if dataset else None, spec=spec)
+                  dataset_gib=dataset.size_gib if dataset else None, spec=spec,
+                  reservation=observed.reservation)
     return replace(plan, warnings=(*(dataset.warnings if dataset else ()),
-                                   *gpu_warnings(spec, plan)))
+                                   *gpu_warnings(spec, plan)),
+                   refusal=launch_refusal(spec, observed.reservation, actions.launch, nodes))
 
 
 def gpu_warnings(spec: Spec, plan: UpPlan) -> tuple[str, ...]:
@@ -185,6 +193,7 @@ def plan_lines(plan: UpPlan) -> list[str]:
     lines = [body[0], *(f"differs: {d.describe()}" for d in plan.drift)]
     if plan.refused:
         lines.append(f"`up` refuses this: `clusterkit down {plan.cluster}` first, then `up`")
+    lines += held_lines(plan.spec, plan.reservation, plan.refusal)
     lines += body[1:]
     if plan.nodes.retag:
         lines.append(f"tag {len(plan.nodes.retag_ids)} node(s) with their role "

@@ -17,7 +17,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clusterkit.sandbox import ebs_direct, ec2_gaps, iam_seed, imds, spot_prices, timed
+from clusterkit.sandbox import (
+    capacity,
+    ebs_direct,
+    ec2_gaps,
+    iam_seed,
+    imds,
+    spot_prices,
+    timed,
+)
 from clusterkit.sandbox.state import (
     ADDRESSES_FILE,
     CAPS_FILE,
@@ -115,6 +123,7 @@ def _serve(state_dir: Path) -> None:
 def _install_extras() -> None:
     """Teach the in-process emulator what clusterkit's real-AWS paths expect."""
     ec2_gaps.install()
+    capacity.install()  # capacity reservations and Capacity Blocks, which moto lacks
     try:
         spot_prices.install()
     except Exception:  # the endpoint must come up even if price seeding breaks

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from clusterkit.autostop.policy import duration_seconds
+from clusterkit.kinds import MarketPolicy
 from clusterkit.spec import model
 from clusterkit.spec.model import Location
 
@@ -35,6 +36,8 @@ def _nodes(d: Mapping[str, Any] | None) -> model.Nodes:
     given["root_volume"] = model.RootVolume(**_given(given.get("root_volume")))
     given["master"] = model.Master(**_given(given.get("master")))
     given["instance_types"] = tuple(given.get("instance_types", ()))
+    if given.get("capacity_reservation") and "market" not in given:
+        given["market"] = MarketPolicy.ON_DEMAND.value  # a reservation is on-demand capacity
     return model.Nodes(**given)
 
 

@@ -16,6 +16,7 @@ from clusterkit.errors import SpecIssue
 from clusterkit.kinds import MarketPolicy
 from clusterkit.spec import model
 from clusterkit.spec.model import Spec
+from clusterkit.spec.reserved import check_reservation
 
 Add = Callable[..., None]
 _SYSTEM_DIRS = {"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt",
@@ -47,7 +48,7 @@ def check_spec(spec: Spec) -> list[SpecIssue]:
         issues.append(SpecIssue(loc.file, loc.line, loc.col, path, message, hint, level))
 
     for check in (_regions, _nodes, _ssh, _mounts, _dataset, _efs, _train, _instance_facts,
-                  _max_price, _autostop, _network):
+                  _max_price, _autostop, _network, check_reservation):
         check(spec, add)
     return issues
 

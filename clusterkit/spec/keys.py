@@ -21,6 +21,10 @@ REGION_RE = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}$"
 INSTANCE_TYPE_RE = (r"^[a-z][a-z0-9-]*[0-9][a-z0-9-]*\."
                     r"(nano|micro|small|medium|large|[0-9]*xlarge|metal(-[0-9a-z]+)?)$")
 MOUNT_RE = r"^/[A-Za-z0-9._/-]*$"
+# An ODCR or Capacity Block id, or a Capacity Reservation resource group's ARN (the
+# group's region is its fourth field: checks.py holds it to the spec's).
+RESERVATION_RE = (r"^(cr-([0-9a-f]{8}|[0-9a-f]{17})|arn:aws[a-z-]*:resource-groups:"
+                  r"[a-z0-9-]+:[0-9]{12}:group/[A-Za-z0-9_.-]{1,128})$")
 USER_RE = r"^[a-z_][a-z0-9_-]{0,31}$"  # ssh.user and the --user option
 # Characters no one-line value can hold: C0 and C1 controls (newline, tab, NUL, ESC ...),
 # DEL, the Unicode line and paragraph separators and the bidirectional overrides (which
@@ -141,8 +145,18 @@ NODES = _obj("The machines: how many, which types, which market.", {
                           items=Key("string", "An EC2 instance type.", pattern=INSTANCE_TYPE_RE,
                                     what="an EC2 instance type (family.size)",
                                     example="p4d.24xlarge")),
-    "market": Key("string", "spot, on-demand, or spot first then on-demand.", default="spot",
+    "market": Key("string", "spot, on-demand, spot first then on-demand, or capacity-block "
+                  "(the Capacity Block capacity_reservation names); with an ODCR "
+                  "capacity_reservation, unset means on-demand.", default="spot",
                   enum=model.MARKETS),
+    "capacity_reservation": Key(
+        "string", "An On-Demand Capacity Reservation (cr-…) or a resource group of them "
+        "(its ARN) every node launches into; with market capacity-block, the block's "
+        "reservation id. `plan` reads it, `up` refuses one that cannot hold the nodes; "
+        "`down` never touches it.", pattern=RESERVATION_RE, max_length=256,
+        what="a capacity reservation id (cr- and 17 hex digits) or a resource-groups ARN "
+        "(arn:aws:resource-groups:REGION:ACCOUNT:group/NAME)",
+        example="cr-0123456789abcdef0"),
     "master": MASTER,
     "max_price": Key("number", "Highest $/hour per node for spot (unset: on-demand price).",
                      minimum=0, exclusive_minimum=True, maximum=1000),

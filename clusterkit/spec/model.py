@@ -72,6 +72,15 @@ class Nodes:
     allow_large: bool = False  # permit count > SANE_NODE_LIMIT
     containers: bool = False  # the nodes run containers: IMDS answers one hop more
     master: Master = field(default_factory=Master)
+    # an ODCR (cr-…) or a resource group of reservations (its ARN) the nodes launch
+    # into; with market capacity-block, the block's reservation id
+    capacity_reservation: str | None = None
+
+    @property
+    def reservation_id(self) -> str | None:
+        """The one reservation ``capacity_reservation`` names (None: none, or a group)."""
+        cr = self.capacity_reservation
+        return cr if cr is not None and cr.startswith("cr-") else None
 
     def master_apart(self, market: str) -> str | None:
         """The master's market when a launch in ``market`` must put it elsewhere

@@ -104,12 +104,15 @@ def stop_message(outcome: tuple, checkpoint_until: float | None = None) -> dict:
 
 
 def interrupted_outcome(node: int, notice: interruption.Notice) -> tuple:
-    """The job's outcome when ``node`` got a spot interruption notice or found its
-    GPUs unfit."""
+    """The job's outcome when ``node`` got a spot interruption notice, found its GPUs
+    unfit, or reached its Capacity Block's end."""
     if notice.kind is interruption.NoticeKind.UNFIT:
         return (S.INTERRUPTED.value, f"node {node}: its GPUs are unfit: {notice.reason}",
                 None, [])
     when = time.strftime("%H:%M:%S UTC", time.gmtime(notice.at))
+    if notice.action == interruption.BLOCK_END_ACTION:
+        return (S.INTERRUPTED.value, f"node {node}: its Capacity Block ends (AWS terminates "
+                f"its instances from {when})", None, [])
     return (S.INTERRUPTED.value, f"node {node}: spot interruption notice ({notice.action} "
             f"at {when})", None, [])
 

@@ -232,9 +232,8 @@ class Supervisor:
         self.stop_at = self.last_kill = 0.0
         self.stop_flag = self.local_done = False
         self.linked: set = set()  # the nodes supervisor.log last said this one is linked to
-        endpoint = job.get("imds")  # instance metadata; none: no interruption watcher
-        self.watcher = interruption.Watcher(interruption.Metadata(str(endpoint))) \
-            if endpoint else None
+        # instance metadata, and a Capacity Block's end; neither: no interruption watcher
+        self.watcher = interruption.watcher_of(job)
         self.notices: list = []  # what the watcher saw, as state.json records it
         self.said_unavailable = None
         self.term_at = None  # monotonic: an interruption's SIGTERM, after the checkpoint
@@ -355,13 +354,23 @@ class Supervisor:
                 self.cgroup.remove()
             self.local_done = True
             self.coord.send_done()
-        elif self.term_at is not None and now >= self.term_at:
+        elif self.term_at is not None and (now >= self.term_at or self.checkpointed()):
             self.reaper.signal(signal.SIGTERM)
             self.term_at = None
         elif self.term_at is None and now - self.stop_at >= self.grace and \
                 now - self.last_kill >= 0.5:
             self.reaper.kill()
             self.last_kill = now
+
+    def checkpointed(self) -> bool:
+        """Every process that got the checkpoint signal has exited (saved, presumably):
+        the rest (MXNet's servers and scheduler) need not wait out the grace. Not for a
+        launcher's job (torchrun): its workers are not this daemon's processes."""
+        told = [p for p in self.procs if p.popen is not None and
+                p.role != jobstate.LAUNCHER_ROLE and p.role not in jobstate.SPARED_ROLES]
+        if not told or any(p.role == jobstate.LAUNCHER_ROLE for p in self.procs):
+            return False
+        return all(p.exit is not None for p in told)
 
     def finished(self) -> bool:
         """Stopped here, and (the master) every node said so or had its grace."""

@@ -33,6 +33,12 @@ POLL = 5.0  # seconds between two reads, as AWS recommends
 TIMEOUT = 1.0  # seconds a metadata request may take (it answers in milliseconds)
 MARGIN = 10.0  # seconds kept between the end of the checkpoint grace and the action
 SANDBOX_PREFIX = "/_clusterkit/imds/"  # the sandbox serves each instance's metadata here
+# A Capacity Block ends: AWS begins terminating its instances 30 minutes before the end,
+# and says so (an EventBridge event, not instance metadata) 10 minutes earlier. The
+# node acts when AWS's warning comes: the instance-action of the notice is this.
+BLOCK_END_ACTION = "block-end"
+BLOCK_TERMINATION_LEAD = 30 * 60.0
+BLOCK_NOTICE_LEAD = 40 * 60.0
 
 
 def sandbox_endpoint(endpoint: str, instance_id: str) -> str:
@@ -110,6 +116,18 @@ def parse_rebalance(text: str) -> Notice | None:
     """The rebalance recommendation document as a Notice; None when it is not one."""
     at = _epoch(_document(text).get("noticeTime"))
     return None if at is None else Notice(NoticeKind.REBALANCE, at)
+
+
+def block_end_notice(block_end: float, now: float,
+                     lead: float = BLOCK_NOTICE_LEAD) -> Notice | None:
+    """The Capacity Block ending at ``block_end`` (epoch seconds) as an interruption
+    notice once its end is ``lead`` seconds away or less: the instance goes when AWS
+    begins terminating the block's instances (``BLOCK_TERMINATION_LEAD`` before the
+    end). None while it is further away."""
+    if now < block_end - lead:
+        return None
+    return Notice(NoticeKind.INTERRUPTION, block_end - BLOCK_TERMINATION_LEAD,
+                  BLOCK_END_ACTION)
 
 
 def grace_seconds(notice: Notice, configured: float, now: float,
@@ -192,11 +210,16 @@ class Watcher:
     """Reads the metadata every ``poll`` seconds when asked (``check``: the supervisor's
     loop asks each round) and returns each notice once: EC2 leaves a notice posted
     until the instance goes. A metadata service that cannot be read is said once
-    (``unavailable``) and tried again at the next poll."""
+    (``unavailable``) and tried again at the next poll. ``block_end``: the end of the
+    Capacity Block the node runs in (epoch seconds, ``wall``'s clock), whose approach is
+    a notice too (``block_end_notice``); ``metadata`` None: that alone is watched."""
 
-    def __init__(self, metadata: Metadata, *, poll: float = POLL,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, metadata: Metadata | None, *, poll: float = POLL,
+                 clock: Callable[[], float] = time.monotonic,
+                 block_end: float | None = None,
+                 wall: Callable[[], float] = time.time) -> None:
         self.metadata, self.poll, self.clock = metadata, poll, clock
+        self.block_end, self.wall = block_end, wall
         self.seen: set = set()
         self.unavailable: str | None = None
         self._next = 0.0
@@ -207,12 +230,38 @@ class Watcher:
         if now < self._next:
             return []
         self._next = now + self.poll
+        posted = self._block_notice() + self._posted()
+        new = [n for n in posted if (n.kind, n.at, n.action) not in self.seen]
+        self.seen.update((n.kind, n.at, n.action) for n in new)
+        return new
+
+    def _posted(self) -> list:
+        """What the metadata posts ([] without one, or when it cannot be read)."""
+        if self.metadata is None:
+            return []
         try:
             posted = self.metadata.notices()
         except MetadataError as exc:
             self.unavailable = str(exc)
             return []
         self.unavailable = None
-        new = [n for n in posted if (n.kind, n.at, n.action) not in self.seen]
-        self.seen.update((n.kind, n.at, n.action) for n in new)
-        return new
+        return posted
+
+    def _block_notice(self) -> list:
+        if self.block_end is None:
+            return []
+        notice = block_end_notice(self.block_end, self.wall())
+        return [] if notice is None else [notice]
+
+
+def watcher_of(job: dict) -> Watcher | None:
+    """The node's watcher from job.json: its instance metadata endpoint (``imds``) and
+    its Capacity Block's end (``block_end``); None when it has neither."""
+    endpoint, block_end = job.get("imds"), job.get("block_end")
+    if not endpoint and block_end is None:
+        return None
+    try:
+        end = None if block_end is None else float(block_end)
+    except (TypeError, ValueError):
+        end = None
+    return Watcher(Metadata(str(endpoint)) if endpoint else None, block_end=end)

@@ -16,6 +16,9 @@ Decisions (README, "The environment of each process"):
 - ``train.env`` is applied first and clusterkit's keys on top, so a user key never
   overrides what clusterkit computes; DMLC_* and CLUSTERKIT_* keys of the user are dropped
   (``validate`` warns about them), except DMLC_INTERFACE, which the user may set.
+- On nodes expected to use EFA, NCCL's start-up and network lines are turned on
+  (``nccl.DEBUG_ENV``) so `train` reads which network NCCL chose; a user who set
+  NCCL_DEBUG keeps theirs (and `train` reads what it prints).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any
 from clusterkit.bootstrap.facts import ENVS_DIR
 from clusterkit.spec.model import Spec, Train
 from clusterkit.training.jobstate import JOB_ID_RE
+from clusterkit.training.nccl import DEBUG_ENV
 
 ENV_DIR = f"{ENVS_DIR}/current"  # the venv env.sh points `current` at
 # Ubuntu's /etc/environment PATH: the base the environment's bin dir is put in front of.
@@ -160,12 +164,24 @@ def checkpoint_env(train: Train, restart_count: int) -> dict[str, str]:
     return env
 
 
+def nccl_debug_env(train: Train, efa_interfaces: int) -> dict[str, str]:
+    """NCCL's start-up and network lines for a job whose nodes are expected to use
+    ``efa_interfaces`` EFA interfaces (0: none, nothing set); nothing when the user set
+    NCCL_DEBUG, and never a key the user set."""
+    if efa_interfaces <= 0 or "NCCL_DEBUG" in train.env:
+        return {}
+    return {k: v for k, v in DEBUG_ENV.items() if k not in train.env}
+
+
 def job_processes(spec: Spec, nodes: Sequence[NodeSlot], *, job_id: str, command: str,
                   port: int, rdzv_port: int, gpus_per_node: int,
-                  workdir: str, restart_count: int = 0) -> tuple[ProcessSpec, ...]:
+                  workdir: str, restart_count: int = 0,
+                  efa_interfaces: int = 0) -> tuple[ProcessSpec, ...]:
     """Every process of the job on every node, node by node. ``port``: the MXNet
     scheduler's (DMLC_PS_ROOT_PORT); ``rdzv_port``: torchrun's c10d rendezvous on the
-    master; both picked by the caller and checked free on the master."""
+    master; both picked by the caller and checked free on the master.
+    ``efa_interfaces``: the EFA interfaces each node is expected to use (the type's,
+    when the spec wants EFA; 0: none)."""
     train = spec.train
     if train is None:
         raise ValueError(f"{spec.name}: the spec has no train section")
@@ -180,7 +196,7 @@ def job_processes(spec: Spec, nodes: Sequence[NodeSlot], *, job_id: str, command
         procs = [p for n in nodes for p in _mxnet_node(
             train, nodes, n, job_id=job_id, command=command, port=port,
             gpus=gpus_per_node, cwd=workdir)]
-    extra = checkpoint_env(train, restart_count)
+    extra = {**checkpoint_env(train, restart_count), **nccl_debug_env(train, efa_interfaces)}
     return tuple(dataclasses.replace(p, env=MappingProxyType({**p.env, **extra}))
                  for p in procs)
 
@@ -273,13 +289,16 @@ def job_file(processes: Sequence[ProcessSpec], node: NodeSlot, *, cluster: str,
              grace_seconds: int = 10, heartbeat_timeout: float = 15,
              checkpoint_signal: str = "SIGUSR1", checkpoint_grace: float = 90.0,
              imds: str = "", recovery: Mapping[str, Any] | None = None,
-             sampling: Mapping[str, Any] | None = None) -> dict[str, Any]:
+             sampling: Mapping[str, Any] | None = None,
+             block_end: float | None = None) -> dict[str, Any]:
     """job.json of ``node`` (its own processes only), without the coordinator's token:
     the caller adds ``["coordinator"]["token"]`` and sends it over SSH stdin. ``imds``:
     the instance metadata endpoint the node's supervisor watches for a spot interruption
     notice (empty: none). ``recovery``: a restarted job's record (its first job, how
     often it was restarted and why), which the supervisor keeps in state.json.
-    ``sampling``: the node's metrics sampler's settings (``sampling_of``; none: off)."""
+    ``sampling``: the node's metrics sampler's settings (``sampling_of``; none: off).
+    ``block_end``: the end of the Capacity Block the node runs in (epoch seconds; none:
+    not in one): its supervisor treats the block's approaching end as an interruption."""
     mine = [p.plain() for p in processes if p.node_index == node.index]
     if not mine:
         raise ValueError(f"node {node.index} has no process in this job")
@@ -290,7 +309,8 @@ def job_file(processes: Sequence[ProcessSpec], node: NodeSlot, *, cluster: str,
             "grace_seconds": grace_seconds, "heartbeat_timeout": heartbeat_timeout,
             "checkpoint_signal": checkpoint_signal, "checkpoint_grace": checkpoint_grace,
             "imds": imds, "recovery": dict(recovery or {}),
-            "sampling": dict(sampling) if sampling is not None else None, "processes": mine}
+            "sampling": dict(sampling) if sampling is not None else None, "processes": mine,
+            **({"block_end": block_end} if block_end is not None else {})}
 
 
 def sampling_of(spec: Spec, gpus: int = 0) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Autostop end to end in the sandbox: a 2-node cluster with ``autostop: 20s``. An open
+"""Autostop end to end in the sandbox: a 2-node cluster with ``autostop: 15s``. An open
 `clusterkit ssh` session (on the worker, through the master) keeps it up past the idle
 time, so does a running job; once idle, each node's OS powers off through the sandbox's
 ``shutdown`` shim (the watchdog calls ``shutdown -h now``, as on Ubuntu), workers first,
@@ -31,7 +31,7 @@ from tests.e2e.clusters import running, user_session
 from tests.e2e.test_train import CLI, Cluster, new_cluster
 from tests.integration.conftest import runtime
 
-IDLE = 20
+IDLE = 15
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def autostop_cli(name: str, *args: str) -> dict:
 
 def the_autostop_command_changes_the_setting_and_turns_it_off(cluster: Cluster) -> None:
     """`autostop NAME 1h --action stop`, again (nothing to change), `off`, then back to
-    the spec's 20s, terminate."""
+    the spec's 15s, terminate."""
     ids = sorted(n.instance_id for n in live(cluster.name))
     changed = autostop_cli(cluster.name, "1h", "--action", "stop")
     assert (changed["idle_s"], changed["action"]) == (3600, "stop")

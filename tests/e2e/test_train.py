@@ -30,6 +30,7 @@ from clusterkit.cluster.access.remote_ops import do_exec
 from clusterkit.cluster.jobs.control import node_jobs, open_job_cluster
 from clusterkit.cluster.jobs.train import do_train
 from clusterkit.errors import ClusterkitError
+from clusterkit.sandbox.node import PRIVATE_DIRS
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session
 from tests.integration.conftest import Calls, runtime
@@ -241,3 +242,43 @@ def identities(nodes: list) -> list[tuple]:
     the nodes it described before writing their role tags)."""
     return sorted((n.index, n.instance_id, n.instance_type, n.public_ip, n.private_ip)
                   for n in nodes)
+
+
+TORCH_PYTHON = os.environ.get("CLUSTERKIT_TORCH_PYTHON", "")
+NCCL_TEST_SECTIONS = """\
+train:
+  framework: torchrun
+  python: /usr/bin/python3
+  env: {{OMP_NUM_THREADS: 1, PYTHONPATH: {site}, GLOO_SOCKET_IFNAME: lo}}
+  packages: []
+"""
+
+
+@pytest.mark.torch  # torch on the nodes: run by hand, CLUSTERKIT_TORCH_PYTHON set
+@pytest.mark.skipif(not TORCH_PYTHON, reason="CLUSTERKIT_TORCH_PYTHON is not set")
+def test_nccl_test_on_every_node(cluster: Cluster):
+    """`train --nccl-test` on this module's 3 nodes, through the CLI: torchrun and gloo
+    (the sandbox has no GPU and no EFA), one rank per node, every size from 8 B to the
+    CPU default of 4 MiB printed with its bus bandwidth, c5.large's 10 Gbit/s as the
+    nominal figure, and a verdict that 4 MiB is too small to judge. The nodes run the
+    system python3 with torch's site-packages on PYTHONPATH: it must lie outside /tmp,
+    /root and /home, which the nodes get empty (e.g. a venv in /opt)."""
+    site = subprocess.run([TORCH_PYTHON, "-c", "import sysconfig; print(sysconfig."
+                           "get_paths()['purelib'])"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    if site.startswith(tuple(d + "/" for d in PRIVATE_DIRS)):
+        pytest.skip(f"torch's site-packages {site} is under a directory the nodes get empty")
+    spec = cluster.spec.with_name("nccl-test.yaml")  # the same cluster, torch's python
+    spec.write_text(sandbox_spec(cluster.name, count=3, instance_type="c5.large",
+                                 extra=NCCL_TEST_SECTIONS.format(site=site)))
+    proc = cluster.cli("train", str(spec), "--nccl-test")  # ~13-15 s here
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:2] == ["all-reduce test: 3 x c5.large, 3 rank(s), float32 sum",
+                         "      size   bus bandwidth"]
+    sizes = [line.split(" GB/s")[0].rsplit(None, 1)[0].strip() for line in lines[2:22]]
+    assert sizes[0] == "8 B" and sizes[-1] == "4 MiB" and len(sizes) == 20, proc.stdout
+    assert lines[22].startswith("peak: ") and "[transport]" not in proc.stdout
+    assert lines[23] == "nominal: 1.25 GB/s (10 Gbit/s, c5.large network, no EFA)"
+    assert lines[24].startswith("verdict: cannot judge the bandwidth: no message of 128 MiB")
+    assert cluster.active() == []

@@ -26,7 +26,7 @@ from rich.console import Console
 from clusterkit.aws.instances import to_node
 from clusterkit.cli.events import ConsoleReporter
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.sandbox import ec2_gaps
+from clusterkit.sandbox import capacity, ec2_gaps
 from tests import support
 
 REGION = "us-east-1"
@@ -42,6 +42,7 @@ def is_mutating(operation: str) -> bool:
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     ec2_gaps.install()  # the same emulator gap-fills the sandbox server makes
+    capacity.install()
     with support.moto_server() as endpoint:
         yield endpoint
 

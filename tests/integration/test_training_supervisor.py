@@ -345,6 +345,34 @@ def test_an_interruption_notice_checkpoints_every_process_then_stops_the_job(
     assert job.leftovers() == []
 
 
+def test_once_every_worker_saved_and_exited_the_servers_do_not_wait_out_the_grace(
+        make_job, tmp_path: Path) -> None:
+    """The notice's checkpoint grace is 60 s here; the workers save and exit at once on
+    the checkpoint signal, so each node's servers get SIGTERM then, and the job ends
+    interrupted well inside the 30 s this test waits (not after the grace)."""
+    from clusterkit.training import interruption
+    from tests.fake_imds import fake_imds
+
+    saves = "trap 'echo checkpoint; exit 0' USR1; while :; do sleep 0.05; done"
+    with fake_imds() as (endpoint, served):
+        procs = [{"name": "server-0", "role": "server", "cmd": CHECKPOINTS},
+                 {"name": "worker-0", "role": "worker", "cmd": saves}]
+        job = make_job([procs, procs], grace=2, extra=[
+            {"checkpoint_grace": 60}, {"checkpoint_grace": 60, "imds": endpoint}])
+        job.start()
+        job.wait_linked()
+        wait_for(lambda: any(c == "GET" for c, _p, _s in served.log), "node 1 watching", 10)
+        later = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 600))
+        served.documents[interruption.ACTION_PATH] = (
+            f'{{"action": "terminate", "time": "{later}"}}')
+        states = job.wait_final(30)
+    assert [s["state"] for s in states] == ["interrupted"] * 2
+    for node in job.nodes:
+        said = (node.dir / "server-0.log").read_text().splitlines()
+        assert "term" in said and "checkpoint" not in said, (node.index, said)
+    assert job.leftovers() == []
+
+
 def test_a_launcher_is_spared_the_checkpoint_signal_its_workers_get_it(
         make_job, tmp_path: Path) -> None:
     """A torchrun-role process (the elastic agent, here bash, whom SIGUSR1 would kill)
@@ -474,4 +502,36 @@ def test_a_node_whose_gpu_fell_off_the_bus_interrupts_the_job_after_the_checkpoi
     assert [n["kind"] for n in states[1]["notices"]] == ["unfit"]
     assert states[0]["notices"] == []  # node 0: no nvidia-smi, no Xid in its kernel log
     assert (tmp_path / "saved-0").exists() and (tmp_path / "saved-1").exists()
+    assert job.leftovers() == []
+
+
+def test_a_capacity_block_ending_checkpoints_every_process_before_aws_takes_the_nodes(
+        make_job) -> None:
+    """Node 1 runs in a Capacity Block (job.json's ``block_end``, as `train` writes it
+    from the node's clusterkit:capacity-block-end tag) whose terminations start in 20 s
+    (its end 30 min + 20 s ahead: AWS terminates a block's instances from 30 minutes
+    before the end, and warns 10 minutes earlier, with nothing in the instance metadata,
+    so no metadata service runs here). The supervisor treats it as an interruption at
+    once: every worker gets the checkpoint signal, SIGTERM after the checkpoint grace,
+    and the job ends interrupted with the block's end as its reason."""
+    from clusterkit.training import interruption
+
+    procs = [{"name": "server-0", "role": "server", "cmd": CHECKPOINTS},
+             {"name": "worker-0", "role": "worker", "cmd": CHECKPOINTS}]
+    block_end = time.time() + interruption.BLOCK_TERMINATION_LEAD + 20
+    job = make_job([procs, procs], grace=2, extra=[
+        {"checkpoint_grace": 1.5}, {"checkpoint_grace": 1.5, "block_end": block_end}])
+    job.start()
+    states = job.wait_final(30)
+    assert [s["state"] for s in states] == ["interrupted"] * 2
+    assert all("node 1: its Capacity Block ends (AWS terminates its instances from"
+               in s["reason"] for s in states), states
+    assert [(n["kind"], n["action"]) for n in states[1]["notices"]] == [
+        ("interruption", interruption.BLOCK_END_ACTION)]
+    assert states[1]["notices"][0]["at"] == pytest.approx(
+        block_end - interruption.BLOCK_TERMINATION_LEAD)
+    for node in job.nodes:
+        said = [line for line in (node.dir / "worker-0.log").read_text().splitlines()
+                if line in ("checkpoint", "term")]
+        assert said == ["checkpoint", "term"], (node.index, said)
     assert job.leftovers() == []

@@ -47,7 +47,7 @@ COMMANDS: dict[str, Row] = {
     "sandbox start": Row(Arg.NONE),
     "sandbox stop": Row(Arg.NONE), "sandbox status": Row(Arg.NONE),
     "sandbox interrupt": Row(Arg.OTHER), "sandbox partition": Row(Arg.OTHER),
-    "iam-policy": Row(Arg.NONE),
+    "iam-policy": Row(Arg.NONE), "capacity-blocks": Row(Arg.NONE),
 }
 BAD_SPEC = "name: ok\nregion: us-east-1\nnodes: {count: 0, instance_types: [c5.large]}\n"
 BAD_NAMES = ["../..", "a/b", "SENTINEL", "Bad_Name", ".hidden", "x-", "~"]
@@ -158,6 +158,23 @@ def test_bad_arguments(case: Case, json_flag: bool, env, tmp_path: Path):
         return
     assert set(data) >= {"error", "hint", "exit_code"}
     assert data["exit_code"] == case.code
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--nccl-test", "--", "python3", "x.py"], "takes no COMMAND"),
+    (["--nccl-test", "--detach"], "takes no COMMAND, --detach"),
+    (["--nccl-test", "--attach"], "--attach"),
+    (["--nccl-test", "--max-recoveries", "1"], "--max-recoveries"),
+    (["--nccl-max-bytes", "1G"], "--nccl-max-bytes goes with --nccl-test"),
+    (["--nccl-test", "--nccl-max-bytes", "1X"], "bytes, or a number with K, M or G"),
+    (["--nccl-test", "--nccl-max-bytes", "4"], "must be 8 B to 8 GiB"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else "")
+def test_nccl_test_options_that_do_not_go_together(extra, message, env, tmp_path):
+    spec = Path(__file__).parents[2] / "examples" / "sandbox-cpu.yaml"
+    result = CliRunner().invoke(cli, ["train", str(spec), *extra])
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert message in result.stderr and "Traceback" not in result.output
+    assert env["calls"] == []
 
 
 def test_json_before_the_command_is_the_same(env, tmp_path):

@@ -46,7 +46,7 @@ SPEC_COMMANDS = [["validate", SPEC], ["plan", SPEC], ["plan", "--offline", SPEC]
                  ["spot", SPEC], ["status", SPEC], ["down", "--yes", SPEC],
                  ["exec", SPEC, "--", "true"], ["ssh", "--print", SPEC],
                  ["deploy-dataset", "--snapshot", "snap-0123456789abcdef0", SPEC],
-                 ["train", SPEC], ["logs", SPEC], ["top", SPEC], ["job", SPEC], ["scaling", SPEC, "--nodes", "1"], ["stop", SPEC],
+                 ["train", SPEC], ["train", SPEC, "--nccl-test"], ["logs", SPEC], ["top", SPEC], ["job", SPEC], ["scaling", SPEC, "--nodes", "1"], ["stop", SPEC],
                  ["autostop", SPEC, "30m"]]
 
 

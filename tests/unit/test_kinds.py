@@ -22,7 +22,8 @@ def test_members_print_and_serialise_as_their_value(member):
 
 
 def test_policies_and_their_markets():
-    assert MARKETS == ("spot", "on-demand", "spot-then-on-demand")
+    assert MARKETS == ("spot", "on-demand", "spot-then-on-demand", "capacity-block")
+    assert MarketPolicy.CAPACITY_BLOCK.markets == (Market.CAPACITY_BLOCK,)
     assert MarketPolicy("spot").markets == (Market.SPOT,)
     assert MarketPolicy("on-demand").markets == (Market.ON_DEMAND,)
     assert MarketPolicy.SPOT_THEN_ON_DEMAND.markets == (Market.SPOT, Market.ON_DEMAND)

@@ -19,7 +19,8 @@ PURE = ("spec", "plan", "catalog")
 PURE_FILES = ("bootstrap/facts.py", "bootstrap/steps.py", "training/topology.py",
               "training/diagnose.py", "training/gpuhealth.py", "training/report.py",
               "training/totals.py", "training/stall.py", "training/jobstate.py",
-              "autostop/policy.py", "training/nccl.py", "bootstrap/efa.py")
+              "autostop/policy.py", "training/nccl.py", "training/allreduce.py",
+              "bootstrap/efa.py", "bootstrap/efa_facts.py", "bootstrap/nodefact.py")
 # top-level module -> the only sub-packages of clusterkit that may import it
 ONLY_IN = {
     "boto3": ("aws", "sandbox"),

@@ -88,7 +88,10 @@ VALID = st.fixed_dictionaries(
          {"instance_types": st.lists(st.sampled_from(
              ["p4d.24xlarge", "g5.xlarge", "g5.12xlarge", "p5.48xlarge", "i3.xlarge"]),
              min_size=1, max_size=3, unique=True)},
-         optional={"count": st.integers(1, 64), "market": st.sampled_from(model.MARKETS),
+         optional={"count": st.integers(1, 64),
+                   # capacity-block needs nodes.capacity_reservation: a meaning check
+                   "market": st.sampled_from([m for m in model.MARKETS
+                                              if m != "capacity-block"]),
                    "placement_group": st.booleans(),
                    "image": _section(id=_hex.map(lambda h: f"ami-{h}"), owner=st.just("self")),
                    "root_volume": _section(size_gb=st.integers(8, 16384),

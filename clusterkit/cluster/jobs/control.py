@@ -52,6 +52,7 @@ __all__ = ["JobOutcome", "StopResult", "JobSummary", "JobCluster", "do_stop", "d
            "job_summary", "open_job_cluster"]
 OnNotice = Callable[[str, dict[str, Any]], None]  # node's short name, the notice
 OnMetrics = Callable[[int, dict[str, Any]], None]  # node index, one metric sample
+OnLine = Callable[[str, str], None]  # node's short name, one line of its processes' logs
 TAIL_LINES = 20  # of the failed process's log shown with the failure
 DRAIN_S = 2.0  # the other nodes' streams get this long to finish after the master's ends
 # A kept node that does not answer this soon sends `train` to AWS (a reclaimed spot node).
@@ -259,9 +260,9 @@ class LogPrinter:
 
     def __init__(self, jc: JobCluster, out: TextIO | None, stop: threading.Event,
                  on_notice: OnNotice | None = None,
-                 on_metrics: OnMetrics | None = None) -> None:
+                 on_metrics: OnMetrics | None = None, on_line: OnLine | None = None) -> None:
         self.jc, self.out, self.stop, self.on_notice = jc, out, stop, on_notice
-        self.on_metrics = on_metrics
+        self.on_metrics, self.on_line = on_metrics, on_line
         self.lock = threading.Lock()
         self.tails: dict[tuple[str, str], deque[str]] = {}
         self.states: dict[str, JobState] = {}
@@ -283,6 +284,8 @@ class LogPrinter:
             if self.out is not None:
                 self.out.write(f"[{node}/{name}] {text}\n")
                 self.out.flush()
+            if self.on_line is not None:
+                self.on_line(node, text)
 
     def _notice(self, node: str, text: str) -> None:
         """A spot notice a node's supervisor recorded (or its GPUs found unfit): said,
@@ -327,19 +330,21 @@ def follow_logs(jc: JobCluster, job_id: str, *, keep_following: bool,
                 chosen: Sequence[Target] | None = None, names: Sequence[str] = (),
                 roles: Sequence[str] = (), out: TextIO | None = None,
                 on_notice: OnNotice | None = None,
-                on_metrics: OnMetrics | None = None) -> LogPrinter:
+                on_metrics: OnMetrics | None = None, on_line: OnLine | None = None,
+                stop: threading.Event | None = None) -> LogPrinter:
     """Stream the job's logs from ``chosen`` nodes (all by default) until the job has
     ended (``keep_following``) or what is there now has been printed; ``on_notice``
     gets each spot notice a node's supervisor records (its short name, the notice),
-    ``on_metrics`` each metric sample its sampler writes meanwhile."""
+    ``on_metrics`` each metric sample its sampler writes meanwhile, ``on_line`` each log
+    line (its node's short name, the text); setting ``stop`` ends the follow."""
     args = ["follow", job_dir(job_id), *(["--follow"] if keep_following else []),
             *(["--metrics"] if on_metrics is not None else [])]
     for name in names:
         args += ["--name", name]
     for role in roles:
         args += ["--role", role]
-    stop = threading.Event()
-    printer = LogPrinter(jc, out, stop, on_notice, on_metrics)
+    stop = stop if stop is not None else threading.Event()
+    printer = LogPrinter(jc, out, stop, on_notice, on_metrics, on_line)
     chosen = list(chosen if chosen is not None else jc.targets)
     jc.run(chosen, {t.hop.label: follower_call(*args) for t in chosen},
               sink=printer, stop=stop, warn=True)

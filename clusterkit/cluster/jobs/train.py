@@ -37,7 +37,7 @@ from typing import Any, TextIO
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.catalog.instances import lookup as instance_type
 from clusterkit.cluster.jobs import control as jobs
-from clusterkit.cluster.jobs import observe, workdir
+from clusterkit.cluster.jobs import observe, transport, workdir
 from clusterkit.cluster.jobs.control import JobCluster, JobOutcome, job_dir, node_python
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, RemoteError, UsageError
@@ -237,20 +237,23 @@ class Restart:
 
 def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
           cwd: str, ports: Sequence[int], sync: Sync | None = None,
-          restart: Restart | None = None) -> None:
+          restart: Restart | None = None, extra: Mapping[str, str] | None = None) -> None:
     """Every node's job files and supervisor, all nodes at once; ``sync``: a workdir
     for every node, swapped in by the same call; ``restart``: the job's recovery record
-    (each process gets ``CLUSTERKIT_RESTART_COUNT``)."""
+    (each process gets ``CLUSTERKIT_RESTART_COUNT``); ``extra``: more files for the job's
+    directory (name -> text: `--nccl-test`'s script)."""
     slots = node_slots(jc)
     gpus = gpus_of(jc.nodes[0])
     try:
         procs = topology.job_processes(spec, slots, job_id=job_id, command=command,
                                        port=ports[0], rdzv_port=ports[1],
                                        gpus_per_node=gpus, workdir=cwd,
-                                       restart_count=restart.count if restart else 0)
+                                       restart_count=restart.count if restart else 0,
+                                       efa_interfaces=transport.expected_efa(
+                                           spec, jc.nodes[0].instance_type))
     except ValueError as exc:
         raise UsageError(f"{spec.file}: {exc}", "check the train section") from exc
-    token, files = secrets.token_hex(16), jobfiles.node_files()
+    token, files = secrets.token_hex(16), {**jobfiles.node_files(), **(extra or {})}
     train = spec.train or Train()
     calls = {}
     for target, slot in zip(jc.targets, slots, strict=True):
@@ -263,7 +266,8 @@ def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
                                 heartbeat_timeout=train.node_timeout,
                                 recovery=restart.record if restart else
                                 job_record(job_id, [], command),
-                                sampling=topology.sampling_of(spec, gpus_of(target.node)))
+                                sampling=topology.sampling_of(spec, gpus_of(target.node)),
+                                block_end=target.node.block_end)
         job["coordinator"]["token"] = token
         calls[target.hop.label] = Call(
             start_command(job_id, sync.remote if sync else None),
@@ -373,13 +377,18 @@ def follow_job(jc: JobCluster, job_id: str, out: TextIO | None,
                confirm_stop: Callable[[str], bool], on_notice: jobs.OnNotice | None = None,
                active: bool = True) -> JobOutcome:
     """The job's logs until it ends (``active``; else those it has, then its state);
-    Ctrl-C asks ``confirm_stop`` whether to stop it."""
+    Ctrl-C asks ``confirm_stop`` whether to stop it. While active, its NCCL transport
+    is checked on EFA-capable nodes (``transport.py``: a job not on EFA under
+    ``network.efa: true`` is stopped)."""
     teller = observe.FindingsTeller(jc, lambda line: out.write(line + "\n")) \
         if active and out is not None else None
+    watch = transport.watch_for(jc, out) if active else None
     try:
         printer = jobs.follow_logs(jc, job_id, keep_following=active, out=out,
                                    on_notice=on_notice,
-                                   on_metrics=teller.add if teller else None)
+                                   on_metrics=teller.add if teller else None,
+                                   on_line=watch.add if watch else None,
+                                   stop=watch.stop if watch else None)
     except KeyboardInterrupt:
         if not confirm_stop(job_id):
             return JobOutcome(jc.name, job_id, JobStateName.RUNNING, "left running (Ctrl-C)",
@@ -387,9 +396,12 @@ def follow_job(jc: JobCluster, job_id: str, out: TextIO | None,
         # the interrupted run closed the shared connections: fresh ones of its own
         jobs.stop_job(dataclasses.replace(jc, pool=None), job_id)
         return JobOutcome(jc.name, job_id, JobStateName.STOPPED, "stopped on Ctrl-C")
+    found = tuple(f.to_json() for f in teller.told.values()) if teller else ()
+    if watch is not None and watch.stop_reason is not None:
+        return transport.stop_off_efa(jc, job_id, watch, found)
     if not active:
         final = jobs.job_on(jobs.node_jobs(jc).get(jc.master.hop.label, []), job_id)
         if final is not None:
             printer.states["master"] = final
-    found = tuple(f.to_json() for f in teller.told.values()) if teller else ()
+    found += watch.finish() if watch else ()
     return dataclasses.replace(jobs.outcome(jc, job_id, printer), findings=found)

@@ -44,6 +44,7 @@ class StatusRow:
     price_per_hour: float | None
     cost_so_far: float | None
     standby_for: int | None = None  # a standby (cluster/jobs/standby.py) for that node
+    block_end: float | None = None  # the end of the Capacity Block it runs in (epoch s)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -111,7 +112,8 @@ def node_row(node: Node, now: datetime) -> StatusRow:
         public_ip=node.public_ip, private_ip=node.private_ip,
         ssh_address=address_or_none(node) if node.state == InstanceState.RUNNING else None,
         launch_time=node.launch_time, price_per_hour=node.price,
-        cost_so_far=node_cost(node, now), standby_for=node.standby_for)
+        cost_so_far=node_cost(node, now), standby_for=node.standby_for,
+        block_end=node.block_end)
 
 
 def collect(rt: Runtime, name: str | None, regions: Sequence[str]) -> list[Node]:

@@ -34,9 +34,10 @@ def first_candidate(rt: Runtime | None, spec: Spec) -> Offer:
     if rt is not None:
         zones = lookup.availability_zones(rt.session, spec.region)
         az = zones[0]["name"] if zones else az
-    market = Market.ON_DEMAND if spec.nodes.market == MarketPolicy.ON_DEMAND else Market.SPOT
+    market = MarketPolicy(spec.nodes.market).markets[0]  # spot first where spot may be
     od = on_demand_price(itype, spec.region)
-    price = od if market == Market.ON_DEMAND else None
+    # on-demand at its price; a Capacity Block was paid upfront; spot: not known here
+    price = {Market.ON_DEMAND: od, Market.CAPACITY_BLOCK: 0.0}.get(market)
     return Offer(itype, spec.region, az, None, market, price, od, 0)
 
 

@@ -14,6 +14,7 @@ from clusterkit.aws.offers import search_offers
 from clusterkit.catalog.ranking import Offer
 from clusterkit.cluster.access.target import open_cluster
 from clusterkit.cluster.dataset.checks import checked_snapshot
+from clusterkit.cluster.provision import reserved
 from clusterkit.cluster.provision.caller import ssh_source_cidr
 from clusterkit.cluster.provision.launch import first_candidate
 from clusterkit.cluster.provision.lookups import facts, key_pair_missing
@@ -59,13 +60,18 @@ def _dataset(rt: Runtime, spec: Spec, region: str) -> DatasetSeen | None:
 def observe_launch(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
                    allowed: Sequence[str]) -> Observed:
     """The nodes and, when nodes are to be launched, where they may go: pinned resources
-    looked up in the cluster's region (or every allowed one), offers searched there. ``region`` of the returned record is where the rest is read."""
+    looked up in the cluster's region (or every allowed one), offers searched there (or
+    the spec's capacity reservation read there instead). ``region`` of the returned record
+    is where the rest is read."""
     seen = Observed(region or allowed[0], tuple(nodes), None, None, False)
     if not node_actions(spec.name, spec.nodes.count, nodes).launch:
         return seen  # nothing to place: the pinned resources and offers do not matter
     report = pin_report(rt, spec, [region] if region else allowed)
     notes = [f"pinned: {line}" for line in report.lines()]
     seen = replace(seen, regions=tuple(report.qualifying))
+    if spec.nodes.reservation_id:  # it decides where: no offer search
+        held = reserved.read(rt, spec, report.qualifying)
+        return replace(seen, reservation=held, notes=tuple(notes), region=region or held.region)
     offers, search_notes = _offers(rt, spec, report.qualifying)
     fallback = None if offers else first_candidate(rt, replace(spec,
                                                                region=report.qualifying[0]))

@@ -16,12 +16,13 @@ from clusterkit.cluster.access import hostkeys, nodecache, record
 from clusterkit.cluster.dataset.checks import view_for_up
 from clusterkit.cluster.ops import uprecord
 from clusterkit.cluster.ops.autostop import AutostopResult, parse_setting, up_stage
-from clusterkit.cluster.provision import efsaccess, launch, savedplan, stopped
+from clusterkit.cluster.provision import efsaccess, launch, reserved, savedplan, stopped
 from clusterkit.cluster.provision.bootstrap import bootstrap_nodes, check_steps
 from clusterkit.cluster.provision.caller import ssh_source_cidr
 from clusterkit.cluster.provision.locks import cluster_lock
 from clusterkit.cluster.provision.observe import observe_up, recheck
 from clusterkit.cluster.provision.reach import record_host_keys, wait_for_ssh
+from clusterkit.cluster.provision.refusals import refuse_busy, refuse_drift
 from clusterkit.cluster.provision.regionprep import (
     RegionPlan,
     Stacks,
@@ -40,7 +41,6 @@ from clusterkit.errors import (
 from clusterkit.events import Kind, Stage
 from clusterkit.kinds import InstanceState
 from clusterkit.plan.cost import cluster_hourly
-from clusterkit.plan.drift import refused, spec_drift
 from clusterkit.plan.nodes import Node, node_actions, node_order
 from clusterkit.plan.observed import Observed
 from clusterkit.plan.provision import ProvisionRecord
@@ -100,7 +100,7 @@ def do_up(spec_file: str | None, *, rt: Runtime | None = None, profile: str | No
           confirm: Confirm | None = None, region: str | None = None,
           accept_host_keys: Sequence[str] = (), bootstrap: bool = True,
           force_steps: Sequence[str] = (), plan_file: str | None = None,
-          autostop: str | None = None) -> UpResult:
+          autostop: str | None = None, wait_start: bool = True) -> UpResult:
     """``yes`` skips the question; ``confirm`` asks it (None: no terminal to ask on, so
     anything that would spend money is refused unless ``yes``). ``region`` (--region)
     restricts new nodes to that one of the spec's regions, or is refused (exit 2).
@@ -108,7 +108,8 @@ def do_up(spec_file: str | None, *, rt: Runtime | None = None, profile: str | No
     Once SSH answers every node is bootstrapped (unless ``bootstrap`` is False);
     ``force_steps``: bootstrap steps to run again whatever their receipts say.
     ``autostop`` (`up --autostop 30m|off`) replaces the spec's (exit 2 if it is not a
-    duration); it is set up on every node last."""
+    duration); it is set up on every node last. ``wait_start`` False (`up --no-wait`):
+    a Capacity Block that has not started is not waited for (exit 1, its start time)."""
     from clusterkit.spec import load
 
     check_steps(force_steps)
@@ -131,19 +132,7 @@ def do_up(spec_file: str | None, *, rt: Runtime | None = None, profile: str | No
     rt = rt or Runtime.make(region=spec.region, profile=profile)
     return up(rt, spec, timeout=timeout, wait_ssh=wait_ssh, yes=yes, confirm=confirm,
               only_region=region, accept_host_keys=accept_host_keys, bootstrap=bootstrap,
-              force_steps=force_steps, saved=saved)
-
-
-def refuse_drift(spec: Spec, region: str | None, nodes: Sequence[Node]) -> None:
-    """UsageError (exit 2) with the whole diff when the spec differs from what runs in
-    a way `up` cannot apply to running nodes; checked before any other call."""
-    diffs = spec_drift(spec, nodes)
-    if refused(diffs):
-        raise UsageError(
-            f"the spec of cluster {spec.name} differs from what runs in a way `up` cannot "
-            "apply to running nodes:\n" + "\n".join(f"  {d.describe()}" for d in diffs),
-            f"`clusterkit down {spec.name} --region {region}` first, then `clusterkit up` "
-            "with the new spec (or put the running values back in the spec)")
+              force_steps=force_steps, saved=saved, wait_start=wait_start)
 
 
 def _check_plan(rt: Runtime, plan: UpPlan, *, yes: bool, confirm: Confirm | None) -> bool:
@@ -243,9 +232,10 @@ def _up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tr
         yes: bool = False, confirm: Confirm | None = None,
         only_region: str | None = None, accept_host_keys: Sequence[str] = (),
         bootstrap: bool = True, force_steps: Sequence[str] = (),
-        saved: SavedPlan | None = None) -> UpResult:
+        saved: SavedPlan | None = None, wait_start: bool = True) -> UpResult:
     """Observe, plan, show and ask (a saved plan: observe again and compare instead),
-    then apply exactly that plan."""
+    then apply exactly that plan; a Capacity Block not started yet is waited for
+    (``wait_start`` False: exit 1 instead)."""
     deadline = rt.clock() + timeout
     check_steps(force_steps)
 
@@ -259,13 +249,15 @@ def _up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tr
     refuse_busy(spec, observed)
     if saved is not None:
         observed = saved.checked(spec, observed)  # PlanDriftError naming what changed
-        plan = plan_up(spec, observed)
-        for line in plan_lines(plan):
-            rt.info(line)
-    else:
-        plan = plan_up(spec, observed)
-        if _check_plan(rt, plan, yes=yes, confirm=confirm):
-            recheck(rt, spec, observed)  # the world may have moved while the user read
+    plan = plan_up(spec, observed)
+    reserved.refuse(plan, wait=wait_start)  # exit 2 (or 1: --no-wait) before asking
+    for line in plan_lines(plan) if saved is not None else ():  # applied as saved: shown
+        rt.info(line)
+    asked = saved is None and _check_plan(rt, plan, yes=yes, confirm=confirm)
+    if reserved.wait_for_start(rt, spec, plan):  # a block: nothing is made before its start
+        deadline, asked = rt.clock() + timeout, True
+    if asked:
+        recheck(rt, spec, observed)  # the world may have moved while the user read
     trail = Trail(spec.name)
     trail.touch(plan.region if plan.existing else None,
                 [n for n in plan.existing if n.live])
@@ -279,18 +271,6 @@ def _up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tr
     except (Exception, KeyboardInterrupt) as exc:
         report_failure(rt, trail, exc)
         raise
-
-
-def refuse_busy(spec: Spec, observed: Observed) -> None:
-    """ClusterBusyError when the stack is in progress: another `up` or `down` runs."""
-    stack = observed.stack
-    if stack is not None and stack.in_progress:
-        raise ClusterBusyError(
-            f"the stack of cluster {spec.name} in {observed.region} is {stack.status}: "
-            "another `up` or `down` of it is running (on another machine, or one "
-            "interrupted here)",
-            f"wait until it ends (`clusterkit status {spec.name}` shows the nodes), then run "
-            "`clusterkit up` again; nothing was changed")
 
 
 def _apply(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *, deadline: float,
