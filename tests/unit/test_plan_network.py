@@ -45,3 +45,24 @@ def test_the_plan_says_the_count_the_bandwidth_and_the_masters_elastic_ip() -> N
                   "them efa-only, 3200 Gbps per node"]  # no master launched: no address
     assert efa_lines(_spec("g5.48xlarge"), "g5.48xlarge", [0])[1:] == []  # one interface
     assert efa_lines(_spec("c5.large"), "c5.large", [0]) == []
+
+
+def test_the_plan_of_the_p4d_example_shows_4_efa_per_node_and_a_p5_spec_plans_32(
+        tmp_path) -> None:
+    """Issue 28's "done when", as `clusterkit plan --offline` prints it."""
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from clusterkit.cli.main import cli
+
+    example = Path(__file__).parents[2] / "examples" / "imagenet-p4d-spot.yaml"
+    p4d = CliRunner().invoke(cli, ["plan", "--offline", str(example)])
+    assert p4d.exit_code == 0, p4d.output
+    assert "network: 4 EFA interface(s) per node on 4 network card(s), 400 Gbps" in p4d.output
+    p5 = tmp_path / "p5.yaml"
+    p5.write_text(example.read_text().replace("[p4d.24xlarge]", "[p5.48xlarge]"))
+    shown = CliRunner().invoke(cli, ["plan", "--offline", str(p5)])
+    assert shown.exit_code == 0, shown.output
+    assert "network: 32 EFA interface(s) per node on 32 network card(s), 31 of them " \
+           "efa-only, 3200 Gbps" in shown.output
