@@ -5,7 +5,6 @@ Python >= 3.8; shipped beside ``supervisor.py`` (its verbs), which imports it.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -16,6 +15,7 @@ import time
 try:  # imported as clusterkit.training.daemon (the client, tests)
     from . import coord, interruption, jobstate
     from .gpuwatch import HealthWatch, unfit_reason
+    from .nodefiles import read_json, write_json
     from .reaping import Cgroup, Reaper, make_cgroup, scan_proc
     from .sampler import Sampler
     from .stall import StallWatch
@@ -25,6 +25,7 @@ except ImportError:  # run from a job dir on a node: its modules lie beside it
     import interruption
     import jobstate
     from gpuwatch import HealthWatch, unfit_reason
+    from nodefiles import read_json, write_json
     from reaping import Cgroup, Reaper, make_cgroup, scan_proc
     from sampler import Sampler
     from stall import StallWatch
@@ -46,24 +47,6 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 # ----- files ----------------------------------------------------------------------
-
-def read_json(path: str, default: object = None) -> object:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return default
-
-
-def write_json(path: str, data: object) -> None:
-    """Atomic (rename) and 0600: state.json may be read at any time by the client."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
-
 
 def load_job(job_dir: str) -> dict:
     """job.json, checked: every name in it becomes a file or cgroup name."""
@@ -280,7 +263,7 @@ class Supervisor:
                 self.stall = StallWatch(float(conf["stall_after"]), self.started)
             if conf.get("health_every"):
                 self.health = HealthWatch(int(conf.get("gpus") or 0),
-                                          float(conf["health_every"]))
+                                          float(conf["health_every"]), started=self.started)
         self.save()
         self.report()
         while not self.finished():

@@ -32,8 +32,10 @@ import time
 
 try:  # imported as clusterkit.training.follower (the client, tests)
     from . import jobstate
-except ImportError:  # sent over stdin: jobfiles.node_program puts jobstate in sys.modules
+    from .nodefiles import options, read_json
+except ImportError:  # sent over stdin: jobfiles.node_program puts these in sys.modules
     import jobstate
+    from nodefiles import options, read_json
 
 JOBS = "/var/lib/clusterkit/jobs"
 ENDED = jobstate.FINAL
@@ -44,14 +46,6 @@ WATCH_WAIT = 1.0  # with inotify: a pass at least this often (the timeouts below
 STOPPING_WAIT = 3.0  # a failed job still stopping on this node counts as ended after it
 MISSING_WAIT = 30.0  # no state.json for this long: the supervisor never started
 PORT_RANGE = (20000, 32000)  # below Linux's ephemeral ports (32768-60999)
-
-
-def read_json(path):
-    try:
-        with open(path) as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return None
 
 
 def refreshed_state(job_dir):
@@ -290,10 +284,6 @@ def prepare(args):
         answer["cwd"] = os.path.abspath(path)
     print(json.dumps(answer), flush=True)
     return 0
-
-
-def options(args, flag):
-    return [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == flag]
 
 
 def main(argv):

@@ -80,10 +80,11 @@ class HealthWatch:
     """Every ``every`` s, this node's GPUs judged; ``check`` returns the problems that
     make the node unfit the first time there are any, then nothing more."""
 
-    def __init__(self, expected_gpus: int, every: float = HEALTH_EVERY, reader=None):
+    def __init__(self, expected_gpus: int, every: float = HEALTH_EVERY, reader=None,
+                 started: float | None = None):
         self.expected, self.every = int(expected_gpus), float(every)
         self.read = reader or (lambda: read_health())
-        self.last = None  # when it last read
+        self.last = started  # when it last read (the job's start: first read ``every`` in)
         self.told = False
 
     def due(self, now: float, saw_gpus: bool) -> bool:

@@ -29,7 +29,7 @@ JOB_ROOT = "/var/lib/clusterkit/jobs"
 # The supervisor and its stdlib-only modules; it imports them from its own directory.
 NODE_FILES = ("supervisor.py", "daemon.py", "coord.py", "reaping.py", "jobstate.py",
               "interruption.py", "sampler.py", "totals.py", "stall.py", "gpuhealth.py",
-              "gpuwatch.py")
+              "gpuwatch.py", "nodefiles.py")
 __all__ = ["JOB_ID_RE", "Failure", "JobStateName", "ProcStateName", "JobState",
            "ProcessState", "check_job_id", "job_dir", "node_files", "node_program",
            "parse_state", "state_of", "state_from"]

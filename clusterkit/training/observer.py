@@ -22,19 +22,13 @@ import sys
 
 try:  # imported as clusterkit.training.observer (tests)
     from . import gpuwatch
-except ImportError:  # sent over stdin: jobfiles.node_program puts gpuwatch in sys.modules
+    from .nodefiles import options, read_json
+except ImportError:  # sent over stdin: jobfiles.node_program puts these in sys.modules
     import gpuwatch
+    from nodefiles import options, read_json
 
 JOBS = "/var/lib/clusterkit/jobs"
 METRICS_FILES = ("metrics.1.jsonl", "metrics.jsonl")  # the sampler's: older first
-
-
-def read_json(path):
-    try:
-        with open(path) as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return None
 
 
 def newest_job(base):
@@ -62,10 +56,6 @@ def samples(job_dir, since, last):
             if isinstance(sample, dict) and float(sample.get("t") or 0) > since:
                 kept.append(sample)
     return kept[-last:] if last > 0 else []
-
-
-def options(args, flag):
-    return [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == flag]
 
 
 def observe(args):

@@ -448,7 +448,8 @@ def test_a_hung_job_gets_the_checkpoint_signal_and_with_stop_on_stall_is_stopped
     stall, and with stop_on_stall the job fails after checkpoint_grace naming it."""
     saved = tmp_path / "saved"
     worker = f"trap 'touch {saved}-$CK_TEST_NODE' USR1; sleep 300 & wait; sleep 300 & wait"
-    extra = {"sampling": {"interval": 0.3, "stall_after": 1.5, "stop_on_stall": True},
+    # stall_after leaves bash time to set its trap on a loaded machine
+    extra = {"sampling": {"interval": 0.3, "stall_after": 3, "stop_on_stall": True},
              "checkpoint_signal": "SIGUSR1", "checkpoint_grace": 1}
     job = make_job([ps_node(worker), ps_node(worker)], extra=[extra, extra])
     job.start()
@@ -486,7 +487,8 @@ def test_a_node_whose_gpu_fell_off_the_bus_interrupts_the_job_after_the_checkpoi
     then replaces node 1 like a reclaimed one: tests/unit/test_plan_recovery.py)."""
     saved = tmp_path / "saved"
     worker = f"trap 'touch {saved}-$CK_TEST_NODE; exit 0' USR1; sleep 300 & wait"
-    extra = {"sampling": {"interval": 0.3, "health_every": 0.5, "gpus": 8},
+    # the first read comes health_every after the start: bash has set its trap by then
+    extra = {"sampling": {"interval": 0.3, "health_every": 2, "gpus": 8},
              "checkpoint_signal": "SIGUSR1", "checkpoint_grace": 5}
     job = make_job([ps_node(worker), ps_node(worker)], extra=[extra, extra])
     job.nodes[1].bin_dir = fake_gpu_tools(
@@ -508,17 +510,19 @@ def test_a_node_whose_gpu_fell_off_the_bus_interrupts_the_job_after_the_checkpoi
 def test_a_capacity_block_ending_checkpoints_every_process_before_aws_takes_the_nodes(
         make_job) -> None:
     """Node 1 runs in a Capacity Block (job.json's ``block_end``, as `train` writes it
-    from the node's clusterkit:capacity-block-end tag) whose terminations start in 20 s
-    (its end 30 min + 20 s ahead: AWS terminates a block's instances from 30 minutes
+    from the node's clusterkit:capacity-block-end tag) whose warning comes 2 s after the
+    start (its end 40 min + 2 s ahead: AWS terminates a block's instances from 30 minutes
     before the end, and warns 10 minutes earlier, with nothing in the instance metadata,
-    so no metadata service runs here). The supervisor treats it as an interruption at
-    once: every worker gets the checkpoint signal, SIGTERM after the checkpoint grace,
+    so no metadata service runs here). The supervisor treats the warning as an
+    interruption: every worker gets the checkpoint signal, SIGTERM after the grace,
     and the job ends interrupted with the block's end as its reason."""
     from clusterkit.training import interruption
 
     procs = [{"name": "server-0", "role": "server", "cmd": CHECKPOINTS},
              {"name": "worker-0", "role": "worker", "cmd": CHECKPOINTS}]
-    block_end = time.time() + interruption.BLOCK_TERMINATION_LEAD + 20
+    # AWS's warning comes 2 s after the start (bash has set its traps by then); the
+    # grace is capped to end before the terminations, 10 minutes later
+    block_end = time.time() + interruption.BLOCK_NOTICE_LEAD + 2
     job = make_job([procs, procs], grace=2, extra=[
         {"checkpoint_grace": 1.5}, {"checkpoint_grace": 1.5, "block_end": block_end}])
     job.start()

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from clusterkit.cluster.jobs.control import FOLLOWER_MODULES
 from clusterkit.training import follower, jobfiles
 
-SOURCE = jobfiles.node_program("follower.py")  # as jobs.follower_call sends it
+SOURCE = jobfiles.node_program("follower.py", FOLLOWER_MODULES)  # as follower_call sends it
 
 
 def _run(*args: str, timeout: float = 20) -> subprocess.CompletedProcess:

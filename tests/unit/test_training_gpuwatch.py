@@ -79,6 +79,10 @@ def test_it_reads_only_on_gpu_nodes_and_only_every_interval() -> None:
     for now in (1000.0, 1030.0, 1059.9, 1060.0, 1100.0):
         watch.check(now, 8)
     assert reads.calls == 2  # at 1000 and 1060
+    started = HealthWatch(8, every=60, reader=reads, started=1000.0)  # the daemon's
+    for now in (1000.0, 1059.9, 1060.0):
+        started.check(now, 8)
+    assert reads.calls == 3  # its first read one interval after the job's start
 
 
 def test_the_reader_gives_output_only_of_a_command_that_exits_0(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ def test_the_node_files_parse_as_python_3_8_and_import_only_the_stdlib() -> None
     files = jobfiles.node_files()
     assert set(files) == {"supervisor.py", "daemon.py", "coord.py", "reaping.py",
                           "jobstate.py", "interruption.py", "sampler.py", "totals.py",
-                          "stall.py", "gpuhealth.py", "gpuwatch.py"}
+                          "stall.py", "gpuhealth.py", "gpuwatch.py", "nodefiles.py"}
     siblings = {name.removesuffix(".py") for name in files}
     for name, source in files.items():
         tree = ast.parse(source, feature_version=(3, 8))

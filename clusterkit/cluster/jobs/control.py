@@ -70,9 +70,13 @@ def node_python() -> str:
     return "python3"
 
 
+# What the follower imports, sent before it.
+FOLLOWER_MODULES = ("jobstate", "nodefiles")
+
+
 def follower_call(*args: str) -> Call:
     return Call(shlex.join([node_python(), "-", *args]),
-                jobfiles.node_program(Path(follower.__file__).name))
+                jobfiles.node_program(Path(follower.__file__).name, FOLLOWER_MODULES))
 
 
 @dataclass(frozen=True)

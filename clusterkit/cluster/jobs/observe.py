@@ -111,7 +111,7 @@ def row_of(name: str, index: int, samples: Sequence[Mapping[str, Any]]) -> NodeR
 
 
 # What the observer imports, sent before it (gpuwatch reads the GPUs' health).
-OBSERVER_MODULES = ("gpuhealth", "gpuwatch")
+OBSERVER_MODULES = ("gpuhealth", "gpuwatch", "nodefiles")
 
 
 def observer_call(*args: str) -> Call:
