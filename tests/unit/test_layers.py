@@ -16,7 +16,8 @@ PACKAGE = Path(__file__).parents[2] / "clusterkit"
 PURE = ("spec", "plan", "catalog")
 # The pure halves of impure packages (DESIGN.md: facts -> steps -> run; topology and
 # diagnose beside the supervisor); checked from the moment each file exists.
-PURE_FILES = ("bootstrap/facts.py", "bootstrap/steps.py", "training/topology.py",
+PURE_FILES = ("bootstrap/facts.py", "bootstrap/steps.py", "bootstrap/stepdata.py",
+              "training/topology.py",
               "training/diagnose.py", "training/gpuhealth.py", "training/report.py",
               "training/totals.py", "training/stall.py", "training/jobstate.py",
               "autostop/policy.py", "training/nccl.py", "training/allreduce.py",
