@@ -22,6 +22,11 @@ import os
 import re
 import subprocess
 
+try:  # imported as clusterkit.training.sampler
+    from .gpuwatch import Reader
+except ImportError:  # a file beside gpuwatch.py in a job dir
+    from gpuwatch import Reader
+
 GPU_QUERY = ["nvidia-smi",
              "--query-gpu=index,name,utilization.gpu,memory.used,memory.total,"
              "power.draw,temperature.gpu",
@@ -246,7 +251,7 @@ class Sampler:
         self.last_step: float | None = None
         self.progress_at: float | None = None
         self.smi_failed_at: float | None = None
-        self.smi_stuck: subprocess.Popen | None = None
+        self.smi = Reader(timeout=SMI_TIMEOUT)
         self.tck = os.sysconf("SC_CLK_TCK")
 
     def step(self, now: float) -> dict | None:
@@ -358,25 +363,14 @@ class Sampler:
 
     def _run_smi(self) -> list[dict] | None:
         # A hung nvidia-smi (a GPU fallen off the bus) can stay unkillable in D state:
-        # never wait for it, and start no other while it lives.
-        if self.smi_stuck is not None and self.smi_stuck.poll() is None:
-            return None
-        self.smi_stuck = None
-        try:
-            p = subprocess.Popen(self.smi_argv, stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        except OSError:  # FileNotFoundError: no driver on this node
-            return None
-        try:
-            out, _ = p.communicate(timeout=SMI_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.stdout.close()
-            self.smi_stuck = p
-            return None
-        if p.returncode != 0:
-            return None
-        return parse_gpu_csv(out.decode("utf-8", "replace")) or None
+        # the reader never waits for it, and starts no other while it lives.
+        out = self.smi.output(self.smi_argv)
+        return None if out is None else parse_gpu_csv(out) or None
+
+    @property
+    def smi_stuck(self) -> subprocess.Popen | None:
+        """The hung nvidia-smi the sampler left, if any."""
+        return self.smi.stuck.get(self.smi_argv[0])
 
 
 def read_samples(job_dir: str, since: float | None = None) -> list[dict]:

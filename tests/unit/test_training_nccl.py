@@ -6,23 +6,21 @@ sources) and say so."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from clusterkit.training import nccl
 from clusterkit.training.nccl import Cause, Net, Severity
-
-CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"
-
-P5EN = "nccl-efa.8xH200-p5en-16nics.TRUNCATED.txt"
-P4D_EKS = "nccl-efa.p4d.24xlarge.eks.TRUNCATED.txt"
-P4D_OFI_140 = "nccl-efa.p4d.24xlarge.ofi-1.4.0.TRUNCATED.txt"
-NO_PLUGIN = "nccl-no-plugin.batch-dlami-UNSTATED.txt"
-TCP_PROVIDER = "nccl-ofi-tcp-provider.p4d-docker.TRUNCATED.txt"
-P4D_INIT_FAILED = "nccl-socket-fallback.p4d.24xlarge.ofi-init-failed.TRUNCATED.txt"
-SAGEMAKER_FALLBACK = "nccl-socket-fallback.sagemaker-UNSTATED.TRUNCATED.txt"
-PERF_SOCKET = "all_reduce_perf.eks-karpenter-UNSTATED.socket.TRUNCATED.txt"
+from tests.node_captures import (
+    CAPTURES,
+    NO_PLUGIN,
+    P4D_EKS,
+    P4D_INIT_FAILED,
+    P4D_OFI_140,
+    P5EN,
+    PERF_SOCKET,
+    SAGEMAKER_FALLBACK,
+    TCP_PROVIDER,
+)
 
 P4D_EFA = 4  # EFA interfaces of p4d.24xlarge
 P5EN_EFA = 16  # of p5en.48xlarge
