@@ -447,7 +447,9 @@ def test_a_hung_job_gets_the_checkpoint_signal_and_with_stop_on_stall_is_stopped
     gives its worker the checkpoint signal (MXNet's servers are spared), records the
     stall, and with stop_on_stall the job fails after checkpoint_grace naming it."""
     saved = tmp_path / "saved"
-    worker = f"trap 'touch {saved}-$CK_TEST_NODE' USR1; sleep 300 & wait; sleep 300 & wait"
+    # a loop: the signal may kill the sleep first, and a `wait` that returns then would
+    # end a script of two waits with the trap's 138 (not the job's stall)
+    worker = f"trap 'touch {saved}-$CK_TEST_NODE' USR1; while :; do sleep 300 & wait; done"
     # stall_after leaves bash time to set its trap on a loaded machine
     extra = {"sampling": {"interval": 0.3, "stall_after": 3, "stop_on_stall": True},
              "checkpoint_signal": "SIGUSR1", "checkpoint_grace": 1}
@@ -486,7 +488,7 @@ def test_a_node_whose_gpu_fell_off_the_bus_interrupts_the_job_after_the_checkpoi
     gets the checkpoint signal first, and the notice is in node 1's state (the client
     then replaces node 1 like a reclaimed one: tests/unit/test_plan_recovery.py)."""
     saved = tmp_path / "saved"
-    worker = f"trap 'touch {saved}-$CK_TEST_NODE; exit 0' USR1; sleep 300 & wait"
+    worker = f"trap 'touch {saved}-$CK_TEST_NODE; exit 0' USR1; while :; do sleep 300 & wait; done"
     # the first read comes health_every after the start: bash has set its trap by then
     extra = {"sampling": {"interval": 0.3, "health_every": 2, "gpus": 8},
              "checkpoint_signal": "SIGUSR1", "checkpoint_grace": 5}
