@@ -6,7 +6,8 @@ The input is a list of bars ``(row, label, start, end)``: a tuple, a ``Bar`` or 
 object with those four attributes. Rows are drawn in the order they first appear; a
 label has one colour wherever it appears, and the legend names it. Times are seconds
 on any one clock (wall-clock or since the command started): the axis counts from the
-earliest bar (or ``origin``)."""
+earliest bar (or ``origin``) to the latest bar's end (or ``end``), and that end is
+labelled with its own time (``4.3s``), as a title that gives the command's duration."""
 
 from __future__ import annotations
 
@@ -68,11 +69,12 @@ class _Layout:
     """Where everything goes: rows, the plot's x range, the time scale, the legend."""
 
     def __init__(self, bars: list[Bar], width: int, title: str, origin: float | None,
-                 marks: int = 0) -> None:
+                 marks: int = 0, end: float | None = None) -> None:
         self.rows = list(dict.fromkeys(b.row for b in bars))
         self.labels = list(dict.fromkeys(b.label for b in bars))
         self.t0 = origin if origin is not None else min(b.start for b in bars)
-        self.span = max(max(b.end for b in bars) - self.t0, 1e-9)
+        last = max(b.end for b in bars) if end is None else end
+        self.span = max(last - self.t0, 1e-9)
         self.left = MARGIN + max(text_width(_short(r)) for r in self.rows) + 8
         self.right = width - MARGIN
         self.top = (MARGIN + (2 * GLYPH_H + 10 if title else 0)
@@ -101,12 +103,30 @@ def _frame(c: Canvas, lay: _Layout, title: str) -> None:
         if k % 2:
             c.rect(lay.left, y, lay.right - lay.left, ROW_H, STRIPE)
         c.text(MARGIN, y + (ROW_H - GLYPH_H) // 2, _short(row), INK)
+    _ticks(c, lay)
+    c.rect(lay.left, lay.axis_y, lay.right - lay.left, 1, INK)
+
+
+def _ticks(c: Canvas, lay: _Layout) -> None:
+    """Round ticks, and the axis's end labelled with its own time (a round tick too
+    close to it loses its label)."""
     step = tick_step(lay.span)
-    for n in range(int(lay.span / step) + 1):
+    end_label = _fmt_end(lay.span)
+    end_left = lay.right - text_width(end_label)
+    for n in range(int(lay.span / step + 1e-9) + 1):
         x = lay.x(lay.t0 + n * step)
         c.rect(x, lay.top, 1, lay.axis_y - lay.top, GRID)
-        c.text(x - text_width(_fmt(n * step)) // 2, lay.axis_y + 4, _fmt(n * step), INK)
-    c.rect(lay.left, lay.axis_y, lay.right - lay.left, 1, INK)
+        label = _fmt(n * step)
+        left = x - text_width(label) // 2
+        if left + text_width(label) + 4 <= end_left:
+            c.text(left, lay.axis_y + 4, label, INK)
+    c.rect(lay.right - 1, lay.top, 1, lay.axis_y - lay.top, GRID)
+    c.text(end_left, lay.axis_y + 4, end_label, INK)
+
+
+def _fmt_end(seconds: float) -> str:
+    """The axis's end as a title says a duration: one decimal (``4.0s``)."""
+    return f"{seconds:.1f}s"
 
 
 def _bars(c: Canvas, lay: _Layout, bars: list[Bar]) -> None:
@@ -154,13 +174,15 @@ def _legend(c: Canvas, lay: _Layout) -> None:
 
 
 def render(bars: Iterable[Any], *, title: str = "", width: int = 1100,
-           marks: Sequence[tuple[str, float]] = (), origin: float | None = None) -> bytes:
+           marks: Sequence[tuple[str, float]] = (), origin: float | None = None,
+           end: float | None = None) -> bytes:
     """The chart as PNG bytes. ``marks``: (name, time) drawn as vertical lines (the end
-    of `up`, the first step); ``origin``: the time the axis counts from."""
+    of `up`, the first step); ``origin``: the time the axis counts from; ``end``: the
+    time it ends at (the command's end)."""
     items = [as_bar(b) for b in bars]
     if not items:
         raise ValueError("a timeline needs at least one bar")
-    lay = _Layout(items, width, title, origin, len(marks))
+    lay = _Layout(items, width, title, origin, len(marks), end)
     canvas = Canvas(width, lay.height)
     _frame(canvas, lay, title)
     _bars(canvas, lay, items)

@@ -4,8 +4,10 @@ each with the time it was reported. PURE.
 
 - One row per stage (key pair, stack, launch, SSH, bootstrap, ...): from the stage's
   first start to the start of the next stage, or to its own "done" if it came first.
-- One row per node: its SSH wait (from the SSH stage's start to the moment the node
-  answered) and its bootstrap (from the bootstrap stage's start to the node's result).
+- One row per node, named by its role (master, worker-N) where the record knows it,
+  else by its instance id, in index order: its SSH wait (from the SSH stage's start to
+  the moment the node answered) and its bootstrap (from the bootstrap stage's start to
+  the node's result).
 """
 
 from __future__ import annotations
@@ -63,9 +65,16 @@ def _stage_spans(marks: Sequence[Mark], end: float) -> dict[str, tuple[float, fl
     return spans
 
 
-def bars(marks: Sequence[Mark], end: float | None = None) -> list[Bar]:
+def role_name(index: int) -> str:
+    """A node's row: ``master`` (index 0) or ``worker-N``."""
+    return "master" if index == 0 else f"worker-{index}"
+
+
+def bars(marks: Sequence[Mark], end: float | None = None,
+         names: Mapping[str, str] | None = None) -> list[Bar]:
     """The chart of one command: a row per stage, then a row per node (its SSH wait and
-    its bootstrap). ``end``: when the command ended (default: the last mark)."""
+    its bootstrap). ``end``: when the command ended (default: the last mark);
+    ``names``: instance id -> the node's name (role_name), in index order."""
     if not marks:
         return []
     end = end if end is not None else max(m.at for m in marks)
@@ -75,5 +84,12 @@ def bars(marks: Sequence[Mark], end: float | None = None) -> list[Bar]:
     for m in marks:
         if m.kind == PROGRESS and m.node and m.stage in PER_NODE and m.stage in spans:
             last[(m.node, m.stage)] = max(m.at, last.get((m.node, m.stage), m.at))
-    return out + [Bar(f"node {node}", stage, spans[stage][0], at)
-                  for (node, stage), at in sorted(last.items())]
+    names = names or {}
+    order = {iid: k for k, iid in enumerate(names)}
+
+    def key(item: tuple[tuple[str, str], float]) -> tuple[int, str, str]:
+        (node, stage), _ = item
+        return order.get(node, len(order)), node, stage
+
+    return out + [Bar(names.get(node, f"node {node}"), stage, spans[stage][0], at)
+                  for (node, stage), at in sorted(last.items(), key=key)]

@@ -6,6 +6,8 @@ from __future__ import annotations
 from clusterkit import statedir
 from clusterkit.cluster.ops import uprecord
 from clusterkit.events import Collect, Event, Kind, Stage
+from clusterkit.kinds import InstanceState, Market
+from clusterkit.plan.nodes import Node
 from clusterkit.plan.uptimeline import Mark
 
 
@@ -24,3 +26,25 @@ def test_recording_keeps_marks_and_passes_events_on(tmp_path, monkeypatch):
     assert back["marks"] == rec.marks
     assert (statedir.cluster_dir("rec-t") / uprecord.FILE).stat().st_mode & 0o777 == 0o600
     assert uprecord.load("never-up") is None
+
+
+def node(iid: str, index: int | None) -> Node:
+    return Node(instance_id=iid, index=index, state=InstanceState.RUNNING,
+                instance_type="c5.large", az="us-east-1a", market=Market.ON_DEMAND,
+                region="us-east-1")
+
+
+def test_the_record_names_each_node_by_role_for_the_chart(tmp_path, monkeypatch):
+    """`up` tells the recording its nodes (name_nodes): master, worker-N in index order,
+    kept in the record and read back; another reporter is left alone."""
+    monkeypatch.setenv("CLUSTERKIT_HOME", str(tmp_path))
+    rec = uprecord.Recording(Collect())
+    rec(Event(Kind.STAGE_STARTED, "waiting for SSH", stage=Stage.SSH))
+    nodes = [node("i-b", 2), node("i-a", 0), node("i-c", 1), node("i-x", None)]
+    uprecord.name_nodes(rec, nodes)
+    assert list(rec.names.items()) == [("i-a", "master"), ("i-c", "worker-1"),
+                                       ("i-b", "worker-2")]
+    uprecord.name_nodes(Collect(), nodes)  # not a recording: nothing to tell
+    uprecord.save("rec-n", rec, ok=False)
+    back = uprecord.load("rec-n")
+    assert back is not None and back["names"] == rec.names

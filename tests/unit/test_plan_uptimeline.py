@@ -26,3 +26,13 @@ def test_stage_rows_and_node_rows():
                          Bar("node i-1", "ssh", 40.0, 52.0)]
     assert bars([]) == []
     assert Mark.from_json(marks[6].to_json()) == marks[6]
+
+
+def test_node_rows_are_named_by_role_in_index_order():
+    """With the record's names, a node's row is master / worker-N (worker-10 after
+    worker-2), not its instance id; a node the record does not name keeps its id, last."""
+    marks = [Mark(0.0, "stage-started", "ssh")] + [
+        Mark(1.0 + k, "progress", "ssh", f"i-{k}") for k in (10, 2, 0, 7)]
+    names = {"i-0": "master", "i-2": "worker-2", "i-10": "worker-10"}
+    rows = [b.row for b in bars(marks, end=20.0, names=names)]
+    assert rows == ["stage ssh", "master", "worker-2", "worker-10", "node i-7"]

@@ -48,6 +48,35 @@ def test_the_chart_is_a_valid_png():
     assert bytes((40, 110, 200)) in raw  # the measured bars are drawn
 
 
+@pytest.mark.parametrize("count", [1, 3, 12])
+def test_the_chart_has_a_sensible_size_and_its_legend_inside(count: int):
+    """720 x 440 however many runs (3 runs made a 252-pixel chart that cut its legend
+    off); the legend's swatches and words lie inside the plot, and every run's bars are
+    drawn inside the image."""
+    from clusterkit.cli import scalechart
+
+    runs = [Measure(k, 0, 1000.0 * k ** 0.9, None) for k in range(1, count + 1)]
+    data = png(rows(runs), "c1 scaling")
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (scalechart.WIDTH, scalechart.HEIGHT)
+    start = data.index(b"IDAT") + 4
+    length = struct.unpack(">I", data[start - 8:start - 4])[0]
+    raw = zlib.decompress(data[start:start + length])
+    stride = 1 + 3 * width
+
+    def at(x: int, y: int) -> bytes:
+        return raw[y * stride + 1 + 3 * x:y * stride + 4 + 3 * x]
+
+    x, y = scalechart.LEFT + 10, scalechart.TOP + 8
+    assert at(x + 2, y + 2) == bytes(scalechart.IDEAL)
+    assert at(x + 2, y + 18) == bytes(scalechart.MEASURED)
+    words = "measured (% of linear)"
+    assert x + scalechart.SWATCH + 6 + len(words) * 6 < width - scalechart.RIGHT
+    measured = [i for i in range(width) if at(i, height - scalechart.BOTTOM - 1)
+                == bytes(scalechart.MEASURED)]
+    assert measured and max(measured) < width - scalechart.RIGHT
+
+
 def test_io_only_gives_every_process_the_variable_and_adds_the_words():
     from clusterkit.cluster.jobs.scaling import IO_ONLY_ENV, io_only
     from clusterkit.spec import loads

@@ -343,6 +343,7 @@ def _reach(rt: Runtime, spec: Spec, made: ProvisionRecord, stacks: Stacks, deadl
     """SSH on every node (host keys checked and recorded) while the stack finishes, then
     the stack complete, the EFS mount target ready, and the bootstrap."""
     running, new, region = list(made.nodes), list(made.new), made.region
+    uprecord.name_nodes(rt.report, running)  # the timeline's rows: master, worker-N
     pinned = hostkeys.pinned_keys(spec.name, running, new, accept_host_keys)
     host_keys = wait_for_ssh(rt, spec, region, running, new, deadline, pinned) if wait_ssh else {}
     hostkeys.check_and_record(rt, spec.name, running, host_keys, port=spec.ssh.port,
