@@ -324,7 +324,7 @@ def test_ssh_probe_refuses_non_loopback_in_sandbox_mode(moto_env):
     from clusterkit.remote.probe import wait_reachable
 
     with pytest.raises(RemoteError) as err:
-        wait_reachable([_node("i-far", public="54.1.2.3")], port=22,
+        wait_reachable([_node("i-far", public="203.0.113.3")], port=22,
                        deadline=time.monotonic() + 0.2, interval=0.05)
     assert "sandbox mode refused" in err.value.message
 

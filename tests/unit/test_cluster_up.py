@@ -22,19 +22,19 @@ def test_host_keys_recorded_under_public_and_private_address(tmp_path, monkeypat
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv(known_hosts.HOME_ENV, str(tmp_path))
     spec = SimpleNamespace(name="c1", ssh=Ssh())  # the two fields this step reads
-    nodes = [_node(0, "54.0.0.1", "10.0.0.1"), _node(1, "54.0.0.2", "10.0.0.2")]
+    nodes = [_node(0, "203.0.113.11", "10.0.0.1"), _node(1, "203.0.113.12", "10.0.0.2")]
     known = record_host_keys(spec, nodes,  # type: ignore[arg-type]
                              {"i-0": "ssh-ed25519 K0", "i-1": "ssh-ed25519 K1"})
     assert known == known_hosts.known_hosts_path("c1")
     assert known_hosts.known_hosts_path("c1").read_text().splitlines() == [
         "10.0.0.1 ssh-ed25519 K0", "10.0.0.2 ssh-ed25519 K1",
-        "54.0.0.1 ssh-ed25519 K0", "54.0.0.2 ssh-ed25519 K1"]
+        "203.0.113.11 ssh-ed25519 K0", "203.0.113.12 ssh-ed25519 K1"]
 
 
 def test_no_probed_key_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv(known_hosts.HOME_ENV, str(tmp_path))
     spec = SimpleNamespace(name="c2", ssh=Ssh())
-    assert record_host_keys(spec, [_node(0, "54.0.0.1", "10.0.0.1")], {}) is None  # type: ignore[arg-type]
+    assert record_host_keys(spec, [_node(0, "203.0.113.11", "10.0.0.1")], {}) is None  # type: ignore[arg-type]
     assert not known_hosts.known_hosts_path("c2").exists()
 
 

@@ -178,14 +178,14 @@ def test_node_is_built_once_from_the_ec2_description():
 
     raw = {"InstanceId": "i-1", "State": {"Name": "running"}, "InstanceType": "c5.large",
            "Placement": {"AvailabilityZone": "us-east-1a"}, "ImageId": "ami-1",
-           "AmiLaunchIndex": 1, "PublicIpAddress": "54.1.2.3", "PrivateIpAddress": "10.0.0.2",
+           "AmiLaunchIndex": 1, "PublicIpAddress": "203.0.113.3", "PrivateIpAddress": "10.0.0.2",
            "Tags": [{"Key": "clusterkit:slots", "Value": "3-4"}, {"Key": "Name", "Value": "n"}],
            "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {"VolumeId": "vol-1"}},
                                    {"DeviceName": "/dev/sdb", "VirtualName": "ephemeral0"}]}
     node = to_node(raw, "us-east-1")
     assert node.volume_ids == ("vol-1",) and node.image_id == "ami-1"
     assert (node.launch_index, node.index, node.role, node.name) == (1, 4, "worker", "n")
-    assert (node.public_ip, node.private_ip, node.az) == ("54.1.2.3", "10.0.0.2", "us-east-1a")
+    assert (node.public_ip, node.private_ip, node.az) == ("203.0.113.3", "10.0.0.2", "us-east-1a")
     assert to_node({"InstanceId": "i-2"}, "r").volume_ids == ()
 
 

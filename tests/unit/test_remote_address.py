@@ -19,7 +19,7 @@ def node(iid: str, public: str | None = None, private: str | None = None, *,
                 public_ip=public, private_ip=private)
 
 
-INSTANCE = node("i-0abc", "54.1.2.3", "10.0.0.12")
+INSTANCE = node("i-0abc", "203.0.113.3", "10.0.0.12")
 
 
 @pytest.fixture(autouse=True)
@@ -30,9 +30,9 @@ def clean_env(monkeypatch):
 
 def test_via_gateway_is_the_private_ip_never_the_public_one():
     assert ssh_address(INSTANCE, via_gateway=True) == "10.0.0.12"
-    assert ssh_address(INSTANCE) == "54.1.2.3"
+    assert ssh_address(INSTANCE) == "203.0.113.3"
     with pytest.raises(ClusterkitError, match="i-1"):
-        ssh_address(node("i-1", "54.1.2.4"), via_gateway=True)
+        ssh_address(node("i-1", "203.0.113.4"), via_gateway=True)
 
 
 def test_via_gateway_map_wins_and_guard_applies(tmp_path, monkeypatch):
@@ -47,7 +47,7 @@ def test_via_gateway_map_wins_and_guard_applies(tmp_path, monkeypatch):
 
 
 def test_public_then_private():
-    assert ssh_address(INSTANCE) == "54.1.2.3"
+    assert ssh_address(INSTANCE) == "203.0.113.3"
     assert ssh_address(node("i-1", private="10.0.0.7")) == "10.0.0.7"
 
 
@@ -58,7 +58,7 @@ def test_no_address_is_a_clear_error():
 
 def test_address_or_none_shows_what_it_can():
     """For lists (status, up's result): an address where there is one, else None."""
-    assert address_or_none(INSTANCE) == "54.1.2.3"
+    assert address_or_none(INSTANCE) == "203.0.113.3"
     assert address_or_none(INSTANCE, via_gateway=True) == "10.0.0.12"
     assert address_or_none(node("i-9")) is None
 
@@ -77,7 +77,7 @@ def test_sandbox_mode_refuses_fake_public_ip(tmp_path, monkeypatch):
     table.write_text("{}")
     monkeypatch.setenv("CLUSTERKIT_ADDRESS_MAP", str(table))
     monkeypatch.setenv("CLUSTERKIT_SANDBOX", "1")
-    with pytest.raises(NetworkSafetyError, match="54.1.2.3"):
+    with pytest.raises(NetworkSafetyError, match="203.0.113.3"):
         ssh_address(INSTANCE)
 
 
@@ -115,10 +115,10 @@ def test_waiting_for_ssh_stops_at_once_on_not_emulated(tmp_path, monkeypatch):
 
 
 def test_targets_dial_the_master_directly_and_workers_through_it():
-    nodes = [node("i-m", "54.1.2.3", "10.0.0.1"), node("i-w", "54.1.2.4", "10.0.0.2", index=1)]
+    nodes = [node("i-m", "203.0.113.3", "10.0.0.1"), node("i-w", "203.0.113.4", "10.0.0.2", index=1)]
     master, worker = targets(nodes, nodes)
-    assert (master.node, master.hop.address, master.via) == (nodes[0], "54.1.2.3", None)
+    assert (master.node, master.hop.address, master.via) == (nodes[0], "203.0.113.3", None)
     assert (worker.node, worker.hop.address, worker.via) == (nodes[1], "10.0.0.2", master.hop)
-    stopped = [node("i-m", "54.1.2.3", state="stopped"), nodes[1]]
+    stopped = [node("i-m", "203.0.113.3", state="stopped"), nodes[1]]
     with pytest.raises(ClusterkitError, match="no running master"):
         targets(stopped, stopped[1:])
