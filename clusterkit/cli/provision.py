@@ -83,8 +83,9 @@ def _ask(question: str) -> bool:
 @click.argument("spec_file", type=click.Path(dir_okay=False), required=False)
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False), default=None,
               help="Apply this saved plan (`clusterkit plan SPEC --out FILE`) instead of a "
-              "SPEC: no question; exit 1 naming each difference if the world changed since, "
-              "exit 2 if the spec file did.")
+              "SPEC (found beside the plan, or where the plan was made): no question; exit "
+              "1 naming each difference if the world changed since, exit 2 if what the spec "
+              "says did; a plan already applied changes nothing.")
 @click.option("--timeout", type=float, default=1800.0, show_default=True, help=TIMEOUT_HELP)
 @click.option("--no-wait-ssh", is_flag=True, help="Return once the nodes run, without "
               "waiting for SSH.")

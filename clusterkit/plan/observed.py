@@ -7,7 +7,7 @@ was observed and of the spec alone, and tests give it as data
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
@@ -81,7 +81,7 @@ class Observed:
     reservation: Reservation | None = None  # nodes.capacity_reservation's, as read
 
     def to_json(self) -> dict[str, Any]:
-        return _plain(asdict(self))
+        return _plain(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Observed:
@@ -105,7 +105,11 @@ class Observed:
 
 
 def _plain(value: Any) -> Any:
-    """asdict's output as JSON values (mappings, enums and tuples made plain)."""
+    """A record as JSON values: dataclasses field by field, mappings (read-only ones too:
+    ``asdict`` would deep-copy them, and a ``mappingproxy`` cannot be copied), enums and
+    tuples made plain."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -171,7 +175,10 @@ def stack_differences(saved: Observed, now: Observed) -> list[str]:
 def offer_differences(saved: Observed, now: Observed, candidates: Sequence[Offer],
                       ceiling: float | None) -> list[str]:
     """The plan's ``candidates`` that the saved search had and the new one lacks, and
-    any now dearer than ``ceiling`` (the $/h per node the user confirmed, at worst)."""
+    any now dearer than ``ceiling`` (the $/h per node the user confirmed, at worst).
+    None when ``now`` made no search (it has nothing to place: no offer is "gone")."""
+    if not now.regions:
+        return []
     searched = {_offer_key(o) for o in saved.offers}
     current = {_offer_key(o): o for o in now.offers}
     out = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from types import MappingProxyType
 
 from clusterkit.plan.nodes import Node, wanted_tags
 from clusterkit.plan.observed import DatasetSeen, Observed, StackSeen, differences
@@ -34,6 +35,22 @@ def test_json_round_trip_is_exact():
     back = Observed.from_json(json.loads(json.dumps(seen.to_json())))
     assert back == seen
     assert differences(seen, back) == []
+
+
+def test_an_observation_of_a_running_cluster_saves_again_once_read_back():
+    """Read back, tags and stack parameters are read-only mappings (what observe_up
+    holds for a cluster that exists): saving them again must not deep-copy them."""
+    back = Observed.from_json(json.loads(json.dumps(_observed().to_json())))
+    assert isinstance(back.nodes[0].tags, MappingProxyType)
+    assert Observed.from_json(json.loads(json.dumps(back.to_json()))) == back
+
+
+def test_offers_are_compared_only_when_the_new_observation_searched_them():
+    """A cluster that runs has nothing to place: the offers it was not searched for are
+    not "gone"."""
+    seen = _observed()
+    running = replace(seen, offers=(), regions=())
+    assert differences(seen, running, seen.offers) == []
 
 
 def test_differences_name_nodes_stack_facts_and_offers():

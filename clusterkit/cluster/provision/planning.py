@@ -93,5 +93,5 @@ def do_plan(spec_file: str, *, offline: bool = False, profile: str | None = None
     rt = rt or Runtime.make(region=spec.region, profile=profile)
     plan, observed = plan_online(rt, spec, region)
     if out:
-        savedplan.save(out, spec_file, region, observed, plan)
+        savedplan.save(out, spec_file, spec, region, observed, plan)
     return plan

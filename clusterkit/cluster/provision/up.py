@@ -120,12 +120,12 @@ def do_up(spec_file: str | None, *, rt: Runtime | None = None, profile: str | No
                              "(the plan file names both)",
                              "`clusterkit up --plan FILE`, or `clusterkit up SPEC`")
         saved = savedplan.load(plan_file)
-        saved.check_spec()  # exit 2 before any AWS call
-        spec_file, region = saved.spec_file, saved.region
-    if spec_file is None:
+        spec, region = saved.spec(), saved.region  # exit 2 before any AWS call
+    elif spec_file is None:
         raise UsageError("`up` needs a SPEC file or --plan FILE",
                          "`clusterkit up cluster.yaml` (see `clusterkit up --help`)")
-    spec = load(spec_file)
+    else:
+        spec = load(spec_file)
     if autostop is not None:  # `up --autostop 30m|off`: as if the spec said so
         action = spec.autostop.action if spec.autostop else "terminate"
         spec = replace(spec, autostop=parse_setting(autostop, None, action))
@@ -247,8 +247,8 @@ def _up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tr
 
     observed = observe_up(rt, spec, only_region, on_nodes)
     refuse_busy(spec, observed)
-    if saved is not None:
-        observed = saved.checked(spec, observed)  # PlanDriftError naming what changed
+    if saved is not None:  # PlanDriftError naming what changed (or: already applied)
+        observed = saved.to_apply(rt, spec, observed)
     plan = plan_up(spec, observed)
     reserved.refuse(plan, wait=wait_start)  # exit 2 (or 1: --no-wait) before asking
     for line in plan_lines(plan) if saved is not None else ():  # applied as saved: shown
