@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import re
 import signal
@@ -67,6 +68,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--checkpoint-every", type=int, default=5, metavar="K",
                    help="also save every K steps (0: only on the checkpoint signal)")
     p.add_argument("--step-seconds", type=float, default=0.0, help="sleep after each step")
+    p.add_argument("--batch-size", type=int, default=32,
+                   help="samples one step stands for, in the Speedometer's samples/sec")
+    p.add_argument("--speed-every", type=int, default=5, metavar="K",
+                   help="print the Speedometer's line every K steps (0: never)")
     p.add_argument("--fail-rank", type=int, default=None)
     p.add_argument("--fail-code", type=int, default=3)
     p.add_argument("--fail-after", type=float, default=2.0)
@@ -176,10 +181,34 @@ def read_shard(mx, path: str, rank: int, workers: int) -> dict:
             "labels": sorted(labels)}
 
 
-def expected_params(args: argparse.Namespace, workers: int) -> list[float]:
-    """What plain SGD on the summed pushes gives: every worker's rank + 1, every step."""
+def expected_params(args: argparse.Namespace, workers: int, steps: int | None = None,
+                    ) -> list[float]:
+    """What plain SGD on the summed pushes gives after ``steps`` (default: all of them):
+    every worker's rank + 1, every step."""
     total = sum(rank + 1 for rank in range(workers))
-    return [args.init - args.lr * args.steps * total] * args.size
+    done = args.steps if steps is None else steps
+    return [args.init - args.lr * done * total] * args.size
+
+
+class Speed:
+    """MXNet's own Speedometer over the steps (``--batch-size`` samples each), its
+    metric the pulled parameters' mean distance from what dist_sync must give."""
+
+    def __init__(self, mx, args: argparse.Namespace, workers: int, ctx, first: int) -> None:
+        self.mx, self.args, self.workers, self.ctx = mx, args, workers, ctx
+        self.first = first  # the run's first step (after a resume: not 1)
+        self.metric = mx.metric.MAE(name="param-error")
+        self.meter = (mx.callback.Speedometer(args.batch_size, args.speed_every)
+                      if args.speed_every > 0 else None)
+
+    def step(self, step: int, weight) -> None:
+        if self.meter is None:
+            return
+        want = self.mx.nd.array(expected_params(self.args, self.workers, step), ctx=self.ctx)
+        self.metric.update([want], [weight])
+        # batches counted from this run's start: the Speedometer's K steps took that long
+        self.meter(self.mx.model.BatchEndParam(epoch=0, nbatch=step - self.first + 1,
+                                               eval_metric=self.metric, locals=None))
 
 
 def train(args: argparse.Namespace, request: CheckpointRequest | None) -> dict:
@@ -201,6 +230,8 @@ def train(args: argparse.Namespace, request: CheckpointRequest | None) -> dict:
         restart = os.environ.get("CLUSTERKIT_RESTART_COUNT", "0")
         print(f"checkpoint: resumed from step {first - 1} (restart {restart})", flush=True)
     started = time.monotonic()
+    speed = Speed(mx, args, workers, ctx, first)
+    speed.step(first - 1, weight)  # batch 0: the Speedometer's clock starts here
     for step in range(first, args.steps + 1):
         if args.fail_rank == rank and time.monotonic() - started >= args.fail_after:
             print(f"dist_sync rank {rank}: failing on purpose (exit {args.fail_code})",
@@ -215,6 +246,7 @@ def train(args: argparse.Namespace, request: CheckpointRequest | None) -> dict:
         weight.wait_to_read()
         if rank == 0:
             print(f"dist_sync rank 0: step {step}/{args.steps}", flush=True)
+        speed.step(step, weight)
         if request is not None:  # a step boundary: the pulled weight is this step's
             asked = request.take()
             every = args.checkpoint_every
@@ -243,6 +275,8 @@ def train(args: argparse.Namespace, request: CheckpointRequest | None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # the Speedometer logs through `logging`: its lines on stdout, as MXNet's scripts do
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
     request = None
     if args.checkpoint_dir:  # before mxnet starts: the signal must never find the default
         request = CheckpointRequest(os.environ.get("CLUSTERKIT_CHECKPOINT_SIGNAL") or "SIGUSR1")

@@ -200,15 +200,20 @@ def job(name: str, job_id: str | None) -> None:
 @click.option("--io-args", default="", metavar="WORDS",
               help="Words added to the command with --io-only, e.g. '--test-io 1' for "
                    "MXNet's image-classification scripts.")
+@click.option("--rate-wait", default="5m", show_default=True, metavar="DURATION",
+              help="How long a run may go without every node's first throughput line "
+                   "before `scaling` fails (a run whose job ends first fails at once).")
 @json_option
 def scaling(spec_file: str, command: tuple[str, ...], node_counts: str, duration: str,
             out_dir: str, workdir_option: str | None, input_only: bool,
-            io_args: str) -> None:
+            io_args: str, rate_wait: str) -> None:
     """Run the job on 1, 2, 4, ... nodes and print the scaling table: samples/s, speedup,
     efficiency (% of linear), $ per million samples; a CSV and a PNG chart beside it.
 
     Each run replaces the cluster's job (nothing is relaunched) and is stopped after
-    its measurement.
+    its measurement. Every node must print its samples/s (MXNet's Speedometer, `N
+    samples/s`, or train.throughput_pattern): a run whose job ends first, or that
+    prints none within --rate-wait, fails the command.
 
     \b
     Example:
@@ -225,15 +230,18 @@ def scaling(spec_file: str, command: tuple[str, ...], node_counts: str, duration
     try:
         counts = [int(n) for n in node_counts.split(",")]
         seconds = float(duration_seconds(duration))
+        wait = float(duration_seconds(rate_wait))
     except ValueError as exc:
-        raise UsageError(f"--nodes {node_counts} / --duration {duration}: {exc}",
-                         "e.g. --nodes 1,2,4 --duration 60s") from exc
+        raise UsageError(f"--nodes {node_counts} / --duration {duration} / --rate-wait "
+                         f"{rate_wait}: {exc}",
+                         "e.g. --nodes 1,2,4 --duration 60s --rate-wait 5m") from exc
     ctx = get_ctx()
     rt = Runtime.make(region=ctx.region, profile=ctx.profile,
                       report=ctx.reporter(ctx.err_console))
     result = do_scaling(spec_file, counts, duration=seconds, command=command,
                         workdir_option=workdir_option, input_only=input_only,
-                        io_args=io_args, region=ctx.region, profile=ctx.profile, rt=rt)
+                        io_args=io_args, rate_wait=wait, region=ctx.region,
+                        profile=ctx.profile, rt=rt)
     base = Path(out_dir) / f"scaling-{result.cluster}{'-io' if input_only else ''}"
     base.with_suffix(".csv").write_text(csv_text(result.rows))
     title = f"{result.cluster} {'input pipeline' if input_only else 'scaling'}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sysconfig
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -174,3 +175,22 @@ def test_scaling_io_only_runs_the_input_pipeline_alone(cluster: Cluster, tmp_pat
     assert all(r["samples_per_s"] > 0 for r in result["rows"])
     assert (tmp_path / f"scaling-{cluster.name}-io.csv").is_file()
     assert not cluster.active()
+
+
+def test_scaling_fails_at_once_when_the_job_ends_without_a_throughput_line(
+        cluster: Cluster, tmp_path: Path):
+    """A job that prints no samples/s and ends: `scaling` fails as soon as it sees the
+    end (not after --rate-wait), exit 1, naming train.throughput_pattern; nothing is
+    left running and no table is written."""
+    started = time.monotonic()
+    run = cluster.cli("scaling", str(cluster.spec), "--nodes", "1,2", "--duration", "10s",
+                      "--out", str(tmp_path), "--workdir", str(cluster.work), "--", "python3",
+                      "-c", "'import time; print(\"no rate here\"); time.sleep(3)'",
+                      timeout=300)
+    took = time.monotonic() - started
+    assert run.returncode == 1, run.stdout + run.stderr[-3000:]
+    assert "succeeded before every node printed a throughput" in run.stderr, run.stderr
+    assert "train.throughput_pattern" in run.stderr and "Traceback" not in run.stderr
+    assert took < 60, took  # the first run's end, not 5 minutes of --rate-wait
+    assert "on 2 node(s)" not in run.stderr  # the first size failed: no second run
+    assert not list(tmp_path.iterdir()) and not cluster.active()

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit.dataset.recordio import IndexedRecordWriter, pack_header
+from clusterkit.training import sampler
 from tests import support
 
 pytestmark = pytest.mark.mxnet
@@ -112,6 +113,23 @@ def test_two_workers_aggregate_gradients_and_agree(tmp_path: Path):
         assert r["params"] == pytest.approx([want] * 4, abs=1e-5)
     assert results[0]["params"] == results[1]["params"]
     assert logs.count("OK") == 2 and "MISMATCH" not in logs
+
+
+def test_every_worker_prints_speedometer_lines_the_sampler_reads_as_a_rate(tmp_path: Path):
+    """MXNet's Speedometer on every worker every --speed-every steps: `Epoch[0] Batch
+    [5-10]\tSpeed: N samples/sec\tparam-error=0.000000`; the node sampler's parser
+    (what `top`, the report and `scaling` read) gives a rate from each."""
+    job = Job(tmp_path, "--steps", "12", "--speed-every", "4", "--batch-size", "64")
+    codes, _, _ = job.finish()
+    for worker in ("worker0.log", "worker1.log"):
+        text = (tmp_path / worker).read_text()
+        assert codes == [0, 0], text
+        found = re.findall(r"^Epoch\[0\] Batch \[(\d+)-(\d+)\]\tSpeed: [\d.]+ samples/sec"
+                           r"\tparam-error=([\d.e+-]+)$", text, re.M)
+        assert [(a, b) for a, b, _ in found] == [("0", "4"), ("4", "8"), ("8", "12")], text
+        assert all(float(error) < 1e-4 for _, _, error in found), text  # aggregated
+        rates = [sampler.throughput(line) for line in text.splitlines() if "Speed:" in line]
+        assert len(rates) == 3 and all(r is not None and r > 0 for r in rates), text
 
 
 def test_workers_read_their_shards_of_a_recordio_file(tmp_path: Path):
