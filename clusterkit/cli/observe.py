@@ -31,6 +31,13 @@ def _bytes(value: float | None) -> str:
     return f"{value:.0f} B/s"
 
 
+def _cores(value: float | None) -> str:
+    """The job's CPU as the findings write it (diagnose.cores: 0.04, not 0.0)."""
+    from clusterkit.training.diagnose import cores
+
+    return "-" if value is None else f"{cores(value)} cores"
+
+
 def _gpu_cells(row: NodeRow) -> list[str]:
     if not row.gpus:
         return ["-", "-"]
@@ -55,7 +62,7 @@ def table(frame: TopFrame, gpus: bool = False) -> Table:
         if row.error:
             out.add_row(row.node, f"[red]{row.error}[/red]", *[""] * 7)
             continue
-        out.add_row(row.node, *_gpu_cells(row), _rate(row.job_cpu, " cores"),
+        out.add_row(row.node, *_gpu_cells(row), _cores(row.job_cpu),
                     _rate(row.iowait, "%"), _bytes(row.net_rx), _bytes(row.net_tx),
                     "-" if row.disk_read is None else f"{row.disk_read:.1f} MB/s",
                     _rate(row.samples_per_s))

@@ -18,8 +18,8 @@ try:  # imported as clusterkit.training.diagnose
 except ImportError:  # a file beside gpuhealth.py on a node
     from gpuhealth import gpu_health, parse_xids, problems
 
-__all__ = ["Context", "Finding", "Kind", "NodeHealth", "Severity", "diagnose", "gpu_health",
-           "parse_xids"]
+__all__ = ["Context", "Finding", "Kind", "NodeHealth", "Severity", "cores", "diagnose",
+           "gpu_health", "now", "parse_xids"]
 
 # Fewer samples than this per node (6 s at the sampler's 2 s) describe a moment, not a window.
 MIN_SAMPLES = 3
@@ -51,6 +51,9 @@ STALL_UTIL = 5.0
 STALL_CPU = 0.05
 # A node with no sample this long is lost (train.node_timeout's default), not stalled.
 SAMPLES_LIVE_S = 60.0
+# A node's samples/s now (`top`'s column, the findings' figure): the mean over its newest
+# this many samples (a throughput line comes every few batches, not every sample).
+RATE_RECENT = 5
 
 
 class Kind(str, Enum):
@@ -61,6 +64,7 @@ class Kind(str, Enum):
     COMMUNICATION_BOUND = "communication_bound"
     STRAGGLER = "straggler"
     GPU_MEMORY_HEADROOM = "gpu_memory_headroom"
+    NO_THROUGHPUT = "no_throughput"  # nothing else found, and a node printed no samples/s
     HEALTHY = "healthy"
 
 
@@ -135,6 +139,30 @@ def _pct(values: Sequence[float], q: float) -> float:
 
 def _num(value: object) -> float | None:
     return None if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
+
+
+def _recent(samples: Sequence[Mapping], key: str, count: int) -> float | None:
+    """The mean of ``key`` among the newest ``count`` samples (None: none has one)."""
+    return _mean([v for s in samples[-count:] for v in [_num(s.get(key))] if v is not None])
+
+
+def now(samples: Sequence[Mapping]) -> tuple[float | None, float | None]:
+    """A node's (job CPU, samples/s) now, from its samples (oldest first): the job CPU of
+    its newest sample, the samples/s over its newest RATE_RECENT. `top`'s columns and the
+    findings' figures are these, so a column and the finding beside it say the same."""
+    return _recent(samples, "job_cpu", 1), _recent(samples, "samples_per_s", RATE_RECENT)
+
+
+def cores(value: float) -> str:
+    """Cores as `top` and the findings write them: two decimals under 1 (0.04, not 0.0),
+    one under 10, none above."""
+    return f"{value:.2f}" if value < 1 else f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+def _cores_per_node(values: Sequence[float], vcpus: int) -> str:
+    low, high = cores(min(values)), cores(max(values))
+    span = low if low == high else f"{low} to {high}"
+    return f"job CPU {span} of {vcpus} cores" + (" per node" if len(values) > 1 else "")
 
 
 def _summarise(node: int, samples: Sequence[dict]) -> _Node:
@@ -288,6 +316,14 @@ _FIXES = {  # (kind, "torch" | "mxnet" | None: either; "lazy" for a fresh clone)
     "storage.dataset.throughput, or copy the dataset to storage.scratch (instance store)",
     (Kind.GPU_MEMORY_HEADROOM, None): "the GPUs are busy with memory to spare: raise the batch "
     "size (about 2x, scaling the learning rate with it) for more samples/s",
+    (Kind.NO_THROUGHPUT, "mxnet"): "print the samples/s on every worker (MXNet's "
+    "mx.callback.Speedometer: `Speed: N samples/sec`), or set train.throughput_pattern to a "
+    "regex whose one group captures what your script prints; without it nothing judges the "
+    "job's speed (stragglers by samples/s, the report's samples, `scaling`)",
+    (Kind.NO_THROUGHPUT, None): "print the samples/s on every rank (`N samples/s`), or set "
+    "train.throughput_pattern to a regex whose one group captures what your script prints; "
+    "without it nothing judges the job's speed (stragglers by samples/s, the report's "
+    "samples, `scaling`)",
 }
 
 
@@ -369,17 +405,33 @@ def _unhealthy(nodes: Sequence[_Node], ctx: Context) -> Finding | None:
     return Finding(Kind.UNHEALTHY_GPU, tuple(h[0] for h in hits), _join(hits, 8), fix, severity)
 
 
-def _healthy(nodes: Sequence[_Node], ctx: Context) -> Finding:
+def _summary(nodes: Sequence[_Node], ctx: Context) -> str:
+    """The nodes as `top` shows them now: GPU util over the window, each node's job CPU
+    and samples/s (``now``: the same figures as `top`'s columns)."""
     util = _mean([u for n in nodes for u in n.s["util"]])
-    cpu = _mean([c for n in nodes for c in n.s["job_cpu"]])
-    sps = [n.mean("sps") or 0.0 for n in nodes if n.s["sps"]]
+    figures = [now(n.samples) for n in nodes]
+    cpu = [c for c, _ in figures if c is not None]
+    sps = [r for _, r in figures if r is not None]
     span = max(n.samples[-1]["t"] - n.samples[0]["t"] for n in nodes)
     parts = [f"{len(nodes)} node(s) over {span / 60:.1f} min",
              "" if util is None else f"GPU util mean {util:.0f}%",
-             "" if cpu is None else f"job CPU {cpu:.1f} of {ctx.vcpus} cores",
+             _cores_per_node(cpu, ctx.vcpus) if cpu else "",
              f"{sum(sps):.0f} samples/s in all" if sps else ""]
-    return Finding(Kind.HEALTHY, tuple(n.node for n in nodes), ", ".join(p for p in parts if p),
-                   "nothing to change", Severity.INFO)
+    return ", ".join(p for p in parts if p)
+
+
+def _healthy(nodes: Sequence[_Node], ctx: Context) -> Finding:
+    """Healthy, when every node printed its samples/s; else that there is no throughput
+    data (where none of them did): nothing says whether the job goes fast."""
+    silent = [n.node for n in nodes if not n.s["sps"]]
+    if not silent:
+        return Finding(Kind.HEALTHY, tuple(n.node for n in nodes), _summary(nodes, ctx),
+                       "nothing to change", Severity.INFO)
+    which = "any node" if len(silent) == len(nodes) else \
+        "node(s) " + ", ".join(map(str, silent))
+    return Finding(Kind.NO_THROUGHPUT, tuple(silent),
+                   f"no throughput data: no samples/s line from {which}; "
+                   f"{_summary(nodes, ctx)}", _fix(Kind.NO_THROUGHPUT, ctx), Severity.INFO)
 
 
 def diagnose(windows: Mapping[int, Sequence[dict]], ctx: Context) -> list[Finding]:

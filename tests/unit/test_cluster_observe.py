@@ -68,3 +68,30 @@ def test_the_teller_says_each_finding_once_naming_the_nodes():
     assert len(stragglers) == 1 and "on worker-2:" in stragglers[0], said
     assert "samples/s" in stragglers[0] and "fix:" in stragglers[0]
     assert not [line for line in said if "healthy" in line]
+
+
+def test_top_s_job_cpu_column_and_its_finding_say_the_same_figure():
+    """The sandbox's job: an import burst, then 0.04 cores on the master and 0.21 on the
+    worker, no throughput line. The column shows 0.04 / 0.21 cores (not 0.0), the finding
+    the same two figures, and it says there is no throughput data (not healthy)."""
+    from rich.console import Console
+
+    from clusterkit.cli.observe import findings_text, table
+    from clusterkit.training import diagnose
+
+    cpus = {0: [1.6, 0.9] + [0.04] * 8, 1: [1.7, 1.0] + [0.21] * 8}
+    windows = {node: [sample(2.0 * t, node, rate=None, cpu=c) for t, c in enumerate(cpu)]
+               for node, cpu in cpus.items()}
+    rows = tuple(row_of(name, i, windows[i]) for i, name in enumerate(["master", "worker-1"]))
+    assert [r.job_cpu for r in rows] == [pytest.approx(0.04), pytest.approx(0.21)]
+    ctx = diagnose.Context("c5.large", vcpus=2, gpus=0, network_gbps=10.0)
+    found = diagnose.diagnose(windows, ctx)
+    frame = TopFrame("c1", "j-1", 20.0, rows, tuple(found))
+    console = Console(width=200, record=True)
+    console.print(table(frame))
+    console.print("\n".join(findings_text(frame)))
+    text = console.export_text()
+    assert "0.04 cores" in text and "0.21 cores" in text and "0.0 cores" not in text
+    assert [f.kind for f in found] == [diagnose.Kind.NO_THROUGHPUT]
+    assert "job CPU 0.04 to 0.21 of 2 cores per node" in found[0].evidence
+    assert "no throughput data" in text and "healthy" not in text

@@ -9,7 +9,6 @@ import contextlib
 import dataclasses
 import json
 import shlex
-import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +24,6 @@ from clusterkit.remote.fanout import Connections
 from clusterkit.training import diagnose, jobfiles
 
 WINDOW = 300.0  # seconds of samples kept per node for the diagnosis
-RATE_SAMPLES = 5  # samples/s: the mean of a node's newest this many (a smoother figure)
 FIRST_READ = 120  # samples asked of each node on the first frame
 
 
@@ -46,13 +44,13 @@ class NodeRow:
     index: int
     at: float | None = None  # the newest sample's time
     gpus: tuple[GpuRow, ...] = ()  # none: no GPU here, or no nvidia-smi
-    job_cpu: float | None = None  # cores (CPU-seconds per second of the job)
+    job_cpu: float | None = None  # cores (CPU-seconds per second), diagnose.now
     iowait: float | None = None  # % of the node's CPU time
     net_rx: float | None = None  # bytes/s
     net_tx: float | None = None
     disk_read: float | None = None  # MB/s of the dataset volume
     disk_ms: float | None = None  # ms per read there
-    samples_per_s: float | None = None
+    samples_per_s: float | None = None  # diagnose.now: as the findings say it
     error: str | None = None  # the node did not answer
 
     @property
@@ -92,22 +90,22 @@ class TopFrame:
 
 
 def row_of(name: str, index: int, samples: Sequence[Mapping[str, Any]]) -> NodeRow:
-    """A node's row from its samples (oldest first)."""
+    """A node's row from its samples (oldest first): the newest sample, its job CPU and
+    samples/s as the findings quote them (``diagnose.now``: samples/s smoothed)."""
     if not samples:
         return NodeRow(name, index, error="no sample yet (the job's sampler writes one "
                                          "every train.sample_interval)")
     last = samples[-1]
-    rates = [s["samples_per_s"] for s in samples[-RATE_SAMPLES:]
-             if s.get("samples_per_s") is not None]
+    cpu, rate = diagnose.now(samples)
     net, disk = last.get("net") or {}, last.get("disk") or {}
     gpus = tuple(GpuRow(int(g.get("index", i)), str(g.get("name", "")), g.get("util"),
                         g.get("mem_used"), g.get("mem_total"))
                  for i, g in enumerate(last.get("gpus") or ()))
-    return NodeRow(name, index, at=last.get("t"), gpus=gpus, job_cpu=last.get("job_cpu"),
+    return NodeRow(name, index, at=last.get("t"), gpus=gpus, job_cpu=cpu,
                    iowait=(last.get("cpu") or {}).get("iowait"), net_rx=net.get("rx_Bps"),
                    net_tx=net.get("tx_Bps"), disk_read=disk.get("read_MBps"),
                    disk_ms=disk.get("read_ms_per_op"),
-                   samples_per_s=statistics.fmean(rates) if rates else None)
+                   samples_per_s=rate)
 
 
 # What the observer imports, sent before it (gpuwatch reads the GPUs' health).
