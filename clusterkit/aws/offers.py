@@ -36,6 +36,7 @@ from clusterkit.errors import AwsError, ClusterkitError, UsageError
 from clusterkit.kinds import Market
 
 PRODUCT = "Linux/UNIX"
+Size = tuple[int, int]  # a type's GPUs and vCPUs
 Progress = Callable[[int, int, str], None]  # (done, total, what just finished)
 
 
@@ -130,7 +131,7 @@ def _zones(ec2: Any, region: str, types: Sequence[str]) -> _Zones:
     return found
 
 
-def _region_offers(ec2: Any, region: str, types: Sequence[str], gpus: dict[str, int],
+def _region_offers(ec2: Any, region: str, types: Sequence[str], sizes: dict[str, Size],
                    on_demand: OnDemandPrices) -> list[Offer]:
     zones = _zones(ec2, region, types)
     offers: list[Offer] = []
@@ -140,28 +141,32 @@ def _region_offers(ec2: Any, region: str, types: Sequence[str], gpus: dict[str, 
         if not names:
             continue
         od = on_demand.price(itype, region)
+        gpus, vcpus = sizes[itype]
         for zone in names:
             zid = zones.name_to_id[zone]
             kind, blocked = zones.kinds[zone], zones.blocked.get(zone, "")
             offers.append(Offer(itype, region, zone, zid, Market.SPOT, zones.spot.get((itype, zone)),
-                                od, gpus[itype], zone_type=kind, blocked=blocked))
-            offers.append(Offer(itype, region, zone, zid, Market.ON_DEMAND, od, od, gpus[itype],
-                                zone_type=kind, blocked=blocked))
+                                od, gpus, zone_type=kind, blocked=blocked, vcpus=vcpus))
+            offers.append(Offer(itype, region, zone, zid, Market.ON_DEMAND, od, od, gpus,
+                                zone_type=kind, blocked=blocked, vcpus=vcpus))
     return offers
 
 
-def _gpu_counts(session: Any, region: str, types: Sequence[str], calls: _Calls) -> dict[str, int]:
-    """GPUs per type from the catalog; DescribeInstanceTypes for types it lacks."""
-    counts = {t: instances.lookup(t).gpu_count for t in types if instances.lookup(t)}
-    unknown = [t for t in types if t not in counts]
+def _sizes(session: Any, region: str, types: Sequence[str], calls: _Calls) -> dict[str, Size]:
+    """GPUs and vCPUs per type (what offers are ranked by) from the catalog;
+    DescribeInstanceTypes for types it lacks (0, 0: unknown)."""
+    sizes = {t: (known.gpu_count, known.vcpus) for t in types
+             if (known := instances.lookup(t)) is not None}
+    unknown = [t for t in types if t not in sizes]
     if unknown:
         ec2 = calls.watch(client(session, "ec2", region))
         with aws_call("DescribeInstanceTypes", ",".join(unknown)):
             found = ec2.describe_instance_types(InstanceTypes=unknown)
         for item in found.get("InstanceTypes", []):
             entry = build.entry_from_describe(item)
-            counts[entry["name"]] = entry["gpu"]["count"] if entry["gpu"] else 0
-    return {t: counts.get(t, 0) for t in types}
+            sizes[entry["name"]] = (entry["gpu"]["count"] if entry["gpu"] else 0,
+                                    entry["vcpus"])
+    return {t: sizes.get(t, (0, 0)) for t in types}
 
 
 def _check_args(instance_types: Sequence[str], regions: Sequence[str], count: int) -> None:
@@ -220,7 +225,7 @@ def search_offers(session: Any, *, instance_types: Sequence[str], regions: Seque
     calls = _Calls()
     on_demand = OnDemandPrices(session, use_api=use_pricing_api)
     on_demand.count_call = calls.add
-    gpus = _gpu_counts(session, regions[0], types, calls)
+    sizes = _sizes(session, regions[0], types, calls)
     collect = _Collect(len(regions) + len(types), progress)
     if progress:
         progress(0, collect.total, f"{len(regions)} region(s), {len(types)} type(s)")
@@ -228,7 +233,7 @@ def search_offers(session: Any, *, instance_types: Sequence[str], regions: Seque
     region_ec2 = {r: calls.watch(client(session, "ec2", r)) for r in regions}
     score_ec2 = calls.watch(lookup_client(session, regions[0]))
     with ThreadPoolExecutor(max_workers=min(16, collect.total)) as pool:
-        jobs = {pool.submit(_region_offers, region_ec2[r], r, types, gpus, on_demand):
+        jobs = {pool.submit(_region_offers, region_ec2[r], r, types, sizes, on_demand):
                 ("region", r) for r in regions}
         jobs.update({pool.submit(placement_scores, score_ec2, t, regions, count):
                      ("scores", t) for t in types})

@@ -12,9 +12,11 @@ The rule (also in README, section "spot"):
    a. demoted last: a known placement score below ``min_score`` (default 3 of 10)
       means AWS thinks a single-AZ gang of N is unlikely; unknown scores are neutral;
    b. GPU offers before CPU-only offers;
-   c. cost: $/GPU-hour (CPU-only offers: $/node-hour);
+   c. cost per unit of compute: $/GPU-hour (CPU-only offers: $/vCPU-hour; $/node-hour
+      where the vCPUs are unknown);
    d. higher placement score first (unknown counts as 5, the middle);
-   e. position in the spec's ``instance_types``, then in ``regions``;
+   e. position in the spec's ``instance_types`` (a tie-break: the list is the set of
+      types that may be used, not an order of preference), then in ``regions``;
    f. zone name, then market.
 3. Ineligible offers follow in the table, unranked, with the reason as a note.
 """
@@ -49,12 +51,29 @@ class Offer:
     blocked: str = ""  # why the zone cannot be used (a Local Zone not opted in), "" = usable
     # a Capacity Block's end (epoch seconds): the nodes launched into it are tagged with it
     block_end: float | None = None
+    vcpus: int = 0  # 0: unknown
 
     @property
     def per_gpu_hour(self) -> float | None:
         if self.price is None or self.gpus <= 0:
             return None
         return self.price / self.gpus
+
+    @property
+    def per_vcpu_hour(self) -> float | None:
+        if self.price is None or self.vcpus <= 0:
+            return None
+        return self.price / self.vcpus
+
+    @property
+    def unit_cost(self) -> tuple[float | None, str]:
+        """What it is ranked by: $/GPU-hour, else $/vCPU-hour, else $/node-hour, and
+        the unit ("GPU", "vCPU", "node")."""
+        if self.gpus > 0:
+            return self.per_gpu_hour, "GPU"
+        if self.vcpus > 0:
+            return self.per_vcpu_hour, "vCPU"
+        return self.price, "node"
 
     @property
     def discount(self) -> float | None:
@@ -98,7 +117,7 @@ def _index(items: Sequence[str], value: str) -> int:
 
 def _sort_key(offer: Offer, *, min_score: int, instance_types: Sequence[str],
               regions: Sequence[str]) -> tuple[Any, ...]:
-    unit_cost = offer.per_gpu_hour if offer.gpus > 0 else offer.price
+    unit_cost = offer.unit_cost[0]
     score = NEUTRAL_SCORE if offer.placement_score is None else offer.placement_score
     return (_is_demoted(offer, min_score), offer.gpus <= 0, round(unit_cost or 0.0, 6), -score,
             _index(instance_types, offer.instance_type), _index(regions, offer.region),

@@ -47,6 +47,8 @@ def offer_json(r: RankedOffer, count: int) -> dict[str, Any]:
         "discount_pct": None if o.discount is None else round(100 * o.discount, 1),
         "gpus": o.gpus,
         "per_gpu_hour": None if o.per_gpu_hour is None else round(o.per_gpu_hour, 6),
+        "vcpus": o.vcpus,
+        "per_vcpu_hour": None if o.per_vcpu_hour is None else round(o.per_vcpu_hour, 6),
         "cluster_per_hour": None if o.price is None else round(o.price * count, 6),
         "placement_score": o.placement_score, "note": r.note,
     }

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from clusterkit.catalog.ranking import Offer
 from clusterkit.catalog.report import SpotReport
 from clusterkit.cli.context import get_ctx, json_option
 from clusterkit.cli.render import print_json
@@ -36,6 +37,13 @@ def _money(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _per_unit(offer: Offer) -> str:
+    """What the offer is ranked by: $ per GPU-hour, or per vCPU-hour for a type without
+    GPUs ("-": neither is known)."""
+    value, unit = offer.unit_cost
+    return "-" if value is None or unit == "node" else f"{value:.4f}/{unit}"
+
+
 def report_table(report: SpotReport) -> Table:
     source = "Pricing API" if report.on_demand_source == "pricing-api" else "shipped snapshot"
     table = Table(title=f"spot offers for {report.count} node(s), single AZ "
@@ -44,7 +52,7 @@ def report_table(report: SpotReport) -> Table:
             ("rank", "right", False), ("type", "left", False), ("region", "left", False),
             ("AZ", "left", False), ("spot $/h", "right", False),
             ("on-demand $/h", "right", False), ("discount", "right", False),
-            ("$/GPU-h", "right", False), ("placement score", "right", True),
+            ("$/unit-h", "right", False), ("placement score", "right", True),
             ("note", "left", True)):
         table.add_column(name, justify=justify, no_wrap=not wrap)  # type: ignore[arg-type]
     for r in report.ranked:
@@ -53,7 +61,7 @@ def report_table(report: SpotReport) -> Table:
             "-" if r.rank is None else str(r.rank), o.instance_type, o.region,
             f"{o.az} ({o.az_id})", _money(o.price), _money(o.on_demand_price),
             "-" if o.discount is None else f"{100 * o.discount:.0f}%",
-            _money(o.per_gpu_hour), "?" if o.placement_score is None else str(o.placement_score),
+            _per_unit(o), "?" if o.placement_score is None else str(o.placement_score),
             r.note, style="dim" if r.rank is None else ("bold green" if r.rank == 1 else None))
     for region, why in sorted(report.region_errors.items()):
         table.add_row("-", "(all)", region, "-", "-", "-", "-", "-", "-",

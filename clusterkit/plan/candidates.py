@@ -13,6 +13,7 @@ from clusterkit.kinds import Market
 from clusterkit.plan.nodes import Node, node_order
 from clusterkit.plan.observed import Observed
 from clusterkit.plan.reservation import reservation_offer
+from clusterkit.spec.checks import MIXED_HINT, mixed_types
 from clusterkit.spec.model import Spec
 
 
@@ -69,3 +70,12 @@ def plan_candidates(spec: Spec, observed: Observed) -> tuple[Offer, ...]:
     if ranked:
         return tuple(ranked)
     return (observed.fallback,) if observed.fallback else ()
+
+
+def mixed_warnings(spec: Spec, offers: Sequence[Offer]) -> tuple[str, ...]:
+    """validate's warning for an instance_types list of GPU types and types without
+    (as the offer search counted their GPUs), said where `plan` and `up` show the launch."""
+    gpus = {o.instance_type: o.gpus for o in offers}
+    types = [t for t in spec.nodes.instance_types if t in gpus]
+    message = mixed_types([t for t in types if gpus[t] > 0], [t for t in types if gpus[t] <= 0])
+    return (f"nodes.instance_types: {message}; {MIXED_HINT}",) if message else ()

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from clusterkit.catalog.ranking import Offer
 from clusterkit.errors import SpecIssue
 from clusterkit.kinds import KeyPairAction, StackAction
-from clusterkit.plan.candidates import plan_candidates
+from clusterkit.plan.candidates import mixed_warnings, plan_candidates
 from clusterkit.plan.cost import hourly
 from clusterkit.plan.drift import Difference, refused, spec_drift
 from clusterkit.plan.nodes import Node, NodeActions, node_actions
@@ -167,8 +167,9 @@ def plan_up(spec: Spec, observed: Observed, notes: Sequence[str] = ()) -> UpPlan
                   candidates=candidates, parameters=MappingProxyType(wanted),
                   dataset_gib=dataset.size_gib if dataset else None, spec=spec,
                   reservation=observed.reservation)
+    mixed = mixed_warnings(spec, observed.offers) if actions.launch else ()
     return replace(plan, warnings=(*(dataset.warnings if dataset else ()),
-                                   *gpu_warnings(spec, plan)),
+                                   *gpu_warnings(spec, plan), *mixed),
                    refusal=launch_refusal(spec, observed.reservation, actions.launch, nodes))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
 
 from clusterkit.autostop.policy import range_problem
@@ -19,6 +19,9 @@ from clusterkit.spec.model import Spec
 from clusterkit.spec.reserved import check_reservation
 
 Add = Callable[..., None]
+MIXED_HINT = ("list GPU types only, or types without GPUs only: the list is the set of types "
+              "that may be used, ranked by $ per GPU-hour (without GPUs: per vCPU-hour), not "
+              "an order of preference")
 _SYSTEM_DIRS = {"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt",
                 "/proc", "/root", "/run", "/sbin", "/sys", "/tmp", "/usr", "/var"}
 # Wider than this, allowed_cidr is more than one site: a warning (IPv6 /48 is one site).
@@ -48,7 +51,7 @@ def check_spec(spec: Spec) -> list[SpecIssue]:
         issues.append(SpecIssue(loc.file, loc.line, loc.col, path, message, hint, level))
 
     for check in (_regions, _nodes, _ssh, _mounts, _dataset, _efs, _train, _instance_facts,
-                  _max_price, _autostop, _network, check_reservation):
+                  _mixed_types, _max_price, _autostop, _network, check_reservation):
         check(spec, add)
     return issues
 
@@ -214,6 +217,25 @@ def _instance_facts(spec: Spec, add: Add) -> None:
                 f"{scratch.mount}", "choose a type with NVMe instance store (e.g. p4d, g5, "
                 "i3) or set storage.scratch.raid0: false")
         _gpu_facts(spec, itype, path, add)
+
+
+def mixed_types(gpu: Sequence[str], cpu: Sequence[str]) -> str | None:
+    """What is said of an instance_types list with GPU types (``gpu``) and types
+    without GPUs (``cpu``): the latter are never used. None for a list of one kind."""
+    if not (gpu and cpu):
+        return None
+    return (f"mixes GPU types ({', '.join(gpu)}) and types without GPUs ({', '.join(cpu)}): "
+            "the types without GPUs are never used")
+
+
+def _mixed_types(spec: Spec, add: Add) -> None:
+    """A warning for a list that mixes GPU and CPU types (types the catalog does not
+    know are left out: whether they have GPUs is not known)."""
+    known = {n: t for n in spec.nodes.instance_types if (t := instances.lookup(n))}
+    message = mixed_types([n for n, t in known.items() if t.gpu],
+                          [n for n, t in known.items() if not t.gpu])
+    if message:
+        add("nodes.instance_types", message, MIXED_HINT, "warning")
 
 
 def _unknown_type(name: str, path: str, add: Add) -> None:

@@ -140,7 +140,11 @@ MASTER = _obj("The master (node 0), where it differs from the other nodes.", {
 NODES = _obj("The machines: how many, which types, which market.", {
     "count": Key("integer", "Number of nodes (node 0 is the master).", default=1, minimum=1,
                  maximum=100000),
-    "instance_types": Key("array", "Candidate instance types, in order of preference.",
+    "instance_types": Key("array", "Instance types the nodes may be (a set, not an order of "
+                          "preference): new nodes take the offer with the lowest $ per "
+                          "GPU-hour (types without GPUs: per vCPU-hour), list order breaking "
+                          "ties; with GPU types listed, types without GPUs are never used "
+                          "(validate warns).",
                           required=True, min_items=1, unique=True,
                           items=Key("string", "An EC2 instance type.", pattern=INSTANCE_TYPE_RE,
                                     what="an EC2 instance type (family.size)",

@@ -5,6 +5,8 @@ comments next to each assertion."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from clusterkit.catalog.ranking import (
@@ -88,6 +90,30 @@ def test_cpu_only_offers_rank_by_node_price() -> None:
     offers = [spot("c5.xlarge", "us-east-1", "a", 0.05, od=0.17, gpus=0),
               spot("t3.micro", "us-east-1", "a", 0.004, od=0.01, gpus=0)]
     assert [r.offer.instance_type for r in rank_offers(offers)] == ["t3.micro", "c5.xlarge"]
+
+
+def test_cpu_only_offers_rank_by_vcpu_hour_whatever_the_list_order() -> None:
+    """The list is the set of types that may be used: a c5.xlarge at $0.0375/vCPU-h
+    beats a c5.large at $0.0425/vCPU-h (dearer per node, cheaper per vCPU), wherever
+    each is listed; equal $/vCPU-h falls back to the list order."""
+    large = replace(spot("c5.large", "us-east-1", "a", 0.085, od=0.085, gpus=0), vcpus=2)
+    xlarge = replace(spot("c5.xlarge", "us-east-1", "a", 0.15, od=0.17, gpus=0), vcpus=4)
+    for types in (["c5.large", "c5.xlarge"], ["c5.xlarge", "c5.large"]):
+        ranked = rank_offers([large, xlarge], instance_types=types)
+        assert [r.offer.instance_type for r in ranked] == ["c5.xlarge", "c5.large"]
+    assert xlarge.unit_cost == (pytest.approx(0.0375), "vCPU")
+    same = replace(large, instance_type="m5.large")  # the same $/vCPU-h: list order
+    ranked = rank_offers([large, same], instance_types=["m5.large", "c5.large"])
+    assert [r.offer.instance_type for r in ranked] == ["m5.large", "c5.large"]
+
+
+def test_a_mixed_list_ranks_only_its_gpu_types() -> None:
+    """[c5.large, p4d.24xlarge]: the first listed is a CPU type, and never used."""
+    cpu = replace(spot("c5.large", "us-east-1", "a", 0.03, od=0.085, gpus=0), vcpus=2)
+    gpu = spot("p4d.24xlarge", "us-east-1", "a", 9.0)
+    ranked = rank_offers([cpu, gpu], instance_types=["c5.large", "p4d.24xlarge"])
+    assert [(r.rank, r.offer.instance_type, r.note) for r in ranked] == [
+        (1, "p4d.24xlarge", ""), (None, "c5.large", "no GPU")]
 
 
 FIXTURE = [

@@ -29,16 +29,16 @@ def snapshot_offers(spec: Spec, regions: Sequence[str] = ()) -> list[Offer]:
     offers = []
     for itype in spec.nodes.instance_types:
         known = catalog.lookup(itype)
-        gpus = known.gpu_count if known else 0
+        gpus, vcpus = (known.gpu_count, known.vcpus) if known else (0, 0)
         for region in regions or spec.regions or (spec.region,):
             od = on_demand_price(itype, region)
             for az_id, price in sorted(spot_snapshot(itype, region).items()):
                 kind = zone_type(az_id)
                 offers.append(Offer(itype, region, az_id, az_id, Market.SPOT, price, od, gpus,
                                     zone_type=kind, blocked=zone_block(
-                                        kind, opted_in=None, has_subnet=None)))
+                                        kind, opted_in=None, has_subnet=None), vcpus=vcpus))
             offers.append(Offer(itype, region, f"{region} (any AZ)", None, Market.ON_DEMAND, od,
-                                od, gpus))
+                                od, gpus, vcpus=vcpus))
     return offers
 
 
