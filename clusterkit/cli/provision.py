@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from clusterkit.bootstrap.steps import STEP_NAMES
 from clusterkit.cli import upchart
 from clusterkit.cli.context import check_target_argument, get_ctx, json_option
+from clusterkit.cli.interrupt import reported_interrupt
 from clusterkit.cli.remote import accept_option
 from clusterkit.cli.render import print_json
 from clusterkit.cli.upchart import TIMELINE_OPTION
@@ -21,6 +23,7 @@ from clusterkit.errors import ClusterkitError, UsageError
 if TYPE_CHECKING:
     from clusterkit.bootstrap.run import BootstrapResult
     from clusterkit.cluster.provision.up import UpResult
+    from clusterkit.plan.up import UpPlan
 
 TIMEOUT_HELP = "Give up waiting after this many seconds (default 1800)."
 
@@ -34,36 +37,56 @@ def runtime(region: str | None = None) -> Runtime:
 
 
 @click.command()
-@click.argument("spec_file", type=click.Path(dir_okay=False))
+@click.argument("spec_files", nargs=-1, required=True, metavar="SPEC...",
+                type=click.Path(dir_okay=False))
 @click.option("--offline", is_flag=True,
               help="No AWS calls: shipped catalog and price snapshot, assumes a new cluster.")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
-              help="Save the plan to this file; `clusterkit up --plan FILE` applies exactly "
-              "it, and refuses if the world or the spec changed since.")
+              help="Save the plan to this file (one SPEC only); `clusterkit up --plan FILE` "
+              "applies exactly it, and refuses if the world or the spec changed since.")
 @json_option
-def plan(spec_file: str, offline: bool, out: str | None) -> None:
+def plan(spec_files: tuple[str, ...], offline: bool, out: str | None) -> None:
     """Show what `up` would create or change, the chosen offer and total $/h. Read-only.
-    The lines are the ones `up` shows before it asks.
+    The lines are the ones `up` shows before it asks. Several SPECs: one plan after the
+    other, each under its file's name (the first that fails stops the command).
 
     \b
     Example:
       clusterkit plan examples/imagenet-p4d-spot.yaml --offline
+      clusterkit plan --offline examples/*.yaml
       clusterkit plan cluster.yaml --out plan.json && clusterkit up --plan plan.json
     """
     from clusterkit.cluster.provision.planning import do_plan
+
+    if out and len(spec_files) > 1:
+        raise UsageError(f"--out saves one plan: {len(spec_files)} specs given",
+                         "`clusterkit plan SPEC --out FILE`, one spec at a time")
+    ctx = get_ctx()
+    plans = []
+    for spec_file in spec_files:
+        result = do_plan(spec_file, offline=offline, profile=ctx.profile,
+                         rt=None if offline else runtime(), region=ctx.region, out=out)
+        if not ctx.json:
+            if plans:
+                ctx.console.print()
+            render_plan(ctx.console, result, spec_file if len(spec_files) > 1 else None, out)
+        plans.append({"file": spec_file, "plan": result.to_json()})
+    if ctx.json:
+        print_json(plans[0]["plan"] if len(plans) == 1 else {"plans": plans})
+
+
+def render_plan(console: Console, result: UpPlan, heading: str | None,
+                out: str | None) -> None:
+    """A plan's lines, under ``heading`` (its spec file, when there are several)."""
     from clusterkit.plan.up import plan_lines
 
-    ctx = get_ctx()
-    result = do_plan(spec_file, offline=offline, profile=ctx.profile,
-                     rt=None if offline else runtime(), region=ctx.region, out=out)
-    if ctx.json:
-        print_json(result.to_json())
-    else:
-        for line in plan_lines(result):
-            ctx.console.print(line, highlight=False, markup=False)
-        if out:
-            ctx.console.print(f"saved the plan to {out}: `clusterkit up --plan {out}` applies "
-                              "it", highlight=False, markup=False)
+    if heading is not None:
+        console.print(f"[bold]{escape(heading)}[/bold]", highlight=False)
+    for line in plan_lines(result):
+        console.print(line, highlight=False, markup=False)
+    if out:
+        console.print(f"saved the plan to {out}: `clusterkit up --plan {out}` applies it",
+                      highlight=False, markup=False)
 
 
 def _terminal() -> bool:
@@ -134,11 +157,12 @@ def up(spec_file: str | None, plan_file: str | None, timeout: float, no_wait_ssh
     ctx = get_ctx()
     upchart.check_path(timeline)
     ask = _ask if _terminal() else None
-    result = do_up(spec_file, rt=runtime(), timeout=timeout, wait_ssh=not no_wait_ssh,
-                   yes=yes or ctx.yes, confirm=ask, region=ctx.region,
-                   accept_host_keys=accept_host_keys, bootstrap=not no_bootstrap,
-                   force_steps=force_steps, plan_file=plan_file, autostop=autostop,
-                   wait_start=not no_wait)
+    with reported_interrupt():  # a second Ctrl-C cannot cut off what still runs
+        result = do_up(spec_file, rt=runtime(), timeout=timeout, wait_ssh=not no_wait_ssh,
+                       yes=yes or ctx.yes, confirm=ask, region=ctx.region,
+                       accept_host_keys=accept_host_keys, bootstrap=not no_bootstrap,
+                       force_steps=force_steps, plan_file=plan_file, autostop=autostop,
+                       wait_start=not no_wait)
     render_up(ctx.console, result)
     if timeline:
         upchart.draw(ctx.console, result.cluster, timeline)
