@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -18,6 +19,7 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
 
 if TYPE_CHECKING:  # the job layer imports paramiko: loaded by the commands that use it
+    from clusterkit.cluster.jobs.afterjob import AfterJob
     from clusterkit.cluster.jobs.nccltest import NcclTest
     from clusterkit.cluster.jobs.results import JobOutcome, StopResult
     from clusterkit.training.jobfiles import ProcessState
@@ -42,15 +44,26 @@ def _confirm_stop(job_id: str) -> bool:
         return True
 
 
-def _finish(outcome: JobOutcome) -> None:
-    """Print the outcome; a failed job exits 1 naming node, role and its last lines."""
+def _finish(outcome: JobOutcome, down: Callable[[], AfterJob] | None = None) -> None:
+    """Print the outcome; then ``down`` (`train --down`: after the report, so a teardown
+    never hides it); a failed job exits 1 naming node, role and its last lines."""
     ctx = get_ctx()
+    if not ctx.json:
+        _show(outcome)
+    after = down() if down is not None else None
     if ctx.json:
-        print_json(outcome.to_json())
+        print_json({**outcome.to_json(), **({"down": after.to_json()} if after else {})})
         if not outcome.ok:
             sys.exit(1)
         return
-    err = ctx.err_console
+    error = _failure(outcome)
+    if error is not None:
+        raise error
+
+
+def _show(outcome: JobOutcome) -> None:
+    """The recoveries, the report, and how the job ended (a failure's last lines)."""
+    err = get_ctx().err_console
     for recovery in outcome.recoveries:
         err.print(recovery.describe(), markup=False, highlight=False)
     if outcome.report is not None:
@@ -76,13 +89,18 @@ def _finish(outcome: JobOutcome) -> None:
             err.print(f"  {line}", markup=False, highlight=False)
         for other in outcome.others:
             err.print(f"also: {other.describe()}", markup=False, highlight=False)
-        what = failed.describe()
-    else:
-        what = outcome.reason or outcome.state.value
-    raise ClusterkitError(f"job {outcome.job_id} {outcome.state}: {what}",
-                          f"`clusterkit logs {outcome.cluster} --node {failed.node}` shows "
-                          "its whole log" if failed else
-                          f"`clusterkit logs {outcome.cluster}` shows every log")
+
+
+def _failure(outcome: JobOutcome) -> ClusterkitError | None:
+    """The error a job that did not succeed exits with (None: it succeeded or runs on)."""
+    if outcome.detached or outcome.ok:
+        return None
+    failed = outcome.failed
+    what = failed.describe() if failed is not None else outcome.reason or outcome.state.value
+    return ClusterkitError(f"job {outcome.job_id} {outcome.state}: {what}",
+                           f"`clusterkit logs {outcome.cluster} --node {failed.node}` shows "
+                           "its whole log" if failed else
+                           f"`clusterkit logs {outcome.cluster}` shows every log")
 
 
 def _byte_size(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | None:
@@ -122,10 +140,19 @@ def _byte_size(_ctx: click.Context, _param: click.Parameter, value: str | None) 
 @click.option("--nccl-max-bytes", callback=_byte_size, metavar="SIZE", default=None,
               help="--nccl-test's largest message: bytes, or K/M/G (binary) "
                    "(default 256M on GPUs, 4M on CPUs).")
+@click.option("--down", "down_when", flag_value="success", default=None,
+              help="When the job succeeds, take the cluster down (as `down`, after the "
+                   "job's report); a failed or stopped job leaves it up to look at.")
+@click.option("--down-always", "down_when", flag_value="always",
+              help="When the job ends, however it ends, take the cluster down.")
+@click.option("--yes", "-y", is_flag=True,
+              help="With --down/--down-always: do not ask before deleting (needed "
+                   "without a terminal).")
 @json_option
 def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
           workdir_option: str | None, attach: bool, max_recoveries: int | None,
-          nccl_test: bool, nccl_max_bytes: int | None) -> None:
+          nccl_test: bool, nccl_max_bytes: int | None, down_when: str | None,
+          yes: bool) -> None:
     """Start the distributed job (MXNet PS or torchrun) on every node; live logs; fail-fast.
 
     \b
@@ -133,30 +160,67 @@ def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
                        [-- COMMAND ...]
       clusterkit train SPEC --attach [--max-recoveries N] [--workdir DIR]
       clusterkit train SPEC --nccl-test [--nccl-max-bytes SIZE] [--replace]
+      clusterkit train SPEC --down|--down-always [--yes] [-- COMMAND ...]
     Example:
       clusterkit train examples/sandbox-cpu.yaml --replace
 
     Exit 0 when every worker exited 0, 1 when the job failed (the failed node and role
     and the last lines of its log are shown). Ctrl-C asks whether to stop the job. With
     recoveries allowed, a job that loses nodes gets them replaced (only those) and is
-    started again; each recovery is printed and kept in the job's record."""
+    started again; each recovery is printed and kept in the job's record.
+
+    --down takes the cluster down once the job succeeded (--down-always: once it ended,
+    failed or stopped too), after its report, exactly as `clusterkit down SPEC` does:
+    it asks first (--yes skips; without a terminal --yes is required, checked before the
+    job starts); declining exits 1 with nothing deleted. Not with --detach: nothing
+    follows a detached job to its end (`clusterkit autostop NAME 30m` does that)."""
     from clusterkit.cluster.jobs.train import do_train
 
     ctx = get_ctx()
     if nccl_test or nccl_max_bytes is not None:
         _nccl_test(spec_file, bool(command or detach or attach or workdir_option or
-                                   max_recoveries is not None), nccl_test, replace,
-                   nccl_max_bytes)
+                                   max_recoveries is not None or down_when), nccl_test,
+                   replace, nccl_max_bytes)
         return
+    down = _down_after(spec_file, down_when, detach, yes or ctx.yes)
     if attach:
-        _finish(_attach(spec_file, command, detach, replace, workdir_option, max_recoveries))
+        taken = _attach(spec_file, command, detach, replace, workdir_option, max_recoveries)
+        _finish(taken, None if down is None else lambda: down(taken))
         return
     outcome = do_train(spec_file, command=command, workdir_option=workdir_option,
                        detach=detach, replace=replace,
                        out=sys.stderr if ctx.json else sys.stdout,
                        confirm_stop=_confirm_stop, region=ctx.region, profile=ctx.profile,
                        max_recoveries=max_recoveries, rt=_runtime())
-    _finish(outcome)
+    _finish(outcome, None if down is None else lambda: down(outcome))
+
+
+def _down_after(spec_file: str, when: str | None, detach: bool,
+                yes: bool) -> Callable[[JobOutcome], AfterJob] | None:
+    """`--down`/`--down-always` checked before anything runs (exit 2: with --detach, or
+    with no terminal to ask on and no --yes), as the `down` to run after the job."""
+    if when is None:
+        return None
+    from clusterkit.cli.provision import _ask
+    from clusterkit.cluster.jobs.afterjob import DownWhen, down_after
+    from clusterkit.errors import UsageError
+
+    flag = "--down" if when == "success" else "--down-always"
+    if detach:
+        raise UsageError(f"{flag} takes the cluster down when the job ends, and nothing "
+                         "follows a detached job to its end",
+                         f"run without --detach, or let the idle cluster stop itself: "
+                         f"`clusterkit autostop {spec_file} 30m`")
+    terminal = sys.stdin.isatty()
+    if not (yes or terminal):
+        raise UsageError(f"{flag} would delete the cluster when the job ends and there is "
+                         "no terminal to ask on then: nothing started",
+                         f"pass --yes to take it down without asking (`clusterkit train "
+                         f"{spec_file} {flag} --yes`)")
+    ctx = get_ctx()
+    return lambda outcome: down_after(_runtime(), spec_file, outcome, DownWhen(when),
+                                      yes=yes, confirm=_ask if terminal else None,
+                                      region=ctx.region)
 
 
 def _nccl_test(spec_file: str, other_options: bool, nccl_test: bool, replace: bool,
@@ -169,7 +233,8 @@ def _nccl_test(spec_file: str, other_options: bool, nccl_test: bool, replace: bo
                          f"clusterkit train {spec_file} --nccl-test --nccl-max-bytes 1G")
     if other_options:
         raise UsageError("--nccl-test runs the bandwidth test instead of the job: it takes "
-                         "no COMMAND, --detach, --attach, --workdir or --max-recoveries",
+                         "no COMMAND, --detach, --attach, --workdir, --max-recoveries or "
+                         "--down",
                          f"clusterkit train {spec_file} --nccl-test")
     ctx = get_ctx()
     found = do_nccl_test(spec_file, max_bytes=max_bytes, replace=replace,
