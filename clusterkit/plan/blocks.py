@@ -4,13 +4,16 @@ that use a bought block. PURE."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from clusterkit.autostop.policy import duration_seconds
+from clusterkit.catalog import families, instances
 from clusterkit.errors import UsageError
 from clusterkit.plan.reservation import utc
+from clusterkit.spec.keys import INSTANCE_TYPE_RE
 
 HOUR = 3600
 DAY_HOURS = 24
@@ -18,6 +21,7 @@ DAY_HOURS = 24
 # here before any call (AWS checks the steps itself).
 MOST_HOURS = 182 * DAY_HOURS
 LIST_HINT = "e.g. --duration 24h, 48h, 7d (whole days: AWS sells blocks by the day)"
+DATE_HINT = "e.g. 2026-03-01 or 2026-03-01T11:30 (UTC)"
 
 
 @dataclass(frozen=True)
@@ -61,16 +65,43 @@ def block_hours(text: str) -> int:
     return seconds // HOUR
 
 
-def start_after(text: str | None) -> datetime | None:
-    """``--start-after`` (2026-03-01, or with a time, UTC unless it says otherwise)."""
+def start_after(text: str | None, now: float) -> datetime | None:
+    """``--start-after`` (2026-03-01, or with a time, UTC unless it says otherwise), not
+    before ``now`` (epoch seconds): a date alone may be today's (from ``now`` on), a
+    time may not have passed; UsageError (exit 2) otherwise."""
     if text is None:
         return None
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise UsageError(f"--start-after {text!r} is not a date",
-                         "e.g. 2026-03-01 or 2026-03-01T11:30 (UTC)") from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+        raise UsageError(f"--start-after {text!r} is not a date", DATE_HINT) from None
+    when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    current = datetime.fromtimestamp(now, timezone.utc)
+    dated = len(text) == len("2026-03-01")
+    if (when.date() if dated else when) < (current.date() if dated else current):
+        raise UsageError(f"--start-after {text} is in the past (it is {utc(now)} now)",
+                         f"a date from today on; {DATE_HINT}")
+    return max(when, current) if dated else when
+
+
+def block_type(name: str) -> str | None:
+    """``--type`` checked as `validate` checks nodes.instance_types: UsageError (exit 2)
+    naming the option and the closest known types for a name of no instance type's form
+    or a size AWS does not offer of a family the catalog lists whole; a warning (returned)
+    for any other type the catalog lacks (AWS adds types); None for a known type."""
+    offered = families.not_offered(name)
+    if offered:
+        family = name.partition(".")[0]
+        raise UsageError(f"--type {name}: not an instance type AWS offers (the {family} "
+                         f"family comes in {', '.join(families.COMPLETE_FAMILIES[family])})",
+                         f"did you mean {' or '.join(offered)}?")
+    close = families.close_matches(name, 1)
+    maybe = f"did you mean {close[0]}?" if close else "e.g. --type p5.48xlarge"
+    if not re.match(INSTANCE_TYPE_RE, name):
+        raise UsageError(f"--type {name!r}: not an EC2 instance type (family.size)", maybe)
+    if instances.lookup(name) is None:
+        return f"--type {name} is not in clusterkit's instance catalog ({maybe})"
+    return None
 
 
 def cheapest_first(offerings: Sequence[BlockOffering]) -> list[BlockOffering]:

@@ -6,6 +6,7 @@ command in `--help`'s Cluster stage."""
 from __future__ import annotations
 
 import io
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -20,6 +21,7 @@ from clusterkit.errors import UsageError
 from clusterkit.plan.blocks import (
     BlockOffering,
     block_hours,
+    block_type,
     cheapest_first,
     chosen,
     question,
@@ -41,11 +43,49 @@ def test_durations_are_whole_hours_of_a_block_and_dates_are_utc():
     for bad in ("90m", "0h", "183d", "24", "soon"):
         with pytest.raises(UsageError):
             block_hours(bad)
-    assert start_after("2026-03-01") == datetime(2026, 3, 1, tzinfo=timezone.utc)
-    assert start_after("2026-03-01T11:30+01:00").utcoffset() == timedelta(hours=1)
-    assert start_after(None) is None
+    assert start_after("2026-03-01", T0) == datetime(2026, 3, 1, tzinfo=timezone.utc)
+    assert start_after("2026-03-01T11:30+01:00", T0).utcoffset() == timedelta(hours=1)
+    assert start_after(None, T0) is None
     with pytest.raises(UsageError, match="not a date"):
-        start_after("next tuesday")
+        start_after("next tuesday", T0)
+
+
+def test_a_start_in_the_past_is_refused_today_is_from_now():
+    """Issue 36 item 5: a date before today, or a time already gone, exits 2; today's
+    date alone means from now on."""
+    noon = T0 + 12 * 3600  # 2026-01-01 12:00 UTC
+    for past in ("2025-12-31", "2026-01-01T11:59", "2026-01-01T12:30+01:00"):
+        with pytest.raises(UsageError, match=re.escape(f"--start-after {past} is in")) as err:
+            start_after(past, noon)
+        assert "2026-01-01 12:00 UTC" in err.value.message
+    assert start_after("2026-01-01", noon) == datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
+    assert start_after("2026-01-01T12:01", noon) == datetime(2026, 1, 1, 12, 1,
+                                                             tzinfo=timezone.utc)
+
+
+def test_an_instance_type_aws_does_not_offer_is_refused_naming_the_closest():
+    """Issue 36 item 5, as `validate` checks nodes.instance_types: a misspelt size of a
+    family the catalog lists whole, or no type's form at all, exits 2 naming --type
+    and the closest known types; a type the catalog does not know is a warning."""
+    with pytest.raises(UsageError, match="--type p5.lrage: not an instance type AWS "
+                                         "offers") as err:
+        block_type("p5.lrage")
+    assert err.value.hint == "did you mean p5.4xlarge or p5.48xlarge?"
+    with pytest.raises(UsageError, match="not an EC2 instance type") as err:
+        block_type("p4d24xlarge")
+    assert err.value.hint == "did you mean p4d.24xlarge?"
+    assert block_type("p5.48xlarge") is None
+    assert "not in clusterkit's instance catalog" in (block_type("trn1.32xlarge") or "")
+
+
+def test_the_cli_refuses_them_before_any_call():
+    base = ["capacity-blocks", "--count", "2", "--duration", "24h"]
+    for argv, words in ((["--type", "p5.lrage"], "did you mean p5.4xlarge or p5.48xlarge?"),
+                        (["--type", "p5.48xlarge", "--start-after", "2020-01-01"],
+                         "--start-after 2020-01-01 is in the past")):
+        result = CliRunner().invoke(cli, [*base, *argv, "--region", "us-east-1"])
+        assert result.exit_code == 2, result.output
+        assert words in result.stderr
 
 
 def test_offerings_cheapest_first_and_bought_by_row_or_id():

@@ -15,6 +15,7 @@ from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.plan.blocks import (
     BlockOffering,
     block_hours,
+    block_type,
     cheapest_first,
     chosen,
     question,
@@ -77,12 +78,16 @@ def do_capacity_blocks(*, instance_type: str, count: int, duration: str,
                        rt: Runtime | None = None) -> BlocksResult:
     """List the offerings; with ``buy`` (a row number of the list, or an offering id)
     buy that one (PurchaseCapacityBlock) once confirmed. Usage errors (duration, date,
-    row) exit 2 before any AWS call that costs anything."""
-    hours, earliest = block_hours(duration), start_after(after)
+    row, an instance type AWS does not offer, a start in the past) exit 2 before any AWS
+    call."""
+    hours, unknown = block_hours(duration), block_type(instance_type)
     if count < 1:
         raise UsageError(f"--count {count}: at least one instance", "e.g. --count 2")
     rt = rt or Runtime.make(region=region, profile=profile)
+    earliest = start_after(after, rt.wall())
     where = _region(rt, region)
+    if unknown:
+        rt.warn(unknown)
     listed = tuple(cheapest_first(block_offerings(
         rt.session, where, instance_type=instance_type, count=count, hours=hours,
         start_after=earliest)))
