@@ -131,6 +131,13 @@ class NetworkSafetyError(ClusterkitError):
 class SandboxError(ClusterkitError):
     """The local sandbox is not running or could not do what was asked."""
 
+    @classmethod
+    def not_running(cls, detail: str) -> SandboxError:
+        """The sandbox is not running (``detail``: how that was found), with the hint
+        every command gives for it."""
+        return cls(f"the sandbox is not running ({detail})",
+                   "start it with `clusterkit sandbox start`")
+
 
 class NotEmulated(ClusterkitError):
     """A step the sandbox cannot emulate on this machine (no md driver, not root...)."""

@@ -16,7 +16,15 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
-from clusterkit.errors import AwsError, CapacityError, CredentialsError, QuotaError
+from clusterkit.errors import (
+    AwsError,
+    CapacityError,
+    ClusterkitError,
+    CredentialsError,
+    QuotaError,
+    SandboxError,
+)
+from clusterkit.netguard import sandbox_mode
 
 # What a botocore call can raise besides ClientError: no credentials, endpoint unreachable,
 # timeouts, unparsable responses. aws_call translates all of them, so the CLI never shows
@@ -96,11 +104,18 @@ def error_code(exc: BaseException) -> str:
     return ""
 
 
-def translate(exc: BaseException, operation: str, resource: str | None = None) -> AwsError:
-    """Map a botocore exception to the clusterkit error the caller should raise."""
+def translate(exc: BaseException, operation: str, resource: str | None = None, *,
+              sandbox: bool | None = None) -> ClusterkitError:
+    """Map a botocore exception to the clusterkit error the caller should raise. An
+    endpoint that refuses the connection in sandbox mode (``sandbox``; None: as
+    CLUSTERKIT_SANDBOX says) is the sandbox stopped: SandboxError, as every command that
+    finds it not running says."""
     code = error_code(exc)
-    rule = next((r for r in RULES if r.matches(exc, code)), OTHER)
     what = f"{operation}" + (f" on {resource}" if resource else "")
+    if isinstance(exc, EndpointConnectionError) and (
+            sandbox_mode() if sandbox is None else sandbox):
+        return SandboxError.not_running(f"{what}: its AWS endpoint does not answer: {exc}")
+    rule = next((r for r in RULES if r.matches(exc, code)), OTHER)
     detail = exc.response["Error"].get("Message", str(exc)) if isinstance(exc, ClientError) \
         else str(exc)
     failed = f"{what} failed: {code}: {detail}" if code else f"{what} failed: {detail}"
@@ -115,11 +130,13 @@ class AwsCall:
     ``message`` narrows ``expected`` to errors whose text contains it."""
 
     def __init__(self, operation: str, resource: str | None = None, *,
-                 expected: Collection[str] = (), message: str = "") -> None:
+                 expected: Collection[str] = (), message: str = "",
+                 sandbox: bool | None = None) -> None:
         self.operation = operation
         self.resource = resource
         self.expected = expected
         self.message = message
+        self.sandbox = sandbox  # the endpoint is the sandbox's (None: CLUSTERKIT_SANDBOX)
         self.expected_error: str | None = None  # the expected code that ended the block
 
     def __enter__(self) -> AwsCall:
@@ -133,10 +150,10 @@ class AwsCall:
         if code and code in self.expected and self.message in str(exc):
             self.expected_error = code
             return True
-        raise translate(exc, self.operation, self.resource) from exc
+        raise translate(exc, self.operation, self.resource, sandbox=self.sandbox) from exc
 
 
 def aws_call(operation: str, resource: str | None = None, *, expected: Collection[str] = (),
-             message: str = "") -> AwsCall:
+             message: str = "", sandbox: bool | None = None) -> AwsCall:
     """``with aws_call("DescribeVpcs", region): ...``: see AwsCall."""
-    return AwsCall(operation, resource, expected=expected, message=message)
+    return AwsCall(operation, resource, expected=expected, message=message, sandbox=sandbox)

@@ -32,7 +32,7 @@ from clusterkit.aws.session import client
 from clusterkit.catalog import build, instances
 from clusterkit.catalog.ranking import Offer
 from clusterkit.catalog.zones import ZoneType, zone_block, zone_type
-from clusterkit.errors import AwsError, ClusterkitError, UsageError
+from clusterkit.errors import AwsError, ClusterkitError, SandboxError, UsageError
 from clusterkit.kinds import Market
 
 PRODUCT = "Linux/UNIX"
@@ -193,6 +193,8 @@ class _Collect:
         self.done += 1
         try:
             result = job.result()
+        except SandboxError:
+            raise  # not one region's failure: no region can answer
         except ClusterkitError as exc:
             if kind == "region":
                 self.errors[name] = short(exc.message)

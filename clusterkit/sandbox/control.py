@@ -203,6 +203,5 @@ def require_running(directory: str | os.PathLike[str] | None = None) -> dict[str
     where = state_dir(directory)
     state = running_state(where)
     if state is None:
-        raise SandboxError(f"the sandbox is not running (state dir {where})",
-                           "start it with `clusterkit sandbox start`")
+        raise SandboxError.not_running(f"state dir {where}")
     return state

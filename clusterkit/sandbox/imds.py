@@ -179,6 +179,23 @@ def find_instance(ec2: Any, cluster: str, index: int) -> str | None:
     return next((n.instance_id for n in nodes if n.index == index), None)
 
 
+def running_instance(directory: str | None, cluster: str, node: str,
+                     region: str) -> str | None:
+    """The instance of NODE of CLUSTER running in the sandbox (None: none); SandboxError
+    when the sandbox is not running, or its endpoint no longer answers (it stopped)."""
+    import boto3
+
+    from clusterkit.aws.errors import aws_call
+    from clusterkit.sandbox.client import sandbox_env
+
+    index = node_index(node)
+    env = sandbox_env(directory)
+    ec2 = boto3.client("ec2", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=region,
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    with aws_call("DescribeInstances", f"cluster {cluster}", sandbox=True):
+        return find_instance(ec2, cluster, index)
+
+
 def do_interrupt(directory: str | None, cluster: str, node: str, *, notice: float = 120.0,
                  rebalance_first: float = 0.0, action: str = "terminate",
                  region: str = "us-east-1",
@@ -186,16 +203,10 @@ def do_interrupt(directory: str | None, cluster: str, node: str, *, notice: floa
     """`clusterkit sandbox interrupt`: a rebalance recommendation first (then
     ``rebalance_first`` s), then the interruption notice, ``action`` ``notice`` s later;
     the agent carries it out then. ValueError for a node that is not running."""
-    import boto3
-
-    from clusterkit.sandbox.client import sandbox_env
     from clusterkit.sandbox.state import state_dir
 
     check_name(cluster)  # UsageError (exit 2) before anything is asked
-    env = sandbox_env(directory)
-    ec2 = boto3.client("ec2", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=region,
-                       aws_access_key_id="testing", aws_secret_access_key="testing")
-    iid = find_instance(ec2, cluster, node_index(node))
+    iid = running_instance(directory, cluster, node, region)
     if iid is None:
         raise ValueError(f"no running node {node} of cluster {cluster} in {region}")
     where = state_dir(directory)

@@ -13,7 +13,7 @@ import signal
 from typing import Any
 
 from clusterkit.sandbox import node as nodes
-from clusterkit.sandbox.imds import check_name, find_instance, node_index
+from clusterkit.sandbox.imds import check_name, running_instance
 from clusterkit.sandbox.state import NODES_FILE, read_json
 
 
@@ -21,16 +21,10 @@ def do_partition(directory: str | None, cluster: str, node: str, *, heal: bool =
                  region: str = "us-east-1") -> dict[str, Any]:
     """Freeze (``heal``: thaw) every process of NODE of CLUSTER; ValueError for a node
     that is not running in the sandbox."""
-    import boto3
-
-    from clusterkit.sandbox.client import sandbox_env
     from clusterkit.sandbox.state import state_dir
 
     check_name(cluster)
-    env = sandbox_env(directory)
-    ec2 = boto3.client("ec2", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=region,
-                       aws_access_key_id="testing", aws_secret_access_key="testing")
-    iid = find_instance(ec2, cluster, node_index(node))
+    iid = running_instance(directory, cluster, node, region)
     record = (read_json(state_dir(directory) / NODES_FILE) or {}).get(iid or "")
     if iid is None or not record or not record.get("mntns"):
         raise ValueError(f"no running node {node} of cluster {cluster} in {region}")
