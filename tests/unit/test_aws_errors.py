@@ -22,7 +22,7 @@ from clusterkit.aws.errors import (
     aws_call,
     translate,
 )
-from clusterkit.errors import AwsError, CapacityError, CredentialsError, QuotaError
+from clusterkit.errors import AwsError, CapacityError, CredentialsError, QuotaError, SandboxError
 
 
 def client_error(code: str, message: str = "it went wrong", op: str = "RunInstances"
@@ -75,6 +75,21 @@ def test_unreachable_endpoint():
     assert err.message == f"DescribeVpcs on us-east-1: cannot reach the AWS endpoint ({exc})"
     assert "AWS_ENDPOINT_URL" in (err.hint or "")
     assert err.code is None
+
+
+def test_unreachable_endpoint_in_sandbox_mode_is_the_sandbox_stopped(monkeypatch):
+    """Issue 36 item 6: the sandbox's endpoint refusing the connection means it stopped:
+    what every command says when it finds no sandbox (exit 1, start it)."""
+    exc = EndpointConnectionError(endpoint_url="http://127.0.0.1:9")
+    monkeypatch.setenv("CLUSTERKIT_SANDBOX", "1")
+    for err in (translate(exc, "DescribeVpcs", "us-east-1"),
+                translate(exc, "DescribeVpcs", "us-east-1", sandbox=True)):
+        assert type(err) is SandboxError and err.exit_code == 1
+        assert err.message.startswith("the sandbox is not running (DescribeVpcs on us-east-1")
+        assert err.hint == "start it with `clusterkit sandbox start`"
+    monkeypatch.delenv("CLUSTERKIT_SANDBOX")
+    assert type(translate(exc, "DescribeVpcs", "us-east-1")) is AwsError
+    assert type(translate(exc, "DescribeVpcs", sandbox=True)) is SandboxError
 
 
 def test_other_botocore_errors_carry_their_text():
