@@ -194,6 +194,24 @@ def render_up(console: Console, result: UpResult) -> None:
     else:
         console.print(f"reach it: [bold]ssh -A{port} {result.ssh_user}@{master}[/bold]",
                       highlight=False)
+    render_ssh_hosts(console, result)
+
+
+def render_ssh_hosts(console: Console, result: UpResult) -> None:
+    """``ssh NAME`` and ``ssh NAME-worker-1`` through the cluster's host entries, and the
+    Include line ~/.ssh/config still needs for them (clusterkit never edits it)."""
+    if result.ssh_hosts is None:
+        return
+    names = [f"ssh {result.cluster}"] + ([f"ssh {result.cluster}-worker-1"]
+                                         if len(result.nodes) > 1 else [])
+    from rich.markup import escape
+
+    console.print(f"or by name: [bold]{'[/bold], [bold]'.join(names)}[/bold] (host entries "
+                  f"in {escape(str(result.ssh_hosts))})", highlight=False, soft_wrap=True)
+    if result.ssh_include:
+        console.print(f"  for that, add once at the top of ~/.ssh/config: "
+                      f"[bold]{escape(result.ssh_include)}[/bold]", highlight=False,
+                      soft_wrap=True)
 
 
 def bootstrap_lines(result: BootstrapResult) -> list[str]:

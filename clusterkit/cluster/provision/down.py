@@ -40,7 +40,7 @@ from clusterkit.plan.down import (
     plan_iam,
 )
 from clusterkit.plan.stack import stack_name
-from clusterkit.remote import known_hosts
+from clusterkit.remote import known_hosts, sshhosts
 
 SG_BUSY = ("DependencyViolation", "InvalidGroup.InUse")
 
@@ -326,7 +326,10 @@ def _confirm(plan: DownPlan, *, yes: bool, confirm: Callable[[str], bool] | None
 def _forget(rt: Runtime, cluster: str, searched: Sequence[str], iam_kept: bool) -> bool:
     """Drop the local state (record, host keys) unless the cluster may live on elsewhere:
     its record names regions this `down` did not search (``--region`` narrowed it), or
-    its IAM role is kept for a stack in another region. True when dropped."""
+    its IAM role is kept for a stack in another region. True when dropped. The
+    cluster's entries for the user's ssh (``ssh NAME``) go either way: its nodes here
+    are gone."""
+    sshhosts.remove(cluster)
     rec = record.read(cluster)
     unsearched = [r for r in (rec.search if rec else ()) if r not in searched]
     if unsearched or iam_kept:

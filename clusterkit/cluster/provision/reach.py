@@ -1,6 +1,6 @@
 """`up`'s wait for SSH on every node (progress as each answers, a node reclaimed meanwhile
-aborting the launch) and the host keys recorded under both addresses a node is dialled
-at."""
+aborting the launch), the host keys recorded under both addresses a node is dialled
+at, and the cluster's entries for the user's own ssh (``ssh NAME``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import CapacityError
 from clusterkit.events import Kind, Stage
 from clusterkit.plan.nodes import Node
-from clusterkit.remote import known_hosts
+from clusterkit.remote import known_hosts, sshhosts
 from clusterkit.remote.address import address_or_none
+from clusterkit.remote.connect import Login
 from clusterkit.remote.probe import wait_reachable
 from clusterkit.spec.model import Spec
 
@@ -76,3 +77,20 @@ def record_host_keys(spec: Spec, nodes: Sequence[Node],
     keys = {addr: host_keys[n.instance_id] for n in nodes for via in (False, True)
             if (addr := address_or_none(n, via_gateway=via)) and host_keys.get(n.instance_id)}
     return known_hosts.record(spec.name, keys, spec.ssh.port) if keys else None
+
+
+def write_ssh_hosts(spec: Spec, nodes: Sequence[Node]) -> Path | None:
+    """The cluster's entries for the user's own ssh (``remote.sshhosts``): ``NAME`` for
+    the master, ``NAME-worker-N`` through it; written once its known_hosts holds the
+    nodes' keys (None: no key recorded, or a node without an address)."""
+    if not known_hosts.known_hosts_path(spec.name).exists():
+        return None
+    ordered = sorted((n for n in nodes if n.index is not None), key=lambda n: n.index or 0)
+    master = address_or_none(ordered[0]) if ordered and ordered[0].index == 0 else None
+    workers = [(n.index or 0, address_or_none(n, via_gateway=True)) for n in ordered[1:]]
+    if master is None or any(address is None for _, address in workers):
+        return None
+    login = Login(spec.name, user=spec.ssh.user, port=spec.ssh.port,
+                  identity_file=spec.ssh.identity_file)
+    return sshhosts.write(login, sshhosts.entries(spec.name, master, [
+        (index, address) for index, address in workers if address is not None]))

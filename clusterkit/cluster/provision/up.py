@@ -21,7 +21,7 @@ from clusterkit.cluster.provision.bootstrap import bootstrap_nodes, check_steps
 from clusterkit.cluster.provision.caller import ssh_source_cidr
 from clusterkit.cluster.provision.locks import cluster_lock
 from clusterkit.cluster.provision.observe import observe_up, recheck
-from clusterkit.cluster.provision.reach import record_host_keys, wait_for_ssh
+from clusterkit.cluster.provision.reach import record_host_keys, wait_for_ssh, write_ssh_hosts
 from clusterkit.cluster.provision.refusals import refuse_busy, refuse_drift
 from clusterkit.cluster.provision.regionprep import (
     RegionPlan,
@@ -45,6 +45,7 @@ from clusterkit.plan.nodes import Node, node_actions, node_order
 from clusterkit.plan.observed import Observed
 from clusterkit.plan.provision import ProvisionRecord
 from clusterkit.plan.up import UpPlan, plan_lines, plan_up
+from clusterkit.remote import sshhosts
 from clusterkit.remote.address import address_or_none
 from clusterkit.spec.model import Spec
 
@@ -87,12 +88,16 @@ class UpResult:
     known_hosts: Path | None = None
     bootstrap: BootstrapResult | None = None  # None: not bootstrapped (no SSH wait)
     autostop: AutostopResult | None = None  # None: autostop neither asked for nor running
+    ssh_hosts: Path | None = None  # the entries for `ssh NAME` (remote.sshhosts)
+    ssh_include: str | None = None  # the line ~/.ssh/config still needs for them
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "region": self.region, "hourly_usd": self.hourly_usd,
                 "nodes": [n.to_json() for n in self.nodes],
                 "bootstrap": self.bootstrap.to_json() if self.bootstrap else None,
-                "autostop": self.autostop.to_json() if self.autostop else None}
+                "autostop": self.autostop.to_json() if self.autostop else None,
+                "ssh_hosts": str(self.ssh_hosts) if self.ssh_hosts else None,
+                "ssh_include": self.ssh_include}
 
 
 def do_up(spec_file: str | None, *, rt: Runtime | None = None, profile: str | None = None,
@@ -349,6 +354,7 @@ def _reach(rt: Runtime, spec: Spec, made: ProvisionRecord, stacks: Stacks, deadl
     hostkeys.check_and_record(rt, spec.name, running, host_keys, port=spec.ssh.port,
                               accept=accept_host_keys)
     known = record_host_keys(spec, running, host_keys)
+    hosts = write_ssh_hosts(spec, running)  # `ssh NAME`, `ssh NAME-worker-1`
     made = complete(rt, made, stacks, deadline)  # its instance profile: minutes, meanwhile
     efsaccess.mount_ready(rt, made, deadline)  # created before the SSH wait, ready by now mostly
     booted = None
@@ -360,18 +366,22 @@ def _reach(rt: Runtime, spec: Spec, made: ProvisionRecord, stacks: Stacks, deadl
             nodecache.save(spec.name, running)
             stopping = up_stage(rt, spec, region, running, bool(made.new or made.started))
             if stopping is not None:
-                return replace(up_result(spec, region, running, host_keys, known, booted),
-                               autostop=stopping)
-    return up_result(spec, region, running, host_keys, known, booted)
+                return replace(up_result(spec, region, running, host_keys, known, booted,
+                                         hosts), autostop=stopping)
+    return up_result(spec, region, running, host_keys, known, booted, hosts)
 
 
 def up_result(spec: Spec, region: str, nodes: Sequence[Node], host_keys: dict[str, str],
-              known: Path | None, booted: BootstrapResult | None = None) -> UpResult:
+              known: Path | None, booted: BootstrapResult | None = None,
+              hosts: Path | None = None) -> UpResult:
     """The nodes in index order with their addresses and host keys (``known``: the
-    known_hosts file ``record_host_keys`` wrote)."""
+    known_hosts file ``record_host_keys`` wrote; ``hosts``: the cluster's ssh entries
+    ``write_ssh_hosts`` wrote, with the Include line when ~/.ssh/config lacks it)."""
     ordered = sorted(nodes, key=node_order)
     rows = tuple(UpNode(n.index, n.role, n.instance_id, n.instance_type, n.az, n.market,
                         address_or_none(n), n.private_ip, host_keys.get(n.instance_id))
                  for n in ordered)
     return UpResult(spec.name, region, cluster_hourly(ordered), rows, ssh_user=spec.ssh.user,
-                    ssh_port=spec.ssh.port, known_hosts=known, bootstrap=booted)
+                    ssh_port=spec.ssh.port, known_hosts=known, bootstrap=booted,
+                    ssh_hosts=hosts, ssh_include=None if hosts is None or sshhosts.included()
+                    else sshhosts.include_line())
