@@ -5,10 +5,12 @@ event closes.
 
 On a terminal every other stage is a wait with a live line under its output: a spinner,
 the time it has taken so far and, once the stage reports counts (nodes ready, volumes
-attached), a bar with k/N. It disappears when the stage is done, leaving the lines; the
-stage's periodic "k/N ready" lines are left out there, as the bar says the same. Piped
-or captured output (CI, logs, tests) is the plain lines only, every one of them; a
-counted stage is its start and done lines there, never a bar or a line per step."""
+attached), a bar with k/N. It disappears when the stage is done, or when the command
+fails or is interrupted (an error event of no stage: what follows is plain lines),
+leaving the lines; the stage's periodic "k/N ready" lines are left out there, as the bar
+says the same. Piped or captured output (CI, logs, tests) is the plain lines only, every
+one of them; a counted stage is its start and done lines there, never a bar or a line
+per step."""
 
 from __future__ import annotations
 
@@ -73,6 +75,8 @@ class ConsoleReporter:
         self._quiet: Stage | None = None  # a counted stage with no bar (not a terminal)
 
     def __call__(self, event: Event) -> None:
+        if event.kind is Kind.ERROR and event.stage is None:
+            self.close()  # the command failed or was interrupted: no wait goes on
         if event.kind is Kind.STAGE_STARTED:
             self.close()
             if event.total is not None and self.live:

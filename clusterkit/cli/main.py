@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 from typing import Any
 
@@ -34,6 +35,7 @@ from clusterkit.errors import ClusterkitError
 OFFLINE_COMMANDS = frozenset({"sandbox", "validate", "schema", "pack", "iam-policy"})
 # Commands that ask before spending or deleting: they take --yes after the name too.
 ASKING_COMMANDS = frozenset({"up", "down", "deploy-dataset", "capacity-blocks"})
+INTERRUPTED = 130  # the exit code of Ctrl-C (128 + SIGINT), as a shell's
 DEBUG_HINT = ("run the same command again with --debug (before or after the command name) "
               "for the traceback, and please report it")
 
@@ -81,10 +83,10 @@ class ClusterkitGroup(click.Group):
             _fail(ctx, err)
         except KeyboardInterrupt:
             if _json_requested(ctx):
-                print_json(error_json("interrupted", None, 130))
+                print_json(error_json("interrupted", None, INTERRUPTED))
             else:
                 click.echo("interrupted", err=True)
-            ctx.exit(130)
+            ctx.exit(INTERRUPTED)
         except click.exceptions.Exit:
             raise
         except click.ClickException as exc:
@@ -172,6 +174,8 @@ def main() -> None:
         cli.main(prog_name="clusterkit", standalone_mode=True)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if code == INTERRUPTED:  # another Ctrl-C must not kill the exit itself: Python's
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit resets a handler, not SIG_IGN
         sys.exit(code)
     finally:
         gc.freeze()

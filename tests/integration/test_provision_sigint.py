@@ -7,14 +7,19 @@ still be running (waiting for SSH) when the signal comes."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import queue
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,19 +37,25 @@ def _lines(stream, into: queue.Queue) -> None:
     into.put(None)
 
 
-def _interrupt_when(proc: subprocess.Popen, trigger: str, timeout: float = 60.0) -> str:
+def _read_until(parts: queue.Queue, seen: list[str], done: Callable[[str], bool],
+                what: str, timeout: float = 60.0) -> None:
+    """Append what ``parts`` brings to ``seen`` until ``done(all of it)``."""
+    deadline = time.monotonic() + timeout
+    while not done("".join(seen)):
+        try:
+            part = parts.get(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"no {what} in {timeout}s:\n" + "".join(seen)) from None
+        assert part is not None, f"up ended before {what}:\n" + "".join(seen)
+        seen.append(part)
+
+
+def _interrupt_when(proc: subprocess.Popen, trigger: str) -> str:
     """Read the progress (stdout) until ``trigger`` shows, send SIGINT; all the output."""
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
     seen: list[str] = []
-    deadline = time.monotonic() + timeout
-    while trigger not in "".join(seen):
-        try:
-            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-        except queue.Empty:
-            raise AssertionError(f"no {trigger!r} in {timeout}s:\n" + "".join(seen)) from None
-        assert line is not None, "up ended before the trigger:\n" + "".join(seen)
-        seen.append(line)
+    _read_until(lines, seen, lambda text: trigger in text, repr(trigger))
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)
     while (line := lines.get(timeout=10)) is not None:
@@ -80,4 +91,88 @@ def test_sigint_to_up_then_down_leaves_nothing_then_up_works(cli_env, tmp_path, 
     assert [n.role for n in result.nodes] == ["master", "worker"]
     assert len(leftovers(name)["instances"]) == 2
     do_down(spec, yes=True, rt=runtime())
+    assert leftovers(name) == {}
+
+
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"  # rich's "dots": the frames of a live line
+
+
+def _pty_reader(fd: int, into: queue.Queue) -> None:
+    """Everything the terminal shows, in chunks, until no process holds it any more."""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the last writer closed it
+            chunk = b""
+        if not chunk:
+            into.put(None)
+            return
+        into.put(chunk.decode(errors="replace"))
+
+
+def _ctrl_c(proc: subprocess.Popen) -> None:
+    """What Ctrl-C on the terminal does: SIGINT to its foreground process group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGINT)
+
+
+def _impatient_ctrl_c(proc: subprocess.Popen, fd: int, trigger: str) -> str:
+    """Read the terminal until ``trigger`` shows and its live line has spun a while,
+    press Ctrl-C, then again every 50 ms from the moment `up` says it was interrupted
+    until it exits (for at most 5 s): a user who saw the spinner still going. The
+    terminal's whole output, escapes and all."""
+    chunks: queue.Queue = queue.Queue()
+    threading.Thread(target=_pty_reader, args=(fd, chunks), daemon=True).start()
+    seen: list[str] = []
+    _read_until(chunks, seen, lambda text: trigger in text and
+                text.split(trigger, 1)[1].count(SPINNER[3]) >= 2, f"{trigger!r} spinning")
+    _ctrl_c(proc)
+    until = time.monotonic() + 5
+    while (chunk := chunks.get(timeout=60)) is not None:
+        seen.append(chunk)
+        while "up interrupted" in "".join(seen) and proc.poll() is None \
+                and time.monotonic() < until:
+            _ctrl_c(proc)
+            with contextlib.suppress(queue.Empty):
+                if (chunk := chunks.get(timeout=0.05)) is None:
+                    return "".join(seen)
+                seen.append(chunk)
+    return "".join(seen)
+
+
+def test_ctrl_c_to_up_on_a_terminal_shows_what_still_runs(cli_env, tmp_path):
+    """On a terminal `up` shows a live line under its output (rich). Ctrl-C must leave
+    the lines that say what still runs, its $/h and the `down` command, as piped output
+    does: the live line closes as `up` says it was interrupted (no spinner after it to
+    make a user press again), and more presses meanwhile change nothing (they used to
+    cut the lines off: `up interrupted`, then only `interrupted`)."""
+    name = f"tty-{uuid.uuid4().hex[:6]}"
+    spec = str(write_spec(tmp_path, name=name, count=2, extra="  port: 2\n"))
+    primary, secondary = os.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen([str(CLUSTERKIT), "up", spec, "--yes", "--timeout", "120"],
+                            stdin=secondary, stdout=secondary, stderr=secondary,
+                            start_new_session=True, env={**env, "TERM": "xterm-256color"})
+    os.close(secondary)
+    try:
+        shown = _impatient_ctrl_c(proc, primary, "waiting for SSH on 2 node(s)")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=60)
+        os.close(primary)
+    try:
+        assert proc.returncode == 130, shown
+        assert "Traceback" not in shown and "Exception ignored" not in shown, shown
+        running = leftovers(name).get("instances", [])
+        assert len(running) == 2, running
+        after = shown[shown.index("up interrupted"):]
+        assert f"still running: 2 instance(s) of cluster {name}, $" in after, shown
+        assert all(iid in after for iid in running), (running, shown)
+        assert f"remove them: clusterkit down {name} --region us-east-1" in after, shown
+        assert not set(SPINNER) & set(after), shown  # the live line was closed
+    finally:
+        do_down(spec, yes=True, rt=runtime())
     assert leftovers(name) == {}

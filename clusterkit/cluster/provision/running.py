@@ -70,9 +70,9 @@ def running_lines(cluster: str, nodes: Sequence[Node], regions: Sequence[str]) -
 
 def still_running(rt: Runtime, trail: Trail) -> list[str]:
     """Look the cluster up by tag in the regions `up` touched (what this run knows, if
-    the lookup fails too) and describe what still runs."""
+    the lookup fails, or another Ctrl-C cuts it short) and describe what still runs."""
     nodes: list[Node] = list(trail.nodes.values())
-    with contextlib.suppress(ClusterkitError):
+    with contextlib.suppress(ClusterkitError, KeyboardInterrupt):
         found: list[Node] = []
         for region in trail.regions:
             found += instances.cluster_instances(rt.session, region, trail.cluster)
