@@ -105,13 +105,15 @@ def test_interrupted_pack_leaves_no_complete_looking_output(tmp_path, sig, code,
                              "--quality", "9", "--num-thread", "2", "out", str(root)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if any(n.startswith("out.rec.tmp-") for n in os.listdir(tmp_path)):
-            time.sleep(1.0)  # well into the pack: a few dozen records written
-            break
+
+    def started() -> bool:
+        """The temporary .rec is there: the pack has opened its output and is encoding."""
+        return any(n.startswith("out.rec.tmp-") for n in os.listdir(tmp_path))
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and not started():
         time.sleep(0.05)
-    else:
+    if not started():
         proc.kill()
         pytest.fail("pack never started writing")
     assert proc.poll() is None, "pack finished before it could be interrupted"
