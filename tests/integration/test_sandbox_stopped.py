@@ -62,7 +62,7 @@ def test_every_aws_command_says_the_sandbox_is_not_running(stopped_sandbox):
     runs = [subprocess.Popen([*clusterkit, *argv], env=stopped_sandbox, cwd=ROOT, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             for argv in COMMANDS]
-    for argv, run in zip(COMMANDS, runs):
+    for argv, run in zip(COMMANDS, runs, strict=True):
         out, err = run.communicate(timeout=120)
         assert run.returncode == 1, (argv, out, err)
         assert "error: the sandbox is not running (" in err, (argv, err)
