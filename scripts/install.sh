@@ -48,6 +48,54 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[mxnet,test]'
 
+# torch for the torch-marked tests (torchrun, the all-reduce check): a CPU build in a venv
+# of its own, kept between runs on this machine (a clean clone reuses it), outside /root,
+# /tmp and /home because the sandbox nodes run torch from there and get those dirs empty.
+# CLUSTERKIT_TORCH=0 skips it; CLUSTERKIT_TORCH_INDEX is a pip index with CPU builds
+# (e.g. https://download.pytorch.org/whl/cpu) where the default index has only CUDA ones.
+TORCH_VERSION="$(awk '$1 == "torch" { sub(/^torch==/, "", $3); print $3 }' "$TOOLS")"
+torch_home() {
+    if [ -n "${CLUSTERKIT_TORCH_HOME:-}" ]; then
+        echo "$CLUSTERKIT_TORCH_HOME"
+    elif [ "$(id -u)" -eq 0 ]; then
+        echo "/var/cache/clusterkit/torch-$TORCH_VERSION"
+    else
+        echo "${XDG_CACHE_HOME:-$HOME/.cache}/clusterkit/torch-$TORCH_VERSION"
+    fi
+}
+
+# builds the venv beside its final place and renames it there once torch imports, so an
+# interrupted install never leaves a half-made venv under the name the tests look for
+install_torch() {
+    local home="$1" parent building index=()
+    parent="$(dirname "$home")"
+    mkdir -p "$parent"
+    building="$(mktemp -d "$parent/.building-XXXXXX")"
+    trap 'rm -rf -- "$building"' EXIT
+    [ -n "${CLUSTERKIT_TORCH_INDEX:-}" ] && index=(--index-url "$CLUSTERKIT_TORCH_INDEX")
+    "$PY" -m venv "$building"
+    "$building/bin/python" -m pip install -q --disable-pip-version-check "${index[@]}" \
+        "torch==$TORCH_VERSION" numpy
+    "$building/bin/python" -c 'import torch' 2>/dev/null
+    mv -T "$building" "$home"
+    trap - EXIT
+}
+
+if [ "${CLUSTERKIT_TORCH:-1}" != 0 ]; then
+    home="$(torch_home)"
+    if ! "$home/bin/python" -c 'import torch' >/dev/null 2>&1; then
+        if [ -e "$home" ]; then
+            echo "install: $home exists but does not import torch: remove it, run again" >&2
+            exit 1
+        fi
+        echo "install: torch $TORCH_VERSION (CPU) into $home (once per machine)"
+        install_torch "$home"
+    fi
+    echo "$home/bin/python" >.venv/torch-python  # where the tests find it
+else
+    rm -f .venv/torch-python
+fi
+
 # every apt and pip tool of the list is there now, or the install failed
 absent=()
 while read -r tool how package _; do
@@ -55,6 +103,8 @@ while read -r tool how package _; do
     case "$how" in
         apt) [ "$tool" = python3 ] || have "$tool" || absent+=("$tool ($package)") ;;
         pip) [ -x ".venv/bin/$tool" ] || absent+=("$tool (pip $package)") ;;
+        venv) [ "${CLUSTERKIT_TORCH:-1}" = 0 ] || [ -s ".venv/$tool-python" ] ||
+            absent+=("$tool (venv $package)") ;;
     esac
 done <"$TOOLS"
 if [ "${#absent[@]}" -gt 0 ]; then

@@ -113,12 +113,15 @@ def install_tools() -> str:
     wheels = ", ".join(f"`{c}`" + (f" (the `{p}` wheel)" if p != c else "")
                        for c, p in grouped["pip"])
     optional = ", ".join(f"`{c}`" for c, _p in grouped.get("optional", []))
+    venvs = ", ".join(f"`{p}`" for _c, p in grouped.get("venv", []))
     return ("Both install with `scripts/install.sh`, from the one list in `scripts/tools.txt`: "
             f"`apt-get install` of whichever of these OS packages are missing ({packages}, "
             "and `python3-venv` where `venv` is missing), then a virtual environment in "
             "`.venv` with `pip install -e '.[mxnet,test]'`, which brings the test tools "
-            f"{wheels}; it ends by checking that every listed tool is there. Used where "
-            f"present, never installed: {optional}.\n")
+            f"{wheels}, and a virtual environment of its own for {venvs} (a CPU build, for "
+            "the torchrun tests; see [What the tests need](#what-the-tests-need)); it ends "
+            "by checking that every listed tool is there. Used where present, never "
+            f"installed: {optional}.\n")
 
 
 ROUND_TRIP_NAMES = {"describe": "API round trip: a read (`Describe*`, `List*`, `Get*`, `Head*`)",

@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
-# Install (OS packages + .venv) and run the whole test suite: exactly what CI runs.
+# Install (OS packages, .venv, the torch venv) and run the whole test suite: exactly what
+# CI runs.
 #
-# Random order (pytest-randomly), one seed for both passes; CK_TEST_SEED=N repeats an order.
-#   1. every test that does not use the sandbox daemon, in two processes (pytest-xdist);
-#   2. the tests on the shared sandbox (its SSH nodes own 127.0.0.N:22), in one process;
-#   3. the whole pipeline (scripts/pipeline.py), which starts and stops its own sandbox.
-# Arguments go to both passes (e.g. -x, -k NAME, a path); a pass they leave empty is skipped.
+# One pytest session over every test, in CK_TEST_WORKERS processes (pytest-xdist, 4 by
+# default on any machine: most sandbox tests wait on their nodes, not on a core). Each
+# process that runs a sandbox test starts a sandbox of its own, on a loopback block of
+# its own (127.B.0.0/16), so they never share an address; the pipeline tests start theirs.
+# Random order (pytest-randomly); CK_TEST_SEED=N repeats an order.
+# As root, where the kernel allows it, the tests run in a network namespace of their own
+# with only loopback up (unshare -n): no test can reach beyond 127.0.0.0/8, whatever code
+# it runs. Arguments go to pytest (e.g. -x, -k NAME, a path).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 .venv/bin/ruff check clusterkit tests bench
 seed="${CK_TEST_SEED:-$((RANDOM * 32768 + RANDOM))}"
+workers="${CK_TEST_WORKERS:-4}"
 echo "test order: random, seed $seed (CK_TEST_SEED=$seed scripts/test.sh repeats it)"
 
-run_pass() {
-    local status=0
-    .venv/bin/python -m pytest -q -p no:cacheprovider -p "randomly" "--randomly-seed=$seed" \
-        "$@" || status=$?
-    [ "$status" -eq 0 ] || [ "$status" -eq 5 ]  # 5: the arguments selected nothing here
+# "$@" in a new network namespace with loopback up, where root may make one; else as is
+loopback_only() {
+    if [ "$(id -u)" -eq 0 ] && unshare -n true 2>/dev/null; then
+        echo "network: a namespace of the tests' own, loopback only (unshare -n)"
+        unshare -n sh -c 'ip link set lo up && exec "$@"' sh "$@"
+    else
+        echo "network: the machine's own (no network namespace here: not root, or refused)"
+        "$@"
+    fi
 }
 
-run_pass -n 2 -m "not sandbox and not pipeline and not torch" "$@"
-run_pass -m "sandbox and not pipeline" "$@"
-run_pass -m pipeline "$@"
+loopback_only .venv/bin/python -m pytest -q -p no:cacheprovider -p randomly \
+    "--randomly-seed=$seed" -n "$workers" --durations=25 "$@"

@@ -35,27 +35,28 @@ def pytest_configure(config: pytest.Config) -> None:
     netsafety.install()
 
 
-# Fixtures that start the shared sandbox daemon: its SSH nodes take loopback addresses
-# (127.0.0.N:22), so two pytest processes must never each run one at the same time.
+# Fixtures that start a sandbox daemon: one per pytest process that uses it, each on a
+# loopback block of its own (127.B.0.N:22), so processes run them side by side.
 SANDBOX_FIXTURES = frozenset({"sandbox"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`sandbox` is put on every test that uses the sandbox fixture, however indirectly,
-    so `-m sandbox` / `-m "not sandbox"` split the suite exactly (scripts/test.sh runs
-    the second part in parallel)."""
+    so `-m sandbox` / `-m "not sandbox"` split the suite exactly."""
     for item in items:
         if SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.sandbox)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """The `root` and `mxnet` markers act: an unmet one skips the test, or fails it
-    under CI (tests/support.py)."""
+    """The `root`, `mxnet` and `torch` markers act: an unmet one skips the test, or
+    fails it under CI (tests/support.py)."""
     if item.get_closest_marker("root"):
         support.require_root(item.nodeid)
     if item.get_closest_marker("mxnet"):
         support.require_module("mxnet")
+    if item.get_closest_marker("torch"):
+        support.torch_python()
 
 
 @dataclass

@@ -12,20 +12,13 @@ from pathlib import Path
 
 from clusterkit.training import interruption as imds
 
-CAPTURES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "node-captures"
-FALLBACK = {"imds.spot-instance-action.terminate.json":
-            '{"action": "terminate", "time": "2017-09-18T08:22:00Z"}',
-            "imds.spot-instance-action.stop.json":
-            '{"action": "stop", "time": "2017-09-18T08:22:00Z"}',
-            "imds.rebalance-recommendation.json": '{"noticeTime": "2020-10-27T08:22:00Z"}',
-            "imds.404-no-notice.http-body.txt": "<h1>404 - Not Found</h1>"}
+# copies of ../shared/data/node-captures (tests/unit/test_data_captures.py checks them)
+CAPTURES = Path(__file__).resolve().parent / "data" / "node-captures"
 
 
 def captured(name: str) -> str:
-    """A document captured on a real EC2 instance (../shared/data/node-captures), or the
-    same text when that folder is not beside the project."""
-    path = CAPTURES / name
-    return path.read_text() if path.exists() else FALLBACK[name]
+    """A document captured on a real EC2 instance."""
+    return (CAPTURES / name).read_text()
 
 
 class FakeImds(http.server.BaseHTTPRequestHandler):

@@ -49,7 +49,21 @@ def require_module(name: str) -> None:
         _unmet(f"needs the {name} module (pip install -e '.[{name}]')")
 
 
+def torch_python() -> str:
+    """An interpreter that imports torch: CLUSTERKIT_TORCH_PYTHON, else the one
+    scripts/install.sh made (its path in .venv/torch-python). Without one the test
+    skips, or fails under CI."""
+    chosen = os.environ.get("CLUSTERKIT_TORCH_PYTHON", "")
+    if not chosen and INSTALLED_TORCH.is_file():
+        chosen = INSTALLED_TORCH.read_text().strip()
+    if not chosen or not os.access(chosen, os.X_OK):
+        _unmet("needs an interpreter that imports torch (bash scripts/install.sh makes one; "
+               "CLUSTERKIT_TORCH_PYTHON=/path/to/python overrides it)")
+    return chosen
+
+
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+INSTALLED_TORCH = SCRIPTS.parent / ".venv" / "torch-python"
 TOOLS_LIST = SCRIPTS / "tools.txt"
 
 

@@ -187,16 +187,26 @@ def test_chain_each_runs_every_node_at_its_own_pace(cluster: Cluster):
     dials = targets(nodes, nodes)
     slow = dials[0].hop.label
     said: list[tuple[str, int]] = []  # (node, its step) in the order the client saw them
+    # the slow node's first command waits for this file (/dev/shm: the nodes see the
+    # host's), which the client makes once every other node has asked for its step 2
+    go = Path(f"/dev/shm/ck-chain-{uuid.uuid4().hex[:8]}")
+    others_done = {(t.hop.label, 2) for t in dials[1:]}
 
     def next_command(target, last):
         step = 0 if last is None else int(last.stdout.split()[-1]) + 1
         said.append((target.hop.label, step))
+        if others_done <= set(said):
+            go.touch()
         if step == 2:
             return None
-        pause = "sleep 3; " if target.hop.label == slow and step == 0 else ""
+        pause = (f"for _ in $(seq 600); do [ -e {go} ] && break; sleep 0.1; done; "
+                 if target.hop.label == slow and step == 0 else "")
         return f"{pause}echo {step}"
 
-    results = fanout.chain_each(Login(cluster.name), dials, next_command)
+    try:
+        results = fanout.chain_each(Login(cluster.name), dials, next_command)
+    finally:
+        go.unlink(missing_ok=True)
     assert {label: [r.stdout.split() for r in rs] for label, rs in results.items()} == {
         t.hop.label: [["0"], ["1"]] for t in dials}
     # the other nodes went through both their commands while the slow one slept
@@ -217,19 +227,20 @@ def test_identity_file_without_agent(cluster: Cluster, monkeypatch: pytest.Monke
 
 
 def test_timeout_fails_that_node_only(cluster: Cluster):
-    """Nodes 0 and 2 sleep past the 0.5 s timeout and fail with that reason; the call
-    does not wait for their sleep: the marker they would write after it is absent."""
+    """Nodes 0 and 2 sleep past the timeout and fail with that reason; node 1's command
+    (a `test`) ends well within it, however loaded the machine; the call does not wait
+    for their sleep: the marker they would write after it is absent."""
     marker = f"/tmp/ck-slept-{uuid.uuid4().hex[:8]}"
     with pytest.raises(GroupError) as caught:
         do_exec(cluster.name, ["test $(hostname) = " + cluster.hostnames[1], "||",
-                               "{", "sleep", "10;", "touch", marker, ";", "}"],
-                timeout=0.5, rt=runtime())
+                               "{", "sleep", "60;", "touch", marker, ";", "}"],
+                timeout=4, rt=runtime())
     after = do_exec(cluster.name, ["test", "!", "-e", marker, "&&", "echo", "absent"],
                     rt=runtime())
     assert [r.stdout.strip() for r in after.values()] == ["absent"] * 3
     results = caught.value.group
     assert [r.ok for r in results.values()] == [False, True, False]
-    assert all("timed out after 0.5 s" in r.error for r in results.failed.values())
+    assert all("timed out after 4 s" in r.error for r in results.failed.values())
 
 
 def test_host_key_mismatch_or_missing_is_refused(cluster: Cluster):

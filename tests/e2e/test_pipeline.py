@@ -5,8 +5,8 @@ asserts each stage's effect from the summary it returns: the master reaches the 
 by name, every node verified the same dataset, the training result is correct, and
 nothing is left (no tagged resource, no sandbox process, loop device or mount).
 
-Marked ``pipeline``: it owns 127.0.0.N:22 while it runs, so scripts/test.sh runs it in a
-pass of its own, after the shared sandbox has stopped."""
+Marked ``pipeline``: it starts a sandbox of its own (on a loopback block no other
+running sandbox holds)."""
 
 from __future__ import annotations
 

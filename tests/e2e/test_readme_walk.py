@@ -5,8 +5,8 @@ cluster up, reach the nodes, pack/publish/deploy a dataset, train on it, tear it
 down. The one change to the text: ``/tmp/ck-walk`` (the blocks' scratch directory) is
 this test's own temporary directory.
 
-Marked ``pipeline``: the blocks start and stop a sandbox of their own (owning
-127.0.0.N:22), so scripts/test.sh runs this in the pass after the shared sandbox."""
+Marked ``pipeline``: the blocks start and stop a sandbox of their own (on a loopback
+block no other running sandbox holds)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests import support
 from tests.e2e.clusters import running, user_session
-from tests.e2e.test_train import Cluster, job_processes, new_cluster
+from tests.e2e.test_train import Cluster, ddp_ranks, job_processes, new_cluster
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "mxnet_dist_sync.py"
 STEPS, LR, INIT = 5, 0.1, 1.0
@@ -52,6 +52,15 @@ def test_two_node_dist_sync_aggregates_every_round_on_every_worker(cluster: Clus
     assert results["master"]["params"] == results["worker-1"]["params"]
     assert job_processes(outcome.job_id) == []  # scheduler and servers stopped too
     assert cluster.active() == []
+
+
+@pytest.mark.torch  # torch on the nodes: scripts/install.sh's interpreter
+def test_the_torchrun_ddp_example_trains_one_model_on_two_nodes(cluster: Cluster):
+    said = ddp_ranks(cluster, 2)
+    assert sorted(said) == ["master", "worker-1"], said
+    ranks = sorted(re.match(r"ddp rank (\d+)/2 gloo on cpu: .* OK$", line).group(1)
+                   for line in said.values())
+    assert ranks == ["0", "1"], said
 
 
 def test_an_interruption_notice_checkpoints_every_worker_and_interrupts_the_job(

@@ -3,11 +3,9 @@
 the same parameters; and clusterkit's checkpoint contract (CLUSTERKIT_CHECKPOINT_DIR as
 clusterkit sets it): rank 0 saves every K steps and on SIGUSR1 to the workers, a job
 killed after a checkpoint resumes and ends with an uninterrupted run's parameters, a torn
-checkpoint is skipped. torch is not a clusterkit dependency (a CPU build is ~1 GB), so this
-runs only when CLUSTERKIT_TORCH_PYTHON names an interpreter that imports torch, e.g.
-    python3 -m venv /tmp/torch && /tmp/torch/bin/pip install torch numpy
-    CLUSTERKIT_TORCH_PYTHON=/tmp/torch/bin/python pytest -m torch tests/integration/test_example_torchrun_ddp.py
-(ran here with torch 2.13.0+cpu: 4 ranks OK in ~18 s on 2 cores; the file in ~100 s)."""
+checkpoint is skipped. torch is not a clusterkit dependency (a CPU build is ~1 GB): the
+interpreter is the one scripts/install.sh makes (the `torch` marker;
+CLUSTERKIT_TORCH_PYTHON overrides it)."""
 
 from __future__ import annotations
 
@@ -29,7 +27,6 @@ from clusterkit.training import topology as topo
 from tests import support
 
 ROOT = Path(__file__).parents[2]
-TORCH_PYTHON = os.environ.get("CLUSTERKIT_TORCH_PYTHON", "")
 SCRIPT = "python3 examples/torchrun_ddp.py"
 TIMEOUT = 120.0
 
@@ -44,7 +41,7 @@ def job(out: Path, command: str, **env: str) -> tuple[topo.ProcessSpec, ...]:
     spec = loads(yaml.safe_dump({
         "name": "ddp", "region": "us-east-1",
         "nodes": {"count": 2, "instance_types": ["c5.large"]},
-        "train": {"framework": "torchrun", "python": TORCH_PYTHON, "command": command,
+        "train": {"framework": "torchrun", "python": support.torch_python(), "command": command,
                   "workers_per_node": 2,
                   "env": {"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
                           "EXAMPLE_OUT_DIR": str(out)}}}))
@@ -60,7 +57,6 @@ class Run:
     """The two torchrun "nodes" of ``job`` started; their logs and results under ``root``."""
 
     def __init__(self, root: Path, command: str, **env: str):
-        assert TORCH_PYTHON, "set CLUSTERKIT_TORCH_PYTHON to an interpreter that imports torch"
         root.mkdir(parents=True, exist_ok=True)
         self.root, self.out = root, root / "out"
         self.procs = job(self.out, command, **env)
@@ -118,9 +114,8 @@ def run(root: Path, command: str, **env: str) -> tuple[list[int], list[dict], st
     return Run(root, command, **env).finish()
 
 
-@pytest.mark.torch  # scripts/test.sh deselects it: torch is not installed for CI
+@pytest.mark.torch
 def test_two_torchrun_nodes_train_one_model(tmp_path: Path):
-    assert TORCH_PYTHON, "set CLUSTERKIT_TORCH_PYTHON to an interpreter that imports torch"
     procs = job(tmp_path / "out", "python3 examples/torchrun_ddp.py --steps 5")
     assert [p.argv[p.argv.index("--node-rank") + 1] for p in procs] == ["0", "1"]
     codes, results, logs = run(tmp_path, "python3 examples/torchrun_ddp.py --steps 5")

@@ -19,7 +19,9 @@ from clusterkit.bootstrap import efa, efa_facts
 from clusterkit.bootstrap import facts as nf
 
 CASES = sorted((Path(__file__).parent / "bootstrap_facts").glob("*.json"))
-CAPTURES = Path(__file__).parents[3] / "shared" / "data" / "node-captures"
+# copies of ../shared/data/node-captures (tests/unit/test_data_captures.py checks them)
+CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"
+SHARED_PREFIX = "../shared/data/node-captures/"
 
 
 def plain(value: Any) -> Any:
@@ -51,17 +53,27 @@ def test_fact_parses_to_expected(path: Path):
         assert not any(d.ebs for d in nf.instance_store_disks(parsed))
 
 
-@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def _captured(path: Path) -> bool:
+    return not load(path)["source"].startswith("SYNTHESIZED")
+
+
+CAPTURED_CASES = [p for p in CASES if _captured(p)]
+
+
+@pytest.mark.parametrize("path", CAPTURED_CASES, ids=lambda p: p.stem)
 def test_capture_cases_are_verbatim(path: Path):
     case = load(path)
-    if case["source"].startswith("SYNTHESIZED"):
-        return
-    name = case["source"].split()[0].removeprefix("../shared/data/node-captures/")
-    capture = CAPTURES / name
-    if not CAPTURES.is_dir():
-        pytest.skip("the node captures are not checked out next to the project")
-    assert capture.is_file(), f"{path.name}: no capture {name}"
+    source = case["source"].split()[0]
+    assert source.startswith(SHARED_PREFIX), f"{path.name}: source {source!r}"
+    capture = CAPTURES / source.removeprefix(SHARED_PREFIX)
+    assert capture.is_file(), f"{path.name}: no copy of {source} in {CAPTURES}"
     assert capture.read_text().rstrip("\n").split("\n") == case["output"]
+
+
+def test_every_case_is_a_capture_or_says_it_is_synthesized():
+    assert len(CAPTURED_CASES) >= 19
+    for path in set(CASES) - set(CAPTURED_CASES):
+        assert load(path)["source"].startswith("SYNTHESIZED"), path.name
 
 
 def test_every_fact_has_a_case():

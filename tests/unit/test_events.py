@@ -41,8 +41,9 @@ def test_runtime_reports_typed_events():
     assert seen.texts(Kind.WARNING) == ["no offers from eu-west-1: denied"]
 
 
-def test_default_runtime_reports_nowhere():
+def test_default_runtime_reports_nowhere(capsys: pytest.CaptureFixture[str]):
     Runtime(session=None).warn("dropped")  # the null reporter: no output, no error
+    assert capsys.readouterr() == ("", "")
 
 
 def test_lines_are_plain_indented_and_never_wrapped():

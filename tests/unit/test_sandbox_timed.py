@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import threading
-import time
 
 from clusterkit.sandbox.timed import (
     Recorder,
@@ -105,10 +104,18 @@ def test_a_held_state_is_released_by_a_timer_and_recorded(tmp_path):
 
 def test_a_release_that_changed_nothing_records_nothing(tmp_path):
     recorder = Recorder(tmp_path / "timeline.jsonl")
-    done = threading.Event()
-    hold(Wait.VOLUME_ATTACH, "vol-1", 0.01, lambda: done.set() or False, recorder)
-    assert done.wait(10)
-    time.sleep(0.05)
+    timers: list[threading.Timer] = []
+    releases: list[str] = []
+
+    def timer_of(seconds: float, fire) -> threading.Timer:
+        timers.append(threading.Timer(seconds, fire))
+        return timers[-1]
+
+    hold(Wait.VOLUME_ATTACH, "vol-1", 0.01, lambda: releases.append("vol-1") and False,
+         recorder, timer_of=timer_of)
+    (timer,) = timers
+    timer.join(10)  # the whole of done(): the release and whatever it would record
+    assert not timer.is_alive() and releases == ["vol-1"]
     assert read_timeline(tmp_path / "timeline.jsonl") == []
 
 

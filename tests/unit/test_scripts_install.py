@@ -158,7 +158,7 @@ command = ["remote-only"]
 def test_the_list_is_well_formed_and_the_product_tools_are_found():
     listed = support.listed_tools()
     assert {"sshd", "ssh", "losetup", "mke2fs", "debugfs", "shellcheck"} <= set(listed)
-    assert {how for how, _package in listed.values()} <= {"apt", "pip", "optional"}
+    assert {how for how, _package in listed.values()} <= {"apt", "pip", "venv", "optional"}
     for line in support.TOOLS_LIST.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             assert len(line.split()) >= 4, f"tools.txt: say who runs it: {line!r}"
@@ -171,6 +171,18 @@ def test_every_pip_tool_comes_from_an_extra_install_sh_installs():
         if how == "pip":
             assert f'"{package}' in extras, f"{command}: {package} is not in the test extra"
     assert "-e '.[mxnet,test]'" in (ROOT / "scripts/install.sh").read_text()
+
+
+def test_the_torch_venv_is_the_listed_version_kept_outside_the_dirs_nodes_get_empty():
+    """install.sh reads torch's version from the list, and (as root) keeps the venv
+    where the sandbox nodes see it: not under /tmp, /root or /home."""
+    how, package = support.listed_tools()["torch"]
+    assert how == "venv" and package.startswith("torch==")
+    script = (ROOT / "scripts/install.sh").read_text()
+    assert '$1 == "torch"' in script and "/var/cache/clusterkit/torch-$TORCH_VERSION" in script
+    from clusterkit.sandbox.node import PRIVATE_DIRS
+
+    assert not "/var/cache/clusterkit".startswith(tuple(d + "/" for d in PRIVATE_DIRS))
 
 
 def test_require_tool_refuses_an_unlisted_tool_even_when_installed():

@@ -1,7 +1,7 @@
 """training/interruption.py against a fake instance metadata service on loopback (an HTTP
 server, IMDSv2's rules: PUT for a token, 401 without one or with a revoked one, 404
 until a notice is posted), serving the documents captured on real EC2 instances in
-../shared/data/node-captures/ (imds.*) where they are there, else the same text."""
+tests/data/node-captures/ (imds.*: verbatim copies of ../shared/data/node-captures/)."""
 
 from __future__ import annotations
 

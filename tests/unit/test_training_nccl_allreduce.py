@@ -1,16 +1,13 @@
 """training/nccl_allreduce.py, `train --nccl-test`'s script: what it prints is nccl-tests'
 all_reduce_perf table, read back by training/allreduce.py.
 
-The table helpers are checked without torch (CI has none); the script itself runs with
-torch on CPU (gloo), world size 1 and 2 through torchrun on localhost, where
-CLUSTERKIT_TORCH_PYTHON names an interpreter that imports torch (the `torch` marker:
-run by hand, e.g. CLUSTERKIT_TORCH_PYTHON=/tmp/torch/bin/python pytest -m torch FILE;
-ran here with torch 2.13.0+cpu, ~8 s per run). No GPU was lent to this work: the nccl
-backend path has not run."""
+The table helpers are checked without torch; the script itself runs with torch on CPU
+(gloo), world size 1 and 2 through torchrun on localhost, with the interpreter
+scripts/install.sh makes (the `torch` marker; CLUSTERKIT_TORCH_PYTHON overrides it).
+No GPU was lent to this work: the nccl backend path has not run."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -18,8 +15,8 @@ import pytest
 
 from clusterkit.training import allreduce
 from clusterkit.training import nccl_allreduce as script
+from tests import support
 
-TORCH_PYTHON = os.environ.get("CLUSTERKIT_TORCH_PYTHON", "")
 SCRIPT = Path(script.__file__)
 
 
@@ -69,18 +66,16 @@ def test_times_and_wrong_counts_are_printed_as_nccl_tests_prints_them():
 
 def torchrun(tmp_path: Path, ranks: int, *args: str) -> str:
     """The script under torchrun on localhost (``ranks`` processes, gloo): its output."""
-    assert TORCH_PYTHON, "set CLUSTERKIT_TORCH_PYTHON to an interpreter that imports torch"
     env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
            "HOME": str(tmp_path)}
-    proc = subprocess.run([TORCH_PYTHON, "-m", "torch.distributed.run", "--standalone",
+    proc = subprocess.run([support.torch_python(), "-m", "torch.distributed.run", "--standalone",
                            "--nproc-per-node", str(ranks), str(SCRIPT), *args],
                           capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
 
-@pytest.mark.torch  # scripts/test.sh deselects it: torch is not installed for CI
-@pytest.mark.skipif(not TORCH_PYTHON, reason="CLUSTERKIT_TORCH_PYTHON is not set")
+@pytest.mark.torch
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_the_script_on_cpu_prints_a_table_parse_all_reduce_reads(tmp_path: Path, ranks: int):
     out = torchrun(tmp_path, ranks, "--max-bytes", str(1 << 20))
