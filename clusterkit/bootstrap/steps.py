@@ -333,13 +333,13 @@ def plan_step(step: str, want: Want, facts: nf.NodeFacts, playbooks: Mapping[str
     if force:
         return StepPlan(step, "run", "forced (--force-step)", commands, key, want.warning)
     if want.live_decides:
-        return (StepPlan(step, "done", "already done (the system shows it)", (), key,
+        return (StepPlan(step, "done", "the system shows it", (), key,
                          want.warning) if want.live else
                 StepPlan(step, "run", want.not_live, commands, key, want.warning))
     receipt = facts.get(nf.RECEIPTS).get(step)
     if receipt == key and want.live is not False:
-        return StepPlan(step, "done", "already done (receipt matches"
-                        + (", and the system shows it)" if want.live else ")"), (), key,
+        return StepPlan(step, "done", "receipt matches"  # the outcome says "already done"
+                        + (", and the system shows it" if want.live else ""), (), key,
                         want.warning)
     if receipt == key:
         reason = f"receipt matches but {want.not_live}"

@@ -129,3 +129,21 @@ def test_a_skipped_step_carries_its_warning():
                           warning="p4d.24xlarge supports EFA but ...")
     result = run._step_result(plan, {}, failed_before=False)
     assert (result.outcome, result.warning) == (Outcome.SKIPPED, plan.warning)
+
+
+def test_a_step_already_done_says_so_once_with_its_reason():
+    """`up` printed `already done (already done (receipt matches))` (issue 36): the plan's
+    reason is only the why, the outcome's own words come once."""
+    from clusterkit.bootstrap import facts as nf
+    from clusterkit.events import Collect
+
+    playbooks = {name: "true" for name in FAKE}
+    want = steps.Want(commands=(steps.Command("say.sh"),))
+    key = steps.plan_step("ssh", want, nf.NodeFacts({"receipts": {}}), playbooks).digest
+    plan = steps.plan_step("ssh", want, nf.NodeFacts({"receipts": {"ssh": key}}), playbooks)
+    node = Node("i-1", 0, "running", "c5.large", "us-east-1a", Market.ON_DEMAND, "us-east-1")
+    done = run._node_result(run._Planned(Target(node, Hop("master-0", "127.0.0.2")), (plan,)),
+                            None)
+    seen = Collect()
+    run._report(seen, done)
+    assert seen.texts() == ["master-0 ssh: already done (receipt matches)"]
