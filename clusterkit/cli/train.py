@@ -334,6 +334,9 @@ def _render_stop(result: StopResult) -> None:
     if ctx.json:
         print_json(result.to_json())
         return
+    if result.already is not None:
+        ctx.err_console.print(result.describe_already(), markup=False, highlight=False)
+        return
     for node, answer in result.nodes.items():
         state = answer.state
         if state is None or not state.processes:
@@ -354,7 +357,7 @@ def _render_stop(result: StopResult) -> None:
 @json_option
 def stop(name: str, job_id: str | None, grace: float | None) -> None:
     """Stop the running job on all nodes: SIGTERM, then its cgroup killed (nothing of it
-    survives, setsid or not).
+    survives, setsid or not). A job that already ended is said so (exit 0).
 
     \b
     Example:

@@ -244,15 +244,19 @@ def _node_stop(text: str) -> NodeStop:
 def do_stop(target: str, *, job_id: str | None = None, grace: float | None = None,
             region: str | None = None, profile: str | None = None,
             rt: Runtime | None = None) -> StopResult:
-    """Stop the cluster's running job (or ``job_id``) on every node."""
+    """Stop the cluster's running job (or ``job_id``) on every node; a job that has
+    already ended (the newest one, when none runs) is left as it is and said so."""
     rt = rt or Runtime.make(region=region, profile=profile)
     jc = open_job_cluster(rt, target, region)
+    by_node = node_jobs(jc)
     if job_id is None:
-        by_node = node_jobs(jc)
         running = active_jobs(by_node)
         job_id = running[-1] if running else latest_job(by_node)
         if job_id is None:
             raise ClusterkitError(f"no job on cluster {jc.name}", "nothing to stop")
+    ended = job_on(by_node.get(jc.master.hop.label, []), job_id)
+    if job_id not in active_jobs(by_node) and ended is not None:
+        return StopResult(jc.name, job_id, {}, already=ended)  # no supervisor asked
     return stop_job(jc, job_id, grace)
 
 

@@ -121,16 +121,27 @@ class NodeStop:
 
 @dataclass(frozen=True)
 class StopResult:
-    """What ``stop`` did on each node: its supervisor's report (what was killed)."""
+    """What ``stop`` did on each node: its supervisor's report (what was killed); or,
+    for a job that had already ended, nothing, and its final state on the master."""
 
     cluster: str
     job_id: str
     nodes: dict[str, NodeStop]  # short node name -> its answer
-    group: GroupResult = field(repr=False)
+    group: GroupResult = field(default_factory=GroupResult, repr=False)
+    already: JobState | None = None  # the job had ended before: how (nothing was done)
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "job_id": self.job_id,
-                "nodes": {name: n.to_json() for name, n in self.nodes.items()}}
+                "nodes": {name: n.to_json() for name, n in self.nodes.items()},
+                "already_stopped": self.already is not None,
+                "state": self.already.state.value if self.already else None}
+
+    def describe_already(self) -> str:
+        """``job j-… is already stopped: it ended failed (…); nothing to stop``."""
+        assert self.already is not None
+        why = f" ({self.already.reason})" if self.already.reason else ""
+        return (f"job {self.job_id} is already stopped: it ended {self.already.state}{why}; "
+                "nothing to stop")
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from typing import Any, TextIO
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.catalog.instances import lookup as instance_type
 from clusterkit.cluster.jobs import control as jobs
-from clusterkit.cluster.jobs import observe, transport, workdir
+from clusterkit.cluster.jobs import ending, observe, transport, workdir
 from clusterkit.cluster.jobs.control import JobCluster, JobOutcome, job_dir, node_python
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, RemoteError, UsageError
@@ -131,7 +131,12 @@ def ready_cluster(rt: Runtime, stack: contextlib.ExitStack, jc: JobCluster,
 
 
 def refuse_running(rt: Runtime, jc: JobCluster, ready: Ready, replace: bool) -> None:
+    """Refuse while a job is active on any node (``replace``: stop it first); a job that
+    ended and is only stopping still (a failed one's servers) is waited for."""
     running = jobs.active_jobs(ready.jobs)
+    if running and not replace and ending.stopping(ready.jobs, jc.master.hop.label, running):
+        ending.wait_ended(rt, jc, ready.jobs, running)
+        return
     if running and not replace:
         raise ClusterkitError(
             f"job {', '.join(running)} is running on cluster {jc.name}",
