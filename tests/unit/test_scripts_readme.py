@@ -113,7 +113,9 @@ def _troubles(monkeypatch: pytest.MonkeyPatch) -> list[ClusterkitError]:
     ready = train.Ready({"master": [state_of({"job_id": "JOB", "state": "running"})]},
                         [1, 2, 3], "/root", "", None)
     with pytest.raises(ClusterkitError) as stale:
-        train.refuse_running(None, SimpleNamespace(name="NAME"), ready, replace=False)
+        master = SimpleNamespace(hop=SimpleNamespace(label="master"))
+        train.refuse_running(None, SimpleNamespace(name="NAME", master=master), ready,
+                             replace=False)
     errors.append(stale.value)
     return errors + [known_hosts.changed_error([known_hosts.KeyChange(
         "worker-2", "i-0abc", "ssh-ed25519 AAAA", "ssh-ed25519 BBBB")])]
