@@ -1,6 +1,6 @@
 """The IAM policies clusterkit needs, generated from its code and its stack template.
 
-    python scripts/iam_policy.py [--role user|cloudformation|node|controller]  # print one
+    python scripts/iam_policy.py [--role user|cloudformation|node|controller] [--cluster NAME]
     python scripts/iam_policy.py --write    # rewrite docs/iam-policy*.json, docs/iam-service-role.yaml
     python scripts/iam_policy.py --check    # exit 1 if any of them is stale
 
@@ -14,12 +14,16 @@
   Its actions are those of cfn-lint's resource schemas (``handlers.<op>.permissions``) for
   every resource type in the stack template, each narrowed by a rule of SERVICE_RULES.
 - ``controller``: the role of the master's recovery controller, from the template's
-  ControllerRole (its own and attached inline policies); its reads on ``*`` must be the
-  user's, IAM's aside, else the script fails.
+  ControllerRole (its own and attached inline policies) as one cluster's stack makes it:
+  ``--cluster NAME`` gives that cluster's; the shipped file is a template whose
+  ``CLUSTER_NAME`` stands for the name (`clusterkit iam-policy --role controller --cluster
+  NAME` fills it in). Its reads on ``*`` must be the user's, IAM's aside, else the
+  script fails.
 - ``node``: the permissions boundary the service role must put on every role it creates:
   the union of the template's roles (NodeRole, EFS only through its own policy, and
-  ControllerRole). Template values become patterns: a region, account or cluster name
-  any (``*``, a tag equal to the cluster's name: the tag present), a role's ARN its path's.
+  ControllerRole) in any cluster's stack. Template values become patterns: a region,
+  account or cluster name any (``*``, a tag equal to the cluster's name: the tag
+  present; the controller's cluster name aside), a role's ARN its path's.
 
 The files are shipped as package data (clusterkit/resources/iam-*.json link to docs/), so
 `clusterkit iam-policy` prints them without cfn-lint, a test-only dependency.
@@ -57,6 +61,7 @@ from clusterkit.aws.servicerole import (  # noqa: E402
     SERVICE_PATH,
     STACK_NAME,
 )
+from clusterkit.cluster.ops.iampolicy import CLUSTER_PLACEHOLDER  # noqa: E402
 
 AWS_PACKAGE = ROOT / "clusterkit" / "aws"
 TEMPLATE = ROOT / "templates" / "cluster.yaml"
@@ -132,13 +137,15 @@ def stack_actions(template: Path = TEMPLATE) -> set[str]:
 
 
 def _name(name: str, values: Mapping[str, str] | None, resources: Mapping[str, Any],
-          in_condition: bool) -> str:
-    """What ``${name}`` (or ``Ref: name``) is: ``values[name]``; without values, a pattern
-    of any value (a role's ARN: any under its path)."""
+          in_condition: bool, fixed: Mapping[str, str] | None = None) -> str:
+    """What ``${name}`` (or ``Ref: name``) is: ``values[name]``; without values,
+    ``fixed[name]`` or a pattern of any value (a role's ARN: any under its path)."""
     if values is not None:
         if name not in values:
             raise SystemExit(f"iam_policy.py: no value given for {name}")
         return values[name]
+    if fixed and name in fixed:
+        return fixed[name]
     if name == "AWS::Partition":
         return "aws"
     if name == "AWS::AccountId" and in_condition:
@@ -146,7 +153,7 @@ def _name(name: str, values: Mapping[str, str] | None, resources: Mapping[str, A
     logical, _, attribute = name.partition(".")
     role = resources.get(logical, {})
     if attribute == "Arn" and role.get("Type") == "AWS::IAM::Role":
-        path = _resolve(role["Properties"].get("Path", "/"), None, resources)
+        path = _resolve(role["Properties"].get("Path", "/"), None, resources, fixed=fixed)
         return f"arn:aws:iam::*:role{path}*"
     return "*"
 
@@ -163,10 +170,13 @@ def _either(first: Any, second: Any) -> Any:
 
 
 def _resolve(node: Any, values: Mapping[str, str] | None, resources: Mapping[str, Any],
-             in_condition: bool = False) -> Any:
+             in_condition: bool = False, fixed: Mapping[str, str] | None = None) -> Any:
     """A template value with its intrinsic functions resolved (see ``_name``)."""
     def again(x: Any, cond: bool = in_condition) -> Any:
-        return _resolve(x, values, resources, cond)
+        return _resolve(x, values, resources, cond, fixed)
+
+    def name(text: str) -> str:
+        return _name(text, values, resources, in_condition, fixed)
 
     if isinstance(node, list):
         return [v for v in (again(x) for x in node) if v is not NO_VALUE]
@@ -175,16 +185,12 @@ def _resolve(node: Any, values: Mapping[str, str] | None, resources: Mapping[str
     if len(node) == 1:
         (key, value), = node.items()
         if key == "Ref":
-            return NO_VALUE if value == "AWS::NoValue" else _name(value, values, resources,
-                                                                   in_condition)
+            return NO_VALUE if value == "AWS::NoValue" else name(value)
         if key == "Fn::GetAtt":
-            return _name(".".join(value) if isinstance(value, list) else value, values,
-                         resources, in_condition)
+            return name(".".join(value) if isinstance(value, list) else value)
         if key == "Fn::Sub":
             text = value[0] if isinstance(value, list) else value
-            text = SUB_NAME.sub(lambda m: _name(m.group(1), values, resources, in_condition),
-                                text)
-            return text.replace("${!", "${")
+            return SUB_NAME.sub(lambda m: name(m.group(1)), text).replace("${!", "${")
         if key == "Fn::If":
             return _either(again(value[1]), again(value[2]))
     out = {k: again(v, in_condition or k == "Condition") for k, v in node.items()}
@@ -208,16 +214,18 @@ def _roles() -> list[str]:
     return [k for k, r in _template()["Resources"].items() if r["Type"] == "AWS::IAM::Role"]
 
 
-def role_statements(role: str, values: Mapping[str, str] | None = None) -> list[dict]:
+def role_statements(role: str, values: Mapping[str, str] | None = None,
+                    fixed: Mapping[str, str] | None = None) -> list[dict]:
     """The statements the template's ``role`` is given (its ``Policies`` and the
     AWS::IAM::Policy resources naming it), resolved with ``values``; without values,
-    as patterns every stack's role matches (``_name``)."""
+    as patterns every stack's role matches (``_name``), but for the ``fixed`` ones."""
     resources = _template()["Resources"]
     if resources.get(role, {}).get("Type") != "AWS::IAM::Role":
         raise SystemExit(f"iam_policy.py: the template has no role {role}")
-    policies = _resolve(resources[role]["Properties"].get("Policies", []), values, resources)
+    policies = _resolve(resources[role]["Properties"].get("Policies", []), values, resources,
+                        fixed=fixed)
     documents = [p["PolicyDocument"] for p in policies]
-    documents += [_resolve(r["Properties"]["PolicyDocument"], values, resources)
+    documents += [_resolve(r["Properties"]["PolicyDocument"], values, resources, fixed=fixed)
                   for r in resources.values() if r["Type"] == "AWS::IAM::Policy"
                   and {"Ref": role} in r["Properties"].get("Roles", [])]
     statements = []
@@ -297,10 +305,11 @@ def controller_reads() -> set[str]:
             for a in s["Action"] if not a.startswith("iam:")}
 
 
-def controller_policy() -> dict:
-    """The master's recovery controller: the template's ControllerRole, whose reads must
-    be ``controller_reads()``."""
-    statements = role_statements(CONTROLLER_ROLE)
+def controller_policy(cluster: str = CLUSTER_PLACEHOLDER) -> dict:
+    """The master's recovery controller: the template's ControllerRole in the stack of
+    ``cluster`` (any region and account), whose reads must be ``controller_reads()``.
+    The default, ``CLUSTER_PLACEHOLDER``, is no cluster's name: the shipped template."""
+    statements = role_statements(CONTROLLER_ROLE, fixed={"ClusterName": cluster})
     reads = {a for s in statements if s["Resource"] == "*" for a in s["Action"]}
     wanted = controller_reads()
     if reads != wanted:
@@ -310,13 +319,16 @@ def controller_policy() -> dict:
     return _document(statements)
 
 
-def policy(role: str = "user") -> dict:
+def policy(role: str = "user", cluster: str | None = None) -> dict:
+    """``role``'s policy; ``cluster``: the controller's of that cluster."""
+    if cluster is not None:
+        return controller_policy(cluster)
     return {"user": user_policy, "cloudformation": cloudformation_policy,
             "node": node_policy, "controller": controller_policy}[role]()
 
 
-def render(role: str = "user") -> str:
-    return json.dumps(policy(role), indent=2) + "\n"
+def render(role: str = "user", cluster: str | None = None) -> str:
+    return json.dumps(policy(role, cluster), indent=2) + "\n"
 
 
 def service_role_stack(cloudformation: dict, node: dict) -> str:
@@ -378,12 +390,15 @@ def rendered() -> dict[Path, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--role", choices=ROLES, default="user", help="the policy to print")
+    parser.add_argument("--cluster", help="with --role controller: that cluster's")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", action="store_true", help="rewrite the generated files")
     group.add_argument("--check", action="store_true", help="exit 1 if any is stale")
     args = parser.parse_args(argv)
+    if args.cluster is not None and args.role != "controller":
+        parser.error("--cluster goes with --role controller")
     if not (args.write or args.check):
-        sys.stdout.write(render(args.role))
+        sys.stdout.write(render(args.role, args.cluster))
         return 0
     texts = rendered()
     stale = [path for path, text in texts.items()

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from clusterkit.aws.servicerole import BOUNDARY_NAME, ROLE_NAME, SERVICE_PATH
 from clusterkit.cli.main import cli
-from clusterkit.cluster.ops.iampolicy import PolicyRole, policy
+from clusterkit.cluster.ops.iampolicy import CLUSTER_PLACEHOLDER, PolicyRole, policy
 from tests import support
 
 
@@ -23,8 +23,27 @@ def test_each_role_prints_its_policy():
     for role in PolicyRole:
         result = _run("--role", role.value)
         assert result.exit_code == 0, result.output
-        assert json.loads(result.output) == policy(role)
+        assert json.loads(result.stdout) == policy(role)
     assert policy(PolicyRole.USER) != policy(PolicyRole.CLOUDFORMATION)
+
+
+def test_the_controller_policy_is_a_template_or_one_clusters():
+    """Without --cluster the controller's policy says it is a template (on stderr: stdout
+    stays the JSON); with it, the cluster's name is in every condition on the tag."""
+    template = _run("--role", "controller")
+    assert f"a template: {CLUSTER_PLACEHOLDER} stands for the cluster's name" in \
+        template.stderr
+    assert CLUSTER_PLACEHOLDER in template.stdout
+    demo = _run("--role", "controller", "--cluster", "demo")
+    assert demo.exit_code == 0 and demo.stderr == ""
+    assert json.loads(demo.stdout) == json.loads(
+        template.stdout.replace(CLUSTER_PLACEHOLDER, "demo"))
+    assert '"aws:ResourceTag/clusterkit:cluster": "demo"' in demo.stdout
+    for args, said in ((["--role", "user", "--cluster", "demo"], "--cluster names the cluster"),
+                       (["--role", "controller", "--cluster", "Bad_Name"],
+                        "not a cluster name")):
+        refused = CliRunner().invoke(cli, ["iam-policy", *args])
+        assert refused.exit_code == 2 and said in refused.output, refused.output
 
 
 def test_the_service_role_stack_passes_cfn_lint(tmp_path):

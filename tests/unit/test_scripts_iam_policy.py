@@ -19,7 +19,13 @@ from typing import Any
 import pytest
 
 from clusterkit.aws.servicerole import ROLE_NAME, SERVICE_PATH
-from clusterkit.cluster.ops.iampolicy import PolicyRole, policy, service_role_stack
+from clusterkit.cluster.ops.iampolicy import (
+    CLUSTER_PLACEHOLDER,
+    PolicyRole,
+    controller_policy_text,
+    policy,
+    service_role_stack,
+)
 from clusterkit.plan.stack import STACK_PREFIX
 from tests import support
 
@@ -94,8 +100,9 @@ def allowed(doc: dict, action: str, resource: str, context: dict[str, str]) -> b
 def test_policy_case(case):
     data = json.loads(case.read_text())
     assert data["why"] and data["checks"]
-    for check in data["checks"]:
-        doc = policy(PolicyRole(check["role"]))
+    for check in data["checks"]:  # "cluster": the controller's of that cluster
+        doc = json.loads(controller_policy_text(check["cluster"])) if "cluster" in check \
+            else policy(PolicyRole(check["role"]))
         got = allowed(doc, check["action"], check["resource"], check.get("context", {}))
         assert got == check["allowed"], f"{case.name}: {check}"
 
@@ -126,11 +133,22 @@ def test_no_write_is_granted_on_star_without_a_condition(role):
         assert all(":" in a and "*" not in a for a in s["Action"]), s  # no wildcards
 
 
+def _minified(doc: dict) -> int:
+    """The policy's size as IAM counts it: whitespace aside."""
+    return len(json.dumps(doc, separators=(",", ":")))
+
+
 @pytest.mark.parametrize("role", list(PolicyRole), ids=lambda r: r.value)
 def test_policy_fits_iam_limits(role):
+    """The user's policy is a managed policy (6,144 characters; 6,018 in issue 36: a
+    margin of 126 a few more actions would eat); the controller's fits with the longest
+    cluster name filled in."""
     doc = policy(role)
-    size = len(json.dumps(doc, separators=(",", ":")))
-    assert size <= (INLINE_MAX if role is PolicyRole.CLOUDFORMATION else MANAGED_MAX), size
+    if role is PolicyRole.CONTROLLER:
+        doc = json.loads(controller_policy_text("c" * 63))
+    limit = INLINE_MAX if role is PolicyRole.CLOUDFORMATION else MANAGED_MAX
+    size = _minified(doc)
+    assert size <= limit, f"{role.value}: {size} characters minified, over IAM's {limit}"
     sids = [s["Sid"] for s in doc["Statement"]]
     assert len(sids) == len(set(sids))
     for s in doc["Statement"]:
@@ -206,7 +224,7 @@ def test_the_boundary_is_the_union_of_the_stacks_roles(iam_policy):
     node = iam_policy.role_statements("NodeRole")
     assert [s["Sid"] for s in node] == ["EfsClient"]
     assert all(a.startswith("elasticfilesystem:Client") for s in node for a in s["Action"])
-    controller = policy(PolicyRole.CONTROLLER)["Statement"]
+    controller = iam_policy.role_statements("ControllerRole")  # any cluster's
     assert _canonical(policy(PolicyRole.NODE)["Statement"]) == \
         _canonical(node) | _canonical(controller)
     template = (ROOT / "templates/cluster.yaml").read_text()
@@ -350,7 +368,7 @@ def test_the_controller_role_of_a_stack_reaches_only_its_clusters_instances(iam_
     allows, the shipped controller document and the boundary allow too (else the
     boundary would break recovery on AWS); what it must never do, none of them allows."""
     stack = {"Statement": iam_policy.role_statements("ControllerRole", STACK_VALUES)}
-    documents = [policy(PolicyRole.CONTROLLER), policy(PolicyRole.NODE)]
+    documents = [json.loads(controller_policy_text(CLUSTER)), policy(PolicyRole.NODE)]
     for action, resource, context, expected in CONTROLLER_CHECKS:
         assert allowed(stack, action, resource, context) is expected, (action, resource,
                                                                        context)
@@ -430,3 +448,25 @@ def test_the_evaluator_reads_conditions_as_iam_does():
     assert not allowed(doc, "ec2:CreateVolume", snap,
                        {"ec2:Owner": "2", "aws:PrincipalAccount": "2"})
     assert not allowed(doc, "ec2:DeleteVolume", snap, {})
+
+
+def test_the_controller_policy_names_its_cluster(iam_policy):
+    """`iam-policy --role controller` printed the node boundary (any cluster's tag) while
+    README says the controller's policy names its cluster (issue 36): the shipped file is
+    a template, CLUSTER_PLACEHOLDER in every place the stack puts the cluster's name,
+    and `--cluster NAME` fills it in exactly as the script makes that cluster's."""
+    template = policy(PolicyRole.CONTROLLER)
+    assert template != policy(PolicyRole.NODE)
+    text = json.dumps(template)
+    assert text.count(CLUSTER_PLACEHOLDER) == 7 and '"aws:ResourceTag/clusterkit:cluster": ' \
+        '"*"' not in text and '"aws:RequestTag/clusterkit:cluster": "*"' not in text
+    assert iam_policy.controller_policy() == template
+    c1 = json.loads(controller_policy_text(CLUSTER))
+    assert c1 == iam_policy.controller_policy(CLUSTER)
+    assert CLUSTER_PLACEHOLDER not in json.dumps(c1)
+    pass_role = next(s for s in c1["Statement"] if s["Sid"] == "PassNodeRole")
+    assert pass_role["Resource"] == f"arn:aws:iam::*:role/clusterkit/{CLUSTER}/*"
+    for action, resource, context, expected in CONTROLLER_CHECKS:  # another cluster's
+        if context.get("aws:ResourceTag/clusterkit:cluster") == "c2" or \
+                context.get("aws:RequestTag/clusterkit:cluster") == "c2":
+            assert not expected and not allowed(c1, action, resource, context), action

@@ -8,8 +8,14 @@ from enum import Enum
 from importlib import resources
 from typing import Any
 
+from clusterkit.errors import UsageError
+from clusterkit.statedir import NAME_RULE, is_cluster_name
+
 PACKAGE = "clusterkit.resources"
 SERVICE_ROLE_STACK = "iam-service-role.yaml"
+# What stands for the cluster's name in the shipped controller policy: no cluster's
+# name (a cluster name has no underscore), so filling it in can replace nothing else.
+CLUSTER_PLACEHOLDER = "CLUSTER_NAME"
 
 
 class PolicyRole(str, Enum):
@@ -32,6 +38,16 @@ def policy_text(role: PolicyRole) -> str:
 
 def policy(role: PolicyRole) -> dict[str, Any]:
     return dict(json.loads(policy_text(role)))
+
+
+def controller_policy_text(cluster: str) -> str:
+    """The recovery controller's policy in the stack of ``cluster`` (any region and
+    account): the shipped template with the name filled in (UsageError, exit 2, for a
+    name that is no cluster name)."""
+    if not is_cluster_name(cluster):
+        raise UsageError(f"{cluster!r} is not a cluster name: a cluster name is {NAME_RULE}",
+                         "give the cluster's name, as in its spec's `name:`")
+    return policy_text(PolicyRole.CONTROLLER).replace(CLUSTER_PLACEHOLDER, cluster)
 
 
 def service_role_stack() -> str:
