@@ -71,6 +71,7 @@ def test_an_idle_cluster_stops_itself_unless_a_session_or_a_job_holds_it(
     an_open_ssh_session_on_a_worker_keeps_the_cluster_up(cluster)
     a_running_job_keeps_the_cluster_up(cluster)
     an_idle_cluster_powers_itself_off_workers_first(sandbox, cluster)
+    the_autostop_command_finds_the_autostopped_cluster(cluster)
     status_says_it_autostopped_and_up_brings_it_back(cluster)
 
 
@@ -162,6 +163,32 @@ def an_idle_cluster_powers_itself_off_workers_first(sandbox, cluster: Cluster) -
     assert result.remains.autostopped and result.remains.stack
     assert sorted(result.remains.terminated) == sorted(
         r["instance_id"] for r in mine)
+
+
+def the_autostop_command_finds_the_autostopped_cluster(cluster: Cluster) -> None:
+    """As `status` does (issue 36: `no cluster NAME`, exit 1): `off` says there is
+    nothing to turn off and how to bring it back without autostop; a duration has no
+    node to go on (exit 1, how to bring it back with it); `-5m` is no duration (exit 2)."""
+    def run(*args: str, target: str = cluster.name) -> subprocess.CompletedProcess:
+        return subprocess.run([CLI, "autostop", target, *args], capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL,
+                              env=os.environ.copy())
+
+    off = run("off")
+    assert off.returncode == 0, off.stdout + off.stderr
+    assert off.stdout.splitlines() == [
+        f"cluster {cluster.name} autostopped: its nodes shut themselves down when it was idle",
+        "autostop off: no node runs, so no watchdog runs: nothing to turn off, nothing was "
+        "changed",
+        "to bring it back without autostop: `clusterkit up SPEC --autostop off` (a plain "
+        "`up` sets autostop up again: the spec's, else the one it had)"]
+    by_spec = run("off", "--json", target=str(cluster.spec))
+    assert by_spec.returncode == 0 and json.loads(by_spec.stdout)["remains"]["autostopped"]
+    on = run("30m")
+    assert on.returncode == 1 and "no node runs to set autostop on" in on.stderr, on.stderr
+    assert "`clusterkit up SPEC --autostop 30m`" in on.stderr
+    negative = run("-5m")
+    assert negative.returncode == 2 and "not a duration: '-5m'" in negative.stderr
 
 
 def status_says_it_autostopped_and_up_brings_it_back(cluster: Cluster) -> None:

@@ -37,13 +37,16 @@ from clusterkit.spec.model import Autostop, Spec
 from clusterkit.statedir import cluster_dir, ensure_cluster_dir, write_private
 
 OFF = Autostop(None)
+# A node in these runs no watchdog and will not (autostopped: stopped, or going)
+DOWN = (InstanceState.STOPPING, InstanceState.STOPPED, InstanceState.SHUTTING_DOWN)
 MEMORY_FILE = "autostop.json"  # in the cluster's local state dir
 
 
 @dataclass(frozen=True)
 class AutostopResult:
     """What was set on each node (label -> started, unchanged, off, was off), the
-    instances whose shutdown behaviour changed, and the master's clock after it."""
+    instances whose shutdown behaviour changed, and the master's clock after it; or,
+    where no node runs (``remains``: an autostopped cluster), nothing done."""
 
     cluster: str
     region: str
@@ -51,12 +54,24 @@ class AutostopResult:
     nodes: dict[str, str] = field(default_factory=dict)
     behaviour_changed: tuple[str, ...] = ()
     clock: Clock | None = None
+    remains: Remains | None = None  # no node runs: what the cluster still has
+    spec: str = "SPEC"  # how `up` names the cluster's spec in the lines said
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "region": self.region,
                 "idle_s": self.setting.idle_s, "action": self.setting.action,
                 "nodes": self.nodes, "behaviour_changed": list(self.behaviour_changed),
-                "clock": self.clock.to_json() if self.clock else None}
+                "clock": self.clock.to_json() if self.clock else None,
+                "remains": self.remains.to_json() if self.remains else None}
+
+    def idle_lines(self) -> list[str]:
+        """`off` where no node runs: what the cluster is, what `off` means for it."""
+        assert self.remains is not None
+        return [self.remains.lines(self.cluster)[0],
+                "autostop off: no node runs, so no watchdog runs: nothing to turn off, "
+                "nothing was changed",
+                f"to bring it back without autostop: `clusterkit up {self.spec} --autostop "
+                "off` (a plain `up` sets autostop up again: the spec's, else the one it had)"]
 
     def describe(self) -> str:
         if not self.setting.on:
@@ -237,21 +252,45 @@ def do_autostop(target: str, duration: str, *, action: str | None = None,
     cluster. A bad duration or action exits 2 before any call; without ``action``, the
     spec's, else the one the master runs, else terminate."""
     from clusterkit.cluster.access import hostkeys
-    from clusterkit.cluster.access.remote_ops import cluster_nodes, login_for, require_running
-    from clusterkit.cluster.access.target import open_cluster
+    from clusterkit.cluster.access.remote_ops import login_for, require_running
+    from clusterkit.cluster.access.target import find_nodes, open_cluster
 
     ref = open_cluster(target, region)
     spec_action = ref.spec.autostop.action if ref.spec and ref.spec.autostop else None
     setting = parse_setting(duration, action, spec_action or "terminate")
     rt = rt or Runtime.make(region=region, profile=profile)
     login, regions = login_for(target, region)
-    found = cluster_nodes(rt, login.cluster, regions)
+    found = [n for n in find_nodes(rt, login.cluster, regions)[1] if n.standby_for is None]
+    if all(n.state in DOWN for n in found):  # autostopped: status finds it, and so do we
+        return _none_running(rt, login.cluster, setting, found, regions,
+                             ref.spec.file if ref.spec else "SPEC")
     require_running(found, found)
     hostkeys.prepare(rt, login.cluster, found, (), port=login.port)
     if action is None and spec_action is None and setting.on:
         now = current(login, found)
         setting = Autostop(setting.idle_s, now.action if now else setting.action)
     return apply(rt, login.cluster, found[0].region, login, found, setting)
+
+
+def _none_running(rt: Runtime, cluster: str, setting: Autostop, found: Sequence[Node],
+                  regions: Sequence[str], spec: str) -> AutostopResult:
+    """`autostop` of a cluster none of whose nodes runs (``found``: stopped or going):
+    `off` has nothing to do and says what it means; a duration has no node to go on
+    (exit 1, how to bring the cluster back with it); none at all: no cluster (exit 1)."""
+    from clusterkit.cluster.access.target import search_regions
+
+    where = sorted({n.region for n in found}) or search_regions(rt, regions)
+    left = remains(rt, cluster, where)
+    if left is None:
+        raise ClusterkitError(f"no cluster {cluster} in {', '.join(where)}",
+                              "check the name and --region (or give the spec file); "
+                              "`clusterkit status` lists clusters")
+    if setting.on:
+        raise ClusterkitError(
+            f"{left.lines(cluster)[0]}: no node runs to set autostop on",
+            f"bring it back with it: `clusterkit up {spec} --autostop "
+            f"{policy.format_duration(setting.idle_s or 0)}`")
+    return AutostopResult(cluster, where[0], setting, remains=left, spec=spec)
 
 
 def remains(rt: Runtime, cluster: str, regions: Sequence[str]) -> Remains | None:
