@@ -139,8 +139,11 @@ def _create(run: Run, moto_create: Callable[[Any], None], recorder: Recorder) ->
         if made is not None:
             run.made.append(made)
         _event(stack, step, "CREATE_COMPLETE", physical)
+        # the schedule's marks, start and end: the one waiting for it starts at this end
+        # (the emulator's own lag on a loaded machine is not AWS's wait)
         recorder.add("wait", stack_wait(step.resource_type).value,
-                     f"{stack.name}/{step.logical_id}", run.start + step.start, time.time())
+                     f"{stack.name}/{step.logical_id}", run.start + step.start,
+                     run.start + step.end)
 
     try:
         if _play(run, begin, end):
@@ -163,7 +166,7 @@ def _delete(run: Run, before: Run | None, moto_delete: Callable[[], None],
     def end(step: Step) -> None:
         _event(stack, step, "DELETE_COMPLETE")
         recorder.add("wait", Wait.STACK_DELETE.value, f"{stack.name}/{step.logical_id}",
-                     run.start + step.start, time.time())
+                     run.start + step.start, run.start + step.end)
 
     try:
         _play(run, lambda step: _event(stack, step, "DELETE_IN_PROGRESS"), end)

