@@ -90,6 +90,7 @@ def render_status(console: Console, result: StatusResult, *, wide: bool = False)
     if not result.nodes:
         if result.remains is not None:
             _autostop(console, result)
+            _stack(console, result)
             return
         what = f"cluster {result.cluster}" if result.cluster else "clusterkit clusters"
         console.print(f"no {what} in {', '.join(result.regions)}", markup=False,
@@ -105,6 +106,7 @@ def render_status(console: Console, result: StatusResult, *, wide: bool = False)
     per_hour = f"{usd(hourly, per_hour=True)}/h" if hourly is not None else "$/h unknown"
     console.print(f"total: {per_hour}, so far {usd(so_far) if so_far is not None else 'unknown'}",
                   markup=False, highlight=False)
+    _stack(console, result)
     _standbys(console, result.nodes)
     _block_end(console, result.nodes)
     _dataset(console, result)
@@ -123,6 +125,12 @@ def _autostop(console: Console, result: StatusResult) -> bool:
     for line in result.remains.lines(result.cluster):
         console.print(line, markup=False, highlight=False)
     return True
+
+
+def _stack(console: Console, result: StatusResult) -> None:
+    """The stack's state when it is not simply there: in progress, failed, rolled back."""
+    if result.stack is not None and not result.stack.settled:
+        console.print(result.stack.describe(), markup=False, highlight=False)
 
 
 def _standbys(console: Console, rows: Sequence[StatusRow]) -> None:

@@ -51,6 +51,39 @@ class StatusRow:
 
 
 @dataclass(frozen=True)
+class StackRow:
+    """The cluster's stack as `status` shows it: its state, in progress while an `up` or
+    `down` (here or on another machine, or one interrupted: CloudFormation goes on)
+    changes it."""
+
+    name: str
+    region: str
+    status: str
+    reason: str = ""
+
+    @property
+    def in_progress(self) -> bool:
+        return self.status.endswith("_IN_PROGRESS")
+
+    @property
+    def settled(self) -> bool:
+        """Created or updated, nothing going on: not worth a line of its own."""
+        return self.status in ("CREATE_COMPLETE", "UPDATE_COMPLETE")
+
+    def describe(self) -> str:
+        why = f" ({self.reason})" if self.reason and not self.in_progress else ""
+        if not self.in_progress:
+            return f"stack {self.name} in {self.region}: {self.status}{why}"
+        return (f"stack {self.name} in {self.region}: {self.status}: an `up` or `down` of "
+                "the cluster is changing it (on another machine, or one interrupted here: "
+                "CloudFormation goes on); `up` waits for it to end")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "region": self.region, "status": self.status,
+                "reason": self.reason, "in_progress": self.in_progress}
+
+
+@dataclass(frozen=True)
 class StatusResult:
     """The nodes of one cluster (``cluster``) or of every cluster (None) in ``regions``,
     the total $/h and cost so far, and the EFS file systems the cluster keeps."""
@@ -65,6 +98,7 @@ class StatusResult:
     job: JobSummary | None = None  # the newest training job (cluster/jobs.job_summary)
     autostop: Clock | None = None  # the master watchdog's clock, while the nodes run
     remains: Remains | None = None  # what is left where no node runs (autostopped)
+    stack: StackRow | None = None  # a named cluster's stack, where it has one
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "regions": self.regions,
@@ -73,7 +107,8 @@ class StatusResult:
                 "dataset": [d.to_json() for d in self.dataset],
                 "job": self.job.to_json() if self.job else None,
                 "autostop": self.autostop.to_json() if self.autostop else None,
-                "remains": self.remains.to_json() if self.remains else None}
+                "remains": self.remains.to_json() if self.remains else None,
+                "stack": self.stack.to_json() if self.stack else None}
 
 
 @dataclass(frozen=True)
@@ -157,7 +192,21 @@ def do_status(name: str | None, *, region: str | None = None, profile: str | Non
     elif cluster and not any(r.state == InstanceState.RUNNING for r in result.nodes):
         where = sorted({r.region for r in result.nodes}) or regions
         result = dataclasses.replace(result, remains=autostop.remains(rt, cluster, where))
+    if cluster:
+        where = sorted({r.region for r in result.nodes}) or result.regions
+        result = dataclasses.replace(result, stack=stack_row(rt, cluster, where))
     return result
+
+
+def stack_row(rt: Runtime, cluster: str, regions: Sequence[str]) -> StackRow | None:
+    """The cluster's stack in the first of ``regions`` that has it (read in parallel)."""
+    from clusterkit.aws import stack as cfn
+    from clusterkit.plan.stack import stack_name
+
+    name = stack_name(cluster)
+    found = per_region(list(regions), lambda r: cfn.describe_stack(rt.session, r, name))
+    return next((StackRow(name, region, st["status"], st.get("reason") or "")
+                 for region, st in found.items() if st), None)
 
 
 def _clock(target: str, region: str | None, rt: Runtime, regions: Sequence[str],

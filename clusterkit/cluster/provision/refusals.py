@@ -25,12 +25,13 @@ def refuse_drift(spec: Spec, region: str | None, nodes: Sequence[Node]) -> None:
 
 
 def refuse_busy(spec: Spec, observed: Observed) -> None:
-    """ClusterBusyError when the stack is in progress: another `up` or `down` runs."""
+    """ClusterBusyError when the stack is in progress (still, after `up` waited for it
+    once: another `up` or `down` began meanwhile)."""
     stack = observed.stack
     if stack is not None and stack.in_progress:
         raise ClusterBusyError(
             f"the stack of cluster {spec.name} in {observed.region} is {stack.status}: "
             "another `up` or `down` of it is running (on another machine, or one "
             "interrupted here)",
-            f"wait until it ends (`clusterkit status {spec.name}` shows the nodes), then run "
-            "`clusterkit up` again; nothing was changed")
+            f"wait until it ends (`clusterkit status {spec.name}` shows the stack's state), "
+            "then run `clusterkit up` again; nothing was changed")

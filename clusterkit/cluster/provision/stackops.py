@@ -61,6 +61,21 @@ def wait_ready(rt: Runtime, region: str, stack_id: str, *, timeout: float,
         "`clusterkit down` deletes"))
 
 
+def wait_other(rt: Runtime, region: str, name: str, stack_id: str, status: str, *,
+               timeout: float) -> str:
+    """Wait for the stack another `up` or `down` left in progress (this machine holds the
+    cluster's lock, so none of its own runs: another machine's, or one interrupted here,
+    which CloudFormation finishes without it); its final status. AwsError (exit 1) when
+    it is still in progress after ``timeout`` seconds."""
+    rt.started(Stage.STACK, f"stack {name} in {region} is {status}: another `up` or `down` "
+               "of the cluster is changing it (on another machine, or one interrupted "
+               f"here: CloudFormation goes on); waiting for it to end (at most "
+               f"{timeout:.0f} s, --timeout)")
+    final = wait_stack(rt, region, stack_id, timeout=timeout)["status"]
+    rt.done(Stage.STACK, f"stack {name} is {final}: planning from what is there now")
+    return str(final)
+
+
 @dataclass(frozen=True)
 class Pending:
     """A stack still being created whose resources a launch needs are done

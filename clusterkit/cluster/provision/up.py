@@ -16,7 +16,14 @@ from clusterkit.cluster.access import hostkeys, nodecache, record
 from clusterkit.cluster.dataset.checks import view_for_up
 from clusterkit.cluster.ops import uprecord
 from clusterkit.cluster.ops.autostop import AutostopResult, parse_setting, up_stage
-from clusterkit.cluster.provision import efsaccess, launch, reserved, savedplan, stopped
+from clusterkit.cluster.provision import (
+    efsaccess,
+    launch,
+    reserved,
+    savedplan,
+    stackops,
+    stopped,
+)
 from clusterkit.cluster.provision.bootstrap import bootstrap_nodes, check_steps
 from clusterkit.cluster.provision.caller import ssh_source_cidr
 from clusterkit.cluster.provision.locks import cluster_lock
@@ -44,6 +51,7 @@ from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.nodes import Node, node_actions, node_order
 from clusterkit.plan.observed import Observed
 from clusterkit.plan.provision import ProvisionRecord
+from clusterkit.plan.stack import stack_name
 from clusterkit.plan.up import UpPlan, plan_lines, plan_up
 from clusterkit.remote import sshhosts
 from clusterkit.remote.address import address_or_none
@@ -251,7 +259,11 @@ def _up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tr
         refuse_drift(spec, region, nodes)  # before any other call
 
     observed = observe_up(rt, spec, only_region, on_nodes)
-    refuse_busy(spec, observed)
+    if observed.stack is not None and observed.stack.in_progress:  # not ours: we hold the lock
+        observed = _after_other(rt, spec, observed, timeout,
+                                lambda: observe_up(rt, spec, only_region, on_nodes))
+        deadline = rt.clock() + timeout
+    refuse_busy(spec, observed)  # in progress again: one more began meanwhile
     if saved is not None:  # PlanDriftError naming what changed (or: already applied)
         observed = saved.to_apply(rt, spec, observed)
     plan = plan_up(spec, observed)
@@ -276,6 +288,17 @@ def _up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tr
     except (Exception, KeyboardInterrupt) as exc:
         report_failure(rt, trail, exc)
         raise
+
+
+def _after_other(rt: Runtime, spec: Spec, observed: Observed, timeout: float,
+                 observe: Callable[[], Observed]) -> Observed:
+    """The world once the stack another `up` or `down` left in progress has ended (at
+    most ``timeout`` seconds; this `up` holds the cluster's lock, so it is another
+    machine's, or one interrupted here): ``observe()`` again."""
+    assert observed.stack is not None
+    stackops.wait_other(rt, observed.region, stack_name(spec.name), observed.stack.stack_id,
+                        observed.stack.status, timeout=timeout)
+    return observe()
 
 
 def _apply(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *, deadline: float,
