@@ -11,7 +11,7 @@ from clusterkit.cluster.jobs.train import do_train
 from clusterkit.events import Event, Kind
 from tests import support
 from tests.e2e import test_train
-from tests.e2e.test_train import Cluster, job_processes
+from tests.e2e.test_train import Cluster, all_gone
 from tests.integration.conftest import runtime
 
 cluster = test_train.cluster  # its 3-node MXNet cluster: one of this module's own
@@ -42,7 +42,8 @@ def test_train_right_after_a_failed_job_waits_for_its_stop_and_succeeds(cluster:
     assert any(t.startswith(waited) and "worker-2" in t and t.endswith(
         ": waiting for it (at most 60 s)") for t in said), said
     assert f"job {failed.job_id} has stopped on every node" in said
-    assert job_processes(failed.job_id) == [] and cluster.active() == []
+    all_gone(failed.job_id)
+    assert cluster.active() == []
 
 
 def test_stop_of_a_job_that_already_ended_says_so(cluster: Cluster):

@@ -31,7 +31,7 @@ from clusterkit.sandbox import imds
 from clusterkit.sandbox.partition import do_partition
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session
-from tests.e2e.test_train import Cluster, job_processes
+from tests.e2e.test_train import Cluster, all_gone
 from tests.integration.conftest import runtime
 
 STEPS, PAUSE = 24, 0.4
@@ -142,7 +142,7 @@ def check_recovered(cluster: Cluster, before: dict[str, str], lost: str, why: st
     summary = job_summary(runtime(), cluster.name)
     assert summary is not None and summary.job_id == outcome.job_id
     assert [r.replaced for r in summary.recoveries] == [recovery.replaced]
-    assert job_processes(outcome.job_id) == []
+    all_gone(outcome.job_id)
 
 
 def test_a_notice_checkpoints_replaces_only_that_node_and_the_job_resumes(
@@ -262,7 +262,7 @@ def test_without_recoveries_an_interrupted_job_fails_naming_the_notice(
     assert outcome.state == "interrupted" and outcome.recoveries == ()
     assert "node 1: spot interruption notice" in (outcome.reason or "")
     assert "no recovery left" in (outcome.reason or "")
-    assert job_processes(outcome.job_id) == []
+    all_gone(outcome.job_id)
     assert cluster.active() == []
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests import support
 from tests.e2e.clusters import running, user_session
-from tests.e2e.test_train import Cluster, ddp_ranks, job_processes, new_cluster
+from tests.e2e.test_train import Cluster, all_gone, ddp_ranks, new_cluster
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "mxnet_dist_sync.py"
 STEPS, LR, INIT = 5, 0.1, 1.0
@@ -50,7 +50,7 @@ def test_two_node_dist_sync_aggregates_every_round_on_every_worker(cluster: Clus
         assert (r["num_workers"], r["steps"], r["ok"]) == (2, STEPS, True), text
         assert r["params"] == pytest.approx([want] * 4, abs=1e-5), text
     assert results["master"]["params"] == results["worker-1"]["params"]
-    assert job_processes(outcome.job_id) == []  # scheduler and servers stopped too
+    all_gone(outcome.job_id)  # scheduler and servers stopped too
     assert cluster.active() == []
 
 
@@ -92,4 +92,4 @@ def test_an_interruption_notice_checkpoints_every_worker_and_interrupts_the_job(
     assert "node 1: spot interruption notice (terminate at" in (outcome.reason or ""), outcome
     assert re.search(r"^\[master/worker-0\] checkpoint$", text, re.M), text
     assert re.search(r"^\[worker-1/worker-0\] checkpoint$", text, re.M), text
-    assert job_processes(outcome.job_id) == []
+    all_gone(outcome.job_id)

@@ -141,7 +141,7 @@ def efa_profile(root: Path, index: int) -> Path:
     return root / f"node{index}" / "etc" / "profile.d" / "clusterkit-efa.sh"
 
 
-def build_job(root: Path, node_procs: list[list[dict]], grace: float = 1, hb: float = 3,
+def build_job(root: Path, node_procs: list[list[dict]], grace: float = 1, hb: float = 10,
               port: int | None = None, extra: list[dict] | None = None) -> Job:
     """A job of ``len(node_procs)`` nodes under ``root``/nodeI, written, not started;
     ``extra``: more job.json keys, per node."""

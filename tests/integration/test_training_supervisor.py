@@ -38,7 +38,7 @@ def make_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("CLUSTERKIT_NO_CGROUP", raising=False)
     jobs: list[Job] = []
 
-    def make(node_procs: list[list[dict]], grace: float = 1, hb: float = 3,
+    def make(node_procs: list[list[dict]], grace: float = 1, hb: float = 10,
              port: int | None = None, extra: list[dict] | None = None) -> Job:
         job = build_job(tmp_path, node_procs, grace, hb, port, extra)
         jobs.append(job)
