@@ -62,11 +62,14 @@ DIST_SYNC = textwrap.dedent("""\
     print("RESULT", kv.rank, kv.num_workers, out.asnumpy().tolist(), flush=True)
 """)
 # Worker 1 fails once every worker has started (each marks /dev/shm, which the nodes
-# share with the host), so the others are running when it does.
+# share with the host), so the others are running when it does, and 3 s later: every
+# node's supervisor has linked to the master by then. (A job that fails before a node
+# linked leaves that node running until its heartbeat timeout: a known race, no job
+# process can see the link to wait for it.)
 FAIL_ON_1 = ("m=/dev/shm/ck-$CLUSTERKIT_JOB_ID; touch $m-$CLUSTERKIT_NODE_RANK; "
              "if [ \"$CLUSTERKIT_NODE_RANK\" = 1 ]; then "
              "for _ in $(seq 600); do [ -e $m-0 ] && [ -e $m-2 ] && break; sleep 0.1; done; "
-             "rm -f $m-0 $m-1 $m-2; echo about to fail; exit 3; fi; sleep 300")
+             "rm -f $m-0 $m-1 $m-2; sleep 3; echo about to fail; exit 3; fi; sleep 300")
 
 
 @dataclass

@@ -23,7 +23,7 @@ FAIL_SLOW_STOP = (
     "m=/dev/shm/ck-$CLUSTERKIT_JOB_ID; touch $m-$CLUSTERKIT_NODE_RANK; "
     "if [ \"$CLUSTERKIT_NODE_RANK\" = 1 ]; then "
     "for _ in $(seq 600); do [ -e $m-0 ] && [ -e $m-2 ] && break; sleep 0.1; done; "
-    "rm -f $m-0 $m-1 $m-2; echo about to fail; exit 3; fi; "
+    "rm -f $m-0 $m-1 $m-2; sleep 3; echo about to fail; exit 3; fi; "  # (see FAIL_ON_1)
     "if [ \"$CLUSTERKIT_NODE_RANK\" = 2 ]; then trap '' TERM; fi; "
     "while :; do sleep 0.2; done")
 
