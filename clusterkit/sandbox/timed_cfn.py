@@ -218,8 +218,11 @@ def _hide_while_creating(stack_class: Any) -> None:
     outputs, resources = stack_class.outputs, stack_class.stack_resources
 
     def creating(stack: Any) -> Run | None:
+        # moto's own create ends by marking the stack complete, its outputs readable: from
+        # then on nothing is hidden (its thread has not finished the run yet)
         run = running(stack)
-        return run if run is not None and run.creating else None
+        return run if run is not None and run.creating and \
+            stack.status != "CREATE_COMPLETE" else None
 
     stack_class.outputs = property(
         lambda self: None if creating(self) else outputs.fget(self))
