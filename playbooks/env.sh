@@ -44,10 +44,15 @@ fi
 requirements=$(grep -v '^[[:space:]]*$' || true)
 [ -n "$requirements" ] || { echo "env.sh: no packages on stdin" >&2; exit 2; }
 mkdir -p "$base"
-rm -rf "$venv"
-"$python" -m venv "$venv"
-printf '%s\n' "$requirements" > "$venv/requirements.txt"
-"$venv/bin/python" -m pip install --quiet --upgrade pip
+
+make_venv() {  # a new, empty venv with the package list in it (once per run)
+    [ -z "${made:-}" ] || return 0
+    rm -rf "$venv"
+    "$python" -m venv "$venv"
+    printf '%s\n' "$requirements" > "$venv/requirements.txt"
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+    made=1
+}
 
 root_only() {  # root_only MOUNT DIR: MOUNT and each directory down to DIR are real
     # directories of this user's (root's) that no one else may write or move (made
@@ -90,6 +95,7 @@ if [ -n "$shared" ]; then
     exec 9> "$shared.lock"
     flock 9
     if [ ! -f "$shared/.complete" ] || [ ! -f "$shared/SHA256SUMS" ]; then
+        make_venv
         rm -rf "$shared.part" "$shared"
         "$venv/bin/python" -m pip download --quiet -d "$shared.part" -r "$venv/requirements.txt"
         (cd "$shared.part" && find . -maxdepth 1 -type f -printf '%f\n' | LC_ALL=C sort \
@@ -104,9 +110,11 @@ if [ -n "$shared" ]; then
         exit 1
     fi
     flock -u 9
+    make_venv  # after the check: a cache that fails it leaves no env half-built
     "$venv/bin/python" -m pip install --quiet --no-index --find-links "$shared" \
         -r "$venv/requirements.txt"
 else
+    make_venv
     "$venv/bin/python" -m pip install --quiet -r "$venv/requirements.txt"
 fi
 printf '%s\n' "$hash" > "$marker"

@@ -404,8 +404,9 @@ def _env_on(node: Path, cache: Path, links: Path) -> subprocess.CompletedProcess
 
 def test_env_wheel_cache_is_roots_and_every_wheel_is_checked(tmp_path: Path, efs_mount: Path):
     """The first node fills a root-owned cache with a SHA256SUMS; a second node installs
-    from it; a tampered wheel (or a file slipped in) stops the next node with exit 1; a
-    cache directory the login user could change is not used at all."""
+    from it; a tampered wheel (or a file slipped in) stops the next node with exit 1,
+    before it builds an env; a cache directory the login user could change is not used
+    at all."""
     links = tmp_path / "index"
     links.mkdir()
     _wheel(links)
@@ -424,6 +425,9 @@ def test_env_wheel_cache_is_roots_and_every_wheel_is_checked(tmp_path: Path, efs
         handle.write(b"tampered")
     out = _env_on(tmp_path / "node3", cache, links)
     assert out.returncode == 1 and "does not match its SHA256SUMS" in out.stderr
+    # checked before the env is built: a refused cache leaves no half-built env behind
+    assert not (tmp_path / "node3" / "opt/clusterkit/envs").exists() or not any(
+        (tmp_path / "node3" / "opt/clusterkit/envs").iterdir())
     (shared / "ckwheel-0.1-py3-none-any.whl").unlink()
     (shared / "evil-0.1-py3-none-any.whl").write_bytes(b"x")
     out = _env_on(tmp_path / "node4", cache, links)
