@@ -409,12 +409,14 @@ def test_each_node_samples_its_job_cpu_and_throughput_while_the_job_runs(
 
     go = tmp_path / "go"
     script = tmp_path / "burn.py"
+    # a Speedometer line every 0.1 s of the clock (not every N iterations: how many
+    # a loaded machine runs in a sample's time is not ours to know); spinning between
     script.write_text(f"""import os, time
-n, end = 0, time.time() + 30
+end, next_line = time.time() + 30, 0.0
 while time.time() < end and not os.path.exists({str(go)!r}):
-    n += 1
-    if n % 200000 == 0:
+    if time.time() >= next_line:
         print("Epoch[0] Batch [0-20]\\tSpeed: 512.50 samples/sec", flush=True)
+        next_line = time.time() + 0.1
 """)
     burn = f"python3 {script}"
     sampling = {"sampling": {"interval": 0.5, "throughput_pattern": None,
@@ -425,7 +427,9 @@ while time.time() < end and not os.path.exists({str(go)!r}):
     def samples(node: int) -> list[dict]:
         return [s for s in read_samples(str(job.nodes[node].dir)) if s.get("dt")]
 
-    wait_for(lambda: len(samples(0)) >= 4 and len(samples(1)) >= 4, "4 samples each", 30)
+    wait_for(lambda: len(samples(0)) >= 4 and len(samples(1)) >= 4
+             and any(s["samples_per_s"] for s in samples(0)[1:]),
+             "4 samples each, node 0's with a rate", 30)
     busy, idle = samples(0)[1:], samples(1)[1:]  # (the first: the process starting)
     go.touch()
     job.wait_final()
