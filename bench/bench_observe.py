@@ -33,7 +33,7 @@ from bench.bench_first_step import busy_seconds  # noqa: E402
 from bench.sandbox_spec import spec_text  # noqa: E402
 from clusterkit.cluster.provision.down import do_down  # noqa: E402
 from clusterkit.cluster.provision.up import do_up  # noqa: E402
-from clusterkit.training.sampler import Sampler  # noqa: E402
+from clusterkit.node.sampler import Sampler  # noqa: E402
 
 CLI = str(Path(sys.executable).with_name("clusterkit"))
 FAKE_SMI = """#!/bin/sh
@@ -78,7 +78,7 @@ def sampler_rss(tmp: Path) -> tuple[int, int]:
     code = ("import sys; sys.path.insert(0, %r); "
             "hwm = lambda: int([l for l in open('/proc/self/status') if l.startswith('VmHWM')]"
             "[0].split()[1]); base = hwm(); "
-            "from clusterkit.training.sampler import Sampler; "
+            "from clusterkit.node.sampler import Sampler; "
             "s = Sampler(%r, pids_fn=lambda: set(), interval=0.0, nvidia_smi='/nonexistent'); "
             "[s.step(float(i)) for i in range(20)]; print(base, hwm())")
     job = tmp / "rss"

@@ -40,7 +40,7 @@ from bench.sandbox_spec import spec_text  # noqa: E402
 from clusterkit.cluster.jobs.results import JobOutcome  # noqa: E402
 from clusterkit.cluster.runtime import Runtime  # noqa: E402
 from clusterkit.events import Event, Kind, Stage  # noqa: E402
-from clusterkit.training.interruption import MARGIN, POLL  # noqa: E402
+from clusterkit.node.interruption import MARGIN, POLL  # noqa: E402
 
 REGION = "us-east-1"
 PAUSE = 0.5  # seconds between steps

@@ -1,4 +1,4 @@
-"""How soon the node supervisor acts: the numbers tests/integration/test_training_supervisor.py
+"""How soon the node supervisor acts: the numbers tests/integration/test_node_supervisor.py
 asserts no threshold on (it checks order and outcome), measured here on real daemons,
 processes and sockets on this machine (each "node" a job dir of its own, as in that test).
 

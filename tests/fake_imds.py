@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from clusterkit.training import interruption as imds
+from clusterkit.node import interruption as imds
 
 # copies of ../shared/data/node-captures (tests/unit/test_data_captures.py checks them)
 CAPTURES = Path(__file__).resolve().parent / "data" / "node-captures"

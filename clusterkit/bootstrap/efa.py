@@ -57,13 +57,15 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from clusterkit.node import paths
+
 FI_INFO_COMMAND = "fi_info -p efa -t FI_EP_RDM"
 MODULE_COMMAND = "cat /proc/modules"
 NVIDIA_SMI_COMMAND = "nvidia-smi"
 NCCL_LIB_COMMAND = ("ls -1 /usr/lib/x86_64-linux-gnu/libnccl.so.* /usr/lib/aarch64-linux-gnu/"
                     "libnccl.so.* /usr/lib64/libnccl.so.* /usr/local/cuda/lib64/libnccl.so.* "
                     "/opt/nccl/build/lib/libnccl.so.* 2>/dev/null")
-PROFILE_PATH = "/etc/profile.d/clusterkit-efa.sh"  # written once per node, sourced by jobs
+PROFILE_PATH = paths.EFA_PROFILE  # written once per node, sourced by jobs
 
 EFA_PROVIDER = "efa"
 EFA_MODULE = "efa"

@@ -24,13 +24,14 @@ from typing import Any, TypeVar
 
 from clusterkit.bootstrap.efa_facts import EFA_FACTS
 from clusterkit.bootstrap.nodefact import FactNotGathered, NodeFact
+from clusterkit.node import paths
 
 T = TypeVar("T")
 
 STORE_PREFIX = "nvme-Amazon_EC2_NVMe_Instance_Storage_"
 EBS_PREFIX = "nvme-Amazon_Elastic_Block_Store_"
-RECEIPTS_DIR = "/var/lib/clusterkit/steps"
-ENVS_DIR = "/opt/clusterkit/envs"
+RECEIPTS_DIR = paths.RECEIPTS_DIR
+ENVS_DIR = paths.ENVS_DIR
 ENV_MARKER = ".clusterkit-packages"  # in a venv: the package-list hash, written last
 HOSTS_BEGIN = "# BEGIN clusterkit"
 HOSTS_END = "# END clusterkit"

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the job layer imports paramiko: loaded by the commands that
     from clusterkit.cluster.jobs.afterjob import AfterJob
     from clusterkit.cluster.jobs.nccltest import NcclTest
     from clusterkit.cluster.jobs.results import JobOutcome, StopResult
-    from clusterkit.training.jobfiles import ProcessState
+    from clusterkit.node.jobstate import ProcessState
 
 JOB_HELP = "The job id (default: the cluster's newest job)."
 

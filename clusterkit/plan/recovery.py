@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from clusterkit.training.jobstate import Failure, JobStateName
+from clusterkit.node.jobstate import Failure, JobStateName
 
 MASTER = 0
 # The states a job that lost a node ends in; STOPPING: the master still waits out its

@@ -20,14 +20,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from clusterkit.sandbox.state import RUN_DIR, read_json, write_json
-from clusterkit.statedir import check_name
-from clusterkit.training.interruption import (
+from clusterkit.node.interruption import (
     ACTION_PATH,
     REBALANCE_PATH,
     SANDBOX_PREFIX,
     TOKEN_PATH,
 )
+from clusterkit.sandbox.state import RUN_DIR, read_json, write_json
+from clusterkit.statedir import check_name
 
 PREFIX = SANDBOX_PREFIX
 NOTICES_FILE = "imds.json"

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from clusterkit.training.reaping import pid_alive
+from clusterkit.node.reaping import pid_alive
 
 DIR_ENV = "CLUSTERKIT_SANDBOX_DIR"
 ADDRESS_MAP_ENV = "CLUSTERKIT_ADDRESS_MAP"

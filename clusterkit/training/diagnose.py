@@ -13,10 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 
-try:  # imported as clusterkit.training.diagnose
-    from .gpuhealth import gpu_health, parse_xids, problems
-except ImportError:  # a file beside gpuhealth.py on a node
-    from gpuhealth import gpu_health, parse_xids, problems
+from clusterkit.node.gpuhealth import gpu_health, parse_xids, problems
 
 __all__ = ["Context", "Finding", "Kind", "NodeHealth", "Severity", "cores", "diagnose",
            "gpu_health", "now", "parse_xids"]

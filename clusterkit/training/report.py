@@ -2,7 +2,7 @@
 GPU utilization (mean, p5, p95), the job's mean CPU, steady-state samples/s, samples in
 all, what the job cost at the prices its nodes were launched at beside on-demand, and
 the node-hours and dollars each recovery lost. PURE: from each node's running totals
-(``training/totals.py``: summary.json) and what the client knows of the nodes."""
+(``node/totals.py``: summary.json) and what the client knows of the nodes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from clusterkit.training.totals import Totals, percentile
+from clusterkit.node.totals import Totals, percentile
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,9 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from clusterkit.bootstrap.facts import ENVS_DIR
+from clusterkit.node.jobstate import JOB_ID_RE
+from clusterkit.node.paths import ENVS_DIR
 from clusterkit.spec.model import Spec, Train
-from clusterkit.training.jobstate import JOB_ID_RE
 from clusterkit.training.nccl import DEBUG_ENV
 
 ENV_DIR = f"{ENVS_DIR}/current"  # the venv env.sh points `current` at
@@ -314,7 +314,7 @@ def job_file(processes: Sequence[ProcessSpec], node: NodeSlot, *, cluster: str,
 
 
 def sampling_of(spec: Spec, gpus: int = 0) -> dict[str, Any]:
-    """What each node's sampler needs (``training/sampler.py``): how often, the user's
+    """What each node's sampler needs (``node/sampler.py``): how often, the user's
     throughput pattern, and the dataset volume's mount (its device's I/O is sampled);
     the stall watch's settings; and its GPU health watch's (``gpuwatch``): how often,
     and ``gpus``, how many GPUs the node's type has."""

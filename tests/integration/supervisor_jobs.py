@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterkit.training import jobfiles, jobstate
+from clusterkit.node import bundle, jobstate
+from clusterkit.training import jobfiles
 from tests.support import wait_for
 
 SLEEP = "exec sleep 1000"
@@ -150,7 +151,7 @@ def build_job(root: Path, node_procs: list[list[dict]], grace: float = 1, hb: fl
     for i, procs in enumerate(node_procs):
         d = Path(jobfiles.job_dir(job_id, root=str(root / f"node{i}")))
         d.mkdir(parents=True, mode=0o700)
-        for name, text in jobfiles.node_files().items():
+        for name, text in bundle.files().items():
             (d / name).write_text(text)
         spec = {"version": 1, "job_id": job_id, "node_index": i, "node_name": f"n{i}",
                 "cgroup_name": f"cktest-{i}-{job_id}", "is_master": i == 0,

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit.dataset.recordio import IndexedRecordWriter, pack_header
-from clusterkit.training import sampler
+from clusterkit.node import sampler
 from tests import support
 
 pytestmark = pytest.mark.mxnet

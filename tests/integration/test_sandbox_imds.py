@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterkit.node import interruption
 from clusterkit.plan.nodes import INDEX_TAG
-from clusterkit.training import interruption
 from tests import support
 from tests.conftest import SandboxCluster
 

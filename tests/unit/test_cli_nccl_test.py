@@ -16,8 +16,8 @@ from clusterkit.cli.main import cli
 from clusterkit.cluster.jobs import nccltest
 from clusterkit.cluster.jobs.nccltest import NcclTest
 from clusterkit.cluster.jobs.results import JobOutcome
+from clusterkit.node.jobstate import JobStateName
 from clusterkit.training import allreduce
-from clusterkit.training.jobstate import JobStateName
 
 ROOT = Path(__file__).parents[2]
 PERF_P4D = ROOT / "tests" / "data" / "node-captures" / \

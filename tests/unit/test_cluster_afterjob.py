@@ -7,7 +7,7 @@ import pytest
 
 from clusterkit.cluster.jobs.afterjob import DownWhen, decide
 from clusterkit.cluster.jobs.results import JobOutcome
-from clusterkit.training.jobstate import JobStateName as S
+from clusterkit.node.jobstate import JobStateName as S
 
 
 @pytest.mark.parametrize(("state", "detached", "when", "down"), [

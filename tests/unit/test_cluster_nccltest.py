@@ -16,13 +16,13 @@ from clusterkit.cluster.jobs import nccltest, train
 from clusterkit.cluster.jobs.control import JobCluster
 from clusterkit.errors import UsageError
 from clusterkit.kinds import Market
+from clusterkit.node import nccl_allreduce as script
+from clusterkit.node.jobstate import JobStateName
 from clusterkit.plan.nodes import Node
 from clusterkit.remote.connect import Login
 from clusterkit.spec import loads
 from clusterkit.training import jobfiles
-from clusterkit.training import nccl_allreduce as script
 from clusterkit.training.allreduce import Looks
-from clusterkit.training.jobstate import JobStateName
 
 SPEC = """\
 name: c1

@@ -15,9 +15,9 @@ from clusterkit.cluster.jobs import control as jobs
 from clusterkit.cluster.jobs import train
 from clusterkit.cluster.jobs.results import NodeStop
 from clusterkit.errors import RemoteError, UsageError
+from clusterkit.node.jobstate import JobStateName
 from clusterkit.spec.model import Spec, Train
 from clusterkit.training import jobfiles
-from clusterkit.training.jobstate import JobStateName
 
 
 def _spec(command: str | None) -> Spec:
@@ -118,7 +118,7 @@ def test_the_drain_after_the_masters_stream_never_holds_the_command_open():
 
 def test_the_nodes_watch_ec2s_metadata_or_in_the_sandbox_its_loopback_one(monkeypatch) -> None:
     from clusterkit.cluster.jobs.train import metadata_endpoint
-    from clusterkit.training.interruption import DEFAULT_ENDPOINT
+    from clusterkit.node.interruption import DEFAULT_ENDPOINT
 
     monkeypatch.delenv("CLUSTERKIT_SANDBOX", raising=False)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)

@@ -26,11 +26,11 @@ from clusterkit.cluster.jobs.results import NodeStop, StopResult
 from clusterkit.cluster.jobs.train import follow_job
 from clusterkit.cluster.jobs.transport import MAX_LINES, TransportWatch
 from clusterkit.kinds import Market
+from clusterkit.node.jobstate import JobStateName
 from clusterkit.plan.nodes import Node
 from clusterkit.remote.connect import Hop, Login, Target
 from clusterkit.spec import loads
 from clusterkit.training import jobfiles
-from clusterkit.training.jobstate import JobStateName
 from tests.node_captures import (
     CAPTURES,
     NO_PLUGIN,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from clusterkit.cluster.jobs.ending import stopping
-from clusterkit.training.jobfiles import JobState, state_from
-from clusterkit.training.jobstate import JobStateName as S
+from clusterkit.node.jobstate import JobState, state_from
+from clusterkit.node.jobstate import JobStateName as S
 
 JOB, OTHER = "j-20260101-120000-ab12", "j-20260101-130000-cd34"
 

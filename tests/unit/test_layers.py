@@ -18,8 +18,8 @@ PURE = ("spec", "plan", "catalog")
 # diagnose beside the supervisor); checked from the moment each file exists.
 PURE_FILES = ("bootstrap/facts.py", "bootstrap/steps.py", "bootstrap/stepdata.py",
               "training/topology.py",
-              "training/diagnose.py", "training/gpuhealth.py", "training/report.py",
-              "training/totals.py", "training/stall.py", "training/jobstate.py",
+              "training/diagnose.py", "node/gpuhealth.py", "training/report.py",
+              "node/totals.py", "node/stall.py", "node/jobstate.py", "node/paths.py",
               "autostop/policy.py", "training/nccl.py", "training/allreduce.py",
               "bootstrap/efa.py", "bootstrap/efa_facts.py", "bootstrap/nodefact.py")
 # top-level module -> the only sub-packages of clusterkit that may import it
@@ -35,7 +35,7 @@ IMPURE = {"subprocess", "socket", "http", "urllib", "requests", "shutil", "tempf
           "threading", "multiprocessing", "asyncio", "time", "boto3", "botocore", "fabric",
           "paramiko", "invoke", "moto"}  # rich: test_only_cli_imports_rich
 IMPURE_OWN = ("aws", "remote", "sandbox", "cli", "cluster", "bootstrap", "training",
-              "dataset", "statedir", "netguard", "autostop")
+              "dataset", "statedir", "netguard", "autostop", "node")
 
 CLOCK_CALLS = {"now", "utcnow", "today"}  # datetime.now(), date.today(), ...
 ENV_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
@@ -85,8 +85,8 @@ def _imports(tree: ast.AST, path: Path | None = None) -> list[str]:
 
 
 def _package(path: Path) -> list[str]:
-    """The dotted package a source file is in: clusterkit/training/coord.py ->
-    [clusterkit, training]."""
+    """The dotted package a source file is in: clusterkit/node/coord.py ->
+    [clusterkit, node]."""
     return ["clusterkit", *path.relative_to(PACKAGE).parts[:-1]]
 
 
@@ -212,8 +212,8 @@ def test_checker_lets_pass(source):
 
 def test_relative_imports_are_resolved_against_the_package():
     tree = ast.parse("from . import coord\nfrom .reaping import Cgroup\nfrom .. import statedir")
-    assert _imports(tree, PACKAGE / "training" / "supervisor.py") == [
-        "clusterkit.training.coord", "clusterkit.training.reaping.Cgroup",
+    assert _imports(tree, PACKAGE / "node" / "supervisor.py") == [
+        "clusterkit.node.coord", "clusterkit.node.reaping.Cgroup",
         "clusterkit.statedir"]
     assert _impure_import(_imports(ast.parse("from .supervisor import x"),
                                    PACKAGE / "training" / "topology.py")[0])

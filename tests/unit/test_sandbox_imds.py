@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from werkzeug.test import Client
 
+from clusterkit.node import interruption
 from clusterkit.sandbox import imds
 from clusterkit.sandbox.state import RUN_DIR
-from clusterkit.training import interruption
 
 
 def _app(tmp_path: Path) -> Client:

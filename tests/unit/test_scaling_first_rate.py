@@ -15,7 +15,7 @@ from clusterkit.cluster.jobs.scaling import steady_rate
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
 from clusterkit.events import Collect
-from clusterkit.training.jobstate import JobStateName
+from clusterkit.node.jobstate import JobStateName
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """training/diagnose.py as data (tests/unit/diagnose_cases: a context, the nodes' metric
-windows and optional health text in; the findings out), and training/gpuhealth.py against
+windows and optional health text in; the findings out), and node/gpuhealth.py against
 the real captures (tests/data/node-captures: verbatim copies of
 ../shared/data/node-captures/). The cases' windows are generated with realistic numbers; their health
 texts are lines of the captures their ``source`` names, verbatim."""
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterkit.node import gpuhealth
 from clusterkit.training import diagnose as dg
-from clusterkit.training import gpuhealth
 
 CASES = sorted((Path(__file__).parent / "diagnose_cases").glob("*.json"))
 CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"  # copies of ../shared/data

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from clusterkit.node.totals import Totals
 from clusterkit.training.report import NodeFacts, build, lines
-from clusterkit.training.totals import Totals
 
 
 def totals(util: list[float] | None, cpu: float, rate: float | None, seconds: int) -> dict:

@@ -16,8 +16,8 @@ from clusterkit.cluster.jobs.train import Job, follow_job
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.events import Stage
+from clusterkit.node.jobstate import JobStateName
 from clusterkit.remote.incluster import controller_key
-from clusterkit.training.jobstate import JobStateName
 
 
 def do_attach(spec_file: str, *, job_id: str | None = None,

@@ -4,7 +4,7 @@ there are and their state, their logs streamed live (``logs``, and `train` after
 start), and stopping one on every node (``stop``). Nothing is kept on this machine: any
 terminal sees the same jobs.
 
-Every node-side read runs ``training/follower.py`` (stdlib) sent over SSH stdin; stop
+Every node-side read runs ``node/follower.py`` (stdlib) sent over SSH stdin; stop
 runs the job's own ``supervisor.py stop`` on every node at once.
 """
 
@@ -17,7 +17,6 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TextIO
 
 from clusterkit.bootstrap.steps import host_names
@@ -33,6 +32,8 @@ from clusterkit.cluster.jobs.results import (
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.kinds import InstanceState
+from clusterkit.node import bundle, paths
+from clusterkit.node.jobstate import JobState, JobStateName, state_from
 from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node
 from clusterkit.plan.recovery import recoveries_of
@@ -43,11 +44,10 @@ from clusterkit.remote.connect import Login, Target
 from clusterkit.remote.fanout import Connections
 from clusterkit.remote.results import GroupResult
 from clusterkit.spec.model import Spec
-from clusterkit.training import follower, jobfiles
-from clusterkit.training.jobfiles import JobState, parse_state
-from clusterkit.training.jobstate import JobStateName
+from clusterkit.training import jobfiles
+from clusterkit.training.jobfiles import parse_state
 
-JOBS_DIR = follower.JOBS
+JOBS_DIR = paths.JOBS_DIR
 __all__ = ["JobOutcome", "StopResult", "JobSummary", "JobCluster", "do_stop", "do_logs",
            "job_summary", "open_job_cluster"]
 OnNotice = Callable[[str, dict[str, Any]], None]  # node's short name, the notice
@@ -70,13 +70,12 @@ def node_python() -> str:
     return "python3"
 
 
-# What the follower imports, sent before it.
-FOLLOWER_MODULES = ("jobstate", "nodefiles")
+FOLLOWER_MODULES = bundle.FOLLOWER  # what the follower imports, sent before it
 
 
 def follower_call(*args: str) -> Call:
     return Call(shlex.join([node_python(), "-", *args]),
-                jobfiles.node_program(Path(follower.__file__).name, FOLLOWER_MODULES))
+                bundle.program("follower.py", FOLLOWER_MODULES))
 
 
 @dataclass(frozen=True)
@@ -361,7 +360,7 @@ def follow_logs(jc: JobCluster, job_id: str, *, keep_following: bool,
 
 def unknown_state(job_id: str) -> JobState:
     """A job no node could say anything of."""
-    return jobfiles.state_from({"job_id": job_id}, JobStateName.UNKNOWN)
+    return state_from({"job_id": job_id}, JobStateName.UNKNOWN)
 
 
 def outcome(jc: JobCluster, job_id: str, printer: LogPrinter) -> JobOutcome:

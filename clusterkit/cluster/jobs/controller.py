@@ -38,6 +38,7 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, UsageError
 from clusterkit.events import Stage
 from clusterkit.netguard import SANDBOX_ENV
+from clusterkit.node import interruption
 from clusterkit.plan.provision import StackRecord
 from clusterkit.plan.stack import stack_name
 from clusterkit.remote.archive import tar_bytes
@@ -45,7 +46,6 @@ from clusterkit.remote.channels import Call
 from clusterkit.remote.incluster import CONTROLLER_KEY_ENV
 from clusterkit.statedir import HOME_ENV, cluster_dir
 from clusterkit.timescale import TIME_SCALE_ENV
-from clusterkit.training import interruption
 
 DIR = "$HOME/.clusterkit/controller"  # on the master, as a shell word (double-quoted)
 SETTINGS = "controller.json"

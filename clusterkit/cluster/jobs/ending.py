@@ -11,8 +11,7 @@ from clusterkit.cluster.jobs.control import JobCluster
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
 from clusterkit.events import Stage
-from clusterkit.training.jobfiles import JobState
-from clusterkit.training.jobstate import JobStateName
+from clusterkit.node.jobstate import JobState, JobStateName
 
 # Seconds a stopping job is waited for: a node's stop is TERM, the job's grace (10 s by
 # default), then KILL; the master's, every node's done or that grace and 3 s more.

@@ -3,7 +3,7 @@ started like any job (`train`'s launcher: torchrun, the spec's interpreter and
 ``train.env``, one process per GPU), its rank 0's table read and weighed against the
 type's nominal bandwidth (``training/allreduce.py``).
 
-The test is ``training/nccl_allreduce.py``, shipped in the job's directory and run there:
+The test is ``node/nccl_allreduce.py``, shipped in the job's directory and run there:
 NVIDIA's ``all_reduce_perf`` spans nodes only through MPI, which clusterkit's launcher
 does not use, so this torch.distributed script prints the same table instead (backend
 nccl on GPUs, gloo on CPUs: the sandbox). Its NCCL transport is checked as a job's is
@@ -28,8 +28,9 @@ from clusterkit.cluster.jobs.results import JobOutcome
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
 from clusterkit.events import Stage
+from clusterkit.node import nccl_allreduce
 from clusterkit.spec.model import Spec, Train
-from clusterkit.training import allreduce, nccl_allreduce, topology
+from clusterkit.training import allreduce, topology
 from clusterkit.training.allreduce import AllReduceResult, BandwidthVerdict
 
 SCRIPT = Path(nccl_allreduce.__file__).name

@@ -1,5 +1,5 @@
 """`clusterkit top`: what every node of a job is doing, read from each node's sampler
-(``training/sampler.py``: ``metrics.jsonl`` in the job's directory) through the
+(``node/sampler.py``: ``metrics.jsonl`` in the job's directory) through the
 follower's ``metrics`` verb, one call per node on connections kept open between frames,
 and what ``training/diagnose.py`` finds in the window read so far."""
 
@@ -19,9 +19,10 @@ from clusterkit.cluster.jobs import control as jobs
 from clusterkit.cluster.jobs.control import JobCluster, node_python
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError
+from clusterkit.node import bundle
 from clusterkit.remote.channels import Call
 from clusterkit.remote.fanout import Connections
-from clusterkit.training import diagnose, jobfiles
+from clusterkit.training import diagnose
 
 WINDOW = 300.0  # seconds of samples kept per node for the diagnosis
 FIRST_READ = 120  # samples asked of each node on the first frame
@@ -108,16 +109,15 @@ def row_of(name: str, index: int, samples: Sequence[Mapping[str, Any]]) -> NodeR
                    samples_per_s=rate)
 
 
-# What the observer imports, sent before it (gpuwatch reads the GPUs' health).
-OBSERVER_MODULES = ("gpuhealth", "gpuwatch", "nodefiles")
+OBSERVER_MODULES = bundle.OBSERVER  # what the observer imports, sent before it
 
 
 def observer_call(*args: str) -> Call:
-    """The node-side observer (``training/observer.py``) with ``args``, over stdin."""
+    """The node-side observer (``node/observer.py``) with ``args``, over stdin."""
     # -S: no site (it is stdlib only); on a node with many .pth files, site is half
     # of the interpreter's start, and `top` starts one on every node each frame
     return Call(shlex.join([node_python(), "-S", "-", *args]),
-                jobfiles.node_program("observer.py", OBSERVER_MODULES))
+                bundle.program("observer.py", OBSERVER_MODULES))
 
 
 @dataclass

@@ -40,6 +40,7 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
 from clusterkit.events import Stage
 from clusterkit.kinds import InstanceState
+from clusterkit.node.jobstate import JobState
 from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.nodes import Node
 from clusterkit.plan.recovery import (
@@ -53,7 +54,6 @@ from clusterkit.plan.recovery import (
 )
 from clusterkit.remote.address import targets as dial_targets
 from clusterkit.remote.channels import Call
-from clusterkit.training.jobfiles import JobState
 
 MASTER = 0
 

@@ -19,10 +19,10 @@ from clusterkit.cluster.jobs.results import JobOutcome, recovery_json
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError
 from clusterkit.events import Stage
+from clusterkit.node.jobstate import JobState
 from clusterkit.plan.recovery import Recovery, recoveries_of
 from clusterkit.remote.channels import Call
 from clusterkit.training import report
-from clusterkit.training.jobfiles import JobState
 
 
 def summaries(jc: JobCluster, job_id: str) -> dict[int, dict[str, Any]]:

@@ -11,10 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusterkit.node.jobstate import Failure, JobState, JobStateName
 from clusterkit.plan.recovery import Recovery
 from clusterkit.remote.results import GroupResult
-from clusterkit.training.jobfiles import JobState
-from clusterkit.training.jobstate import Failure, JobStateName
 from clusterkit.training.report import JobReport
 
 NodeName = Callable[[int], str]  # a node index -> master / worker-N

@@ -19,10 +19,10 @@ from clusterkit.cluster.jobs.train import Job, run_attempt, training_command
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.events import Stage
+from clusterkit.node.jobstate import JobStateName
 from clusterkit.remote.fanout import Connections
 from clusterkit.spec.model import Spec
 from clusterkit.training import scaling
-from clusterkit.training.jobstate import JobStateName
 
 FIRST_RATE_WAIT = 300.0  # seconds for every node's first throughput line (--rate-wait)
 RATE_HINT = ("print a throughput line on every worker (MXNet's Speedometer: `Epoch[0] "

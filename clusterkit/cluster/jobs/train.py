@@ -11,7 +11,7 @@
    the instance type;
 4. the workdir synced (``cluster/jobs/workdir.py``): to EFS through the master first, or
    to every node inside step 5's call;
-5. every node's job.json (0600) and the supervisor's files (``jobfiles.node_files``)
+5. every node's job.json (0600) and the supervisor's files (``node.bundle.files``)
    sent as one tar over SSH stdin into the job dir, and the node's supervisor started,
    every node at once;
 6. unless ``detach``, every log streamed live until the job ends (``cluster/jobs/control.py``).
@@ -43,6 +43,8 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, RemoteError, UsageError
 from clusterkit.events import Stage
 from clusterkit.netguard import SANDBOX_ENV
+from clusterkit.node import bundle, interruption
+from clusterkit.node.jobstate import JobState, JobStateName
 from clusterkit.plan.nodes import Node
 from clusterkit.plan.recovery import job_record, recoveries_of
 from clusterkit.remote.address import ssh_address
@@ -51,9 +53,8 @@ from clusterkit.remote.channels import Call
 from clusterkit.remote.fanout import Connections
 from clusterkit.remote.results import GroupResult
 from clusterkit.spec.model import Spec, Train
-from clusterkit.training import interruption, jobfiles, topology
-from clusterkit.training.jobfiles import JobState, state_of
-from clusterkit.training.jobstate import JobStateName
+from clusterkit.training import topology
+from clusterkit.training.jobfiles import state_of
 
 WORKDIR_MEMBER = "workdir.tar.gz"  # the packed workdir in the start's tar (then deleted)
 PORTS = 3  # the scheduler's (MXNet) or MASTER_PORT, torchrun's rendezvous, the supervisors'
@@ -258,7 +259,7 @@ def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
                                            spec, jc.nodes[0].instance_type))
     except ValueError as exc:
         raise UsageError(f"{spec.file}: {exc}", "check the train section") from exc
-    token, files = secrets.token_hex(16), {**jobfiles.node_files(), **(extra or {})}
+    token, files = secrets.token_hex(16), {**bundle.files(), **(extra or {})}
     train = spec.train or Train()
     calls = {}
     for target, slot in zip(jc.targets, slots, strict=True):

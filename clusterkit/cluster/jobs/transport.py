@@ -30,8 +30,8 @@ from clusterkit.catalog.instances import lookup as instance_type
 from clusterkit.cluster.jobs import control as jobs
 from clusterkit.cluster.jobs.control import JobCluster
 from clusterkit.cluster.jobs.results import JobOutcome
+from clusterkit.node.jobstate import JobStateName
 from clusterkit.spec.model import Spec
-from clusterkit.training.jobstate import JobStateName
 from clusterkit.training.nccl import (
     Cause,
     Net,

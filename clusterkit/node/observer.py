@@ -1,5 +1,5 @@
 """Node-side reader of a job's metrics, for `clusterkit top`, `job` and `scaling`: stdlib
-only, Python >= 3.8, sent over SSH stdin like ``follower.py`` (``jobfiles.node_program``)
+only, Python >= 3.8, sent over SSH stdin like ``follower.py`` (``bundle.program``)
 and run as ``python3 - VERB ARGS``. One call per node per frame says all a frame needs.
 
 Verbs:
@@ -20,14 +20,15 @@ import os
 import re
 import sys
 
-try:  # imported as clusterkit.training.observer (tests)
-    from . import gpuwatch
+try:  # imported as clusterkit.node.observer (tests)
+    from . import gpuwatch, paths
     from .nodefiles import options, read_json
-except ImportError:  # sent over stdin: jobfiles.node_program puts these in sys.modules
+except ImportError:  # sent over stdin: bundle.program puts these in sys.modules
     import gpuwatch
+    import paths
     from nodefiles import options, read_json
 
-JOBS = "/var/lib/clusterkit/jobs"
+JOBS = paths.JOBS_DIR
 METRICS_FILES = ("metrics.1.jsonl", "metrics.jsonl")  # the sampler's: older first
 
 

@@ -1,4 +1,4 @@
-"""training/follower.py, the node-side job reader, run as the client runs it:
+"""node/follower.py, the node-side job reader, run as the client runs it:
 ``python3 - VERB ...`` with the program on stdin, against a job dir in tmp_path."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from clusterkit.cluster.jobs.control import FOLLOWER_MODULES
-from clusterkit.training import follower, jobfiles
+from clusterkit.node import bundle, follower
 
-SOURCE = jobfiles.node_program("follower.py", FOLLOWER_MODULES)  # as follower_call sends it
+SOURCE = bundle.program("follower.py", FOLLOWER_MODULES)  # as follower_call sends it
 
 
 def _run(*args: str, timeout: float = 20) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""training/observer.py, the node-side reader of a job's metrics, run as the client runs
+"""node/observer.py, the node-side reader of a job's metrics, run as the client runs
 it: ``python3 - VERB ...`` with the program on stdin, against job dirs in tmp_path."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from clusterkit.cluster.jobs.observe import OBSERVER_MODULES
-from clusterkit.training import jobfiles
+from clusterkit.node import bundle
 
-SOURCE = jobfiles.node_program("observer.py", OBSERVER_MODULES)
+SOURCE = bundle.program("observer.py", OBSERVER_MODULES)
 CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"  # copies of ../shared/data
 
 
@@ -84,6 +84,6 @@ def test_summary_gives_the_totals_and_the_kept_report(tmp_path: Path):
 def test_it_parses_as_python_3_8():
     import ast
 
-    from clusterkit.training import observer
+    from clusterkit.node import observer
 
     ast.parse(Path(observer.__file__).read_text(), feature_version=(3, 8))

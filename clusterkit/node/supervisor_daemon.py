@@ -12,8 +12,8 @@ import signal
 import subprocess
 import time
 
-try:  # imported as clusterkit.training.daemon (the client, tests)
-    from . import coord, interruption, jobstate
+try:  # imported as clusterkit.node.supervisor_daemon (the client, tests)
+    from . import coord, interruption, jobstate, paths
     from .gpuwatch import HealthWatch, unfit_reason
     from .nodefiles import read_json, write_json
     from .reaping import Cgroup, Reaper, make_cgroup, scan_proc
@@ -24,6 +24,7 @@ except ImportError:  # run from a job dir on a node: its modules lie beside it
     import coord
     import interruption
     import jobstate
+    import paths
     from gpuwatch import HealthWatch, unfit_reason
     from nodefiles import read_json, write_json
     from reaping import Cgroup, Reaper, make_cgroup, scan_proc
@@ -40,9 +41,9 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # nothing it forks can start outside it; the supervisor has no threads but stays safe.
 CGROUP_WRAPPER = 'echo $$ > "$0" && exec "$@"'
 # The libfabric/NCCL settings for EFA that the bootstrap's efa step writes on the node
-# (clusterkit/bootstrap/efa.py PROFILE_PATH; job.json's "efa_profile" may name another
-# file): every process of the job gets them, read from the file, never run.
-EFA_PROFILE = "/etc/profile.d/clusterkit-efa.sh"
+# (paths.EFA_PROFILE; job.json's "efa_profile" may name another file): every process of
+# the job gets them, read from the file, never run.
+EFA_PROFILE = paths.EFA_PROFILE
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

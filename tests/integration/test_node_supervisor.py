@@ -309,7 +309,7 @@ def test_an_interruption_notice_checkpoints_every_process_then_stops_the_job(
     (MXNet's servers, which would die of it, do not), SIGTERM only after the job's
     checkpoint grace, and the job ends interrupted, naming node 1; node 1's state
     records the notice, the master's the interruption the job ended on."""
-    from clusterkit.training import interruption
+    from clusterkit.node import interruption
     from tests.fake_imds import fake_imds
 
     with fake_imds() as (endpoint, served):
@@ -350,7 +350,7 @@ def test_once_every_worker_saved_and_exited_the_servers_do_not_wait_out_the_grac
     """The notice's checkpoint grace is 60 s here; the workers save and exit at once on
     the checkpoint signal, so each node's servers get SIGTERM then, and the job ends
     interrupted well inside the 30 s this test waits (not after the grace)."""
-    from clusterkit.training import interruption
+    from clusterkit.node import interruption
     from tests.fake_imds import fake_imds
 
     saves = "trap 'echo checkpoint; exit 0' USR1; while :; do sleep 0.05; done"
@@ -377,7 +377,7 @@ def test_a_launcher_is_spared_the_checkpoint_signal_its_workers_get_it(
         make_job, tmp_path: Path) -> None:
     """A torchrun-role process (the elastic agent, here bash, whom SIGUSR1 would kill)
     gets SIGTERM only; the worker it started gets the checkpoint signal first."""
-    from clusterkit.training import interruption
+    from clusterkit.node import interruption
     from tests.fake_imds import fake_imds
 
     agent = f"bash -c {CHECKPOINTS!r} & trap 'echo agent-term; kill $!; exit 0' TERM; " \
@@ -405,7 +405,7 @@ def test_each_node_samples_its_job_cpu_and_throughput_while_the_job_runs(
     the job's metrics.jsonl: node 0's worker burns one core and prints MXNet Speedometer
     lines, node 1's sleeps; the samples say so (job CPU from the job's cgroup, samples/s
     from the log). No GPU here: no ``gpus`` key, and no error."""
-    from clusterkit.training.sampler import read_samples
+    from clusterkit.node.sampler import read_samples
 
     go = tmp_path / "go"
     script = tmp_path / "burn.py"
@@ -523,7 +523,7 @@ def test_a_capacity_block_ending_checkpoints_every_process_before_aws_takes_the_
     so no metadata service runs here). The supervisor treats the warning as an
     interruption: every worker gets the checkpoint signal, SIGTERM after the grace,
     and the job ends interrupted with the block's end as its reason."""
-    from clusterkit.training import interruption
+    from clusterkit.node import interruption
 
     procs = [{"name": "server-0", "role": "server", "cmd": CHECKPOINTS},
              {"name": "worker-0", "role": "worker", "cmd": CHECKPOINTS}]

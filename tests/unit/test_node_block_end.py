@@ -1,4 +1,4 @@
-"""A Capacity Block's end as the node's supervisor sees it (training.interruption): AWS
+"""A Capacity Block's end as the node's supervisor sees it (node.interruption): AWS
 begins terminating a block's instances 30 minutes before its end and warns 10 minutes
 earlier, with no notice in the instance metadata, so the block's end (job.json's
 ``block_end``) becomes an interruption notice 40 minutes before it, whose instance goes
@@ -7,8 +7,8 @@ the job's reason names the block. Clocks are given: nothing waits."""
 
 from __future__ import annotations
 
-from clusterkit.training import coord, interruption
-from clusterkit.training.interruption import (
+from clusterkit.node import coord, interruption
+from clusterkit.node.interruption import (
     BLOCK_END_ACTION,
     NoticeKind,
     Watcher,

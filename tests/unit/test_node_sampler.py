@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.training import sampler
+from clusterkit.node import sampler
 
 CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"  # copies of ../shared/data
 TABLES = {

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import subprocess
 
-try:  # imported as clusterkit.training.gpuwatch
+try:  # imported as clusterkit.node.gpuwatch
     from .gpuhealth import problems
 except ImportError:  # a file beside gpuhealth.py on a node (or both in the prelude)
     from gpuhealth import problems

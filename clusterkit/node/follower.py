@@ -1,5 +1,5 @@
 """Node-side reader of training jobs: stdlib only, Python >= 3.8. The client sends this
-file over SSH stdin, after ``jobstate.py`` (``jobfiles.node_program``), and runs it as
+file over SSH stdin, after ``jobstate.py`` (``bundle.program``), and runs it as
 ``python3 - VERB ARGS`` (nothing is installed on the node, and the node always runs the
 client's version).
 
@@ -30,14 +30,15 @@ import subprocess
 import sys
 import time
 
-try:  # imported as clusterkit.training.follower (the client, tests)
-    from . import jobstate
+try:  # imported as clusterkit.node.follower (the client, tests)
+    from . import jobstate, paths
     from .nodefiles import options, read_json
-except ImportError:  # sent over stdin: jobfiles.node_program puts these in sys.modules
+except ImportError:  # sent over stdin: bundle.program puts these in sys.modules
     import jobstate
+    import paths
     from nodefiles import options, read_json
 
-JOBS = "/var/lib/clusterkit/jobs"
+JOBS = paths.JOBS_DIR
 ENDED = jobstate.FINAL
 ACTIVE = jobstate.ACTIVE
 POLL = 0.05  # at most this often a pass over the logs and the state (a busy job's)

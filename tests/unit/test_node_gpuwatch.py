@@ -1,4 +1,4 @@
-"""training/gpuwatch.py: a node's GPU health read and judged while its job runs. The
+"""node/gpuwatch.py: a node's GPU health read and judged while its job runs. The
 health texts are the real captures in tests/data/node-captures (no GPU here); the
 command runner runs real (tiny) programs."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.training import gpuwatch
-from clusterkit.training.gpuwatch import HealthWatch, Reader, unfit_reason
+from clusterkit.node import gpuwatch
+from clusterkit.node.gpuwatch import HealthWatch, Reader, unfit_reason
 
 CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"
 SMI_Q = (CAPTURES / "a100-80gb.nvidia-smi-q.ecc-remapped-rows.TRUNCATED.txt").read_text()

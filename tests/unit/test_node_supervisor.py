@@ -1,6 +1,7 @@
-"""The supervisor's pure helpers and the client's view of a job (jobfiles): no daemon,
-no cgroup, no root. The program runs on nodes with their own python3, so it must stay
-stdlib-only and parse as Python 3.8."""
+"""The supervisor's pure helpers (node/supervisor_daemon.py) and the files shipped with
+it (node/bundle.py): no daemon, no cgroup, no root. The program runs on nodes with their
+own python3, so it must stay stdlib-only and parse as Python 3.8: so must every program
+of clusterkit/node/."""
 
 from __future__ import annotations
 
@@ -14,30 +15,47 @@ from pathlib import Path
 import pytest
 
 from clusterkit.bootstrap import efa
-from clusterkit.errors import ClusterkitError, UsageError
-from clusterkit.training import daemon, jobfiles
+from clusterkit.node import bundle
+from clusterkit.node import supervisor_daemon as daemon
 
 JOB_ID = "j-20250101-120000-ab12"
 
 
+def _imports_only_the_stdlib_and(source: str, name: str, siblings: set) -> None:
+    tree = ast.parse(source, feature_version=(3, 8))
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom) and n.module}
+    # no clusterkit import: only the stdlib and the files shipped beside it
+    assert imported <= set(sys.stdlib_module_names) | siblings, name
+
+
 def test_the_node_files_parse_as_python_3_8_and_import_only_the_stdlib() -> None:
-    files = jobfiles.node_files()
-    assert set(files) == {"supervisor.py", "daemon.py", "coord.py", "reaping.py",
+    files = bundle.files()
+    assert set(files) == {"supervisor.py", "supervisor_daemon.py", "coord.py", "reaping.py",
                           "jobstate.py", "interruption.py", "sampler.py", "totals.py",
-                          "stall.py", "gpuhealth.py", "gpuwatch.py", "nodefiles.py"}
+                          "stall.py", "gpuhealth.py", "gpuwatch.py", "nodefiles.py",
+                          "paths.py"}
     siblings = {name.removesuffix(".py") for name in files}
     for name, source in files.items():
-        tree = ast.parse(source, feature_version=(3, 8))
-        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
-                    for a in n.names}
-        imported |= {n.module.split(".")[0] for n in ast.walk(tree)
-                     if isinstance(n, ast.ImportFrom) and n.module}
-        # no clusterkit import: only the stdlib and the files shipped beside it
-        assert imported <= set(sys.stdlib_module_names) | siblings, name
+        _imports_only_the_stdlib_and(source, name, siblings)
+
+
+def test_every_node_program_parses_as_python_3_8_and_imports_only_the_stdlib() -> None:
+    package = Path(bundle.__file__).parent
+    shipped = {p.name: p.read_text() for p in package.glob("*.py")
+               if p.name not in ("__init__.py", "bundle.py")}  # the client's, not shipped
+    assert {"follower.py", "observer.py", "nccl_allreduce.py"} <= set(shipped)
+    siblings = {name.removesuffix(".py") for name in shipped}
+    for name, source in shipped.items():
+        # the all-reduce test runs under the job's python, with its torch
+        torch = {"torch"} if name == "nccl_allreduce.py" else set()
+        _imports_only_the_stdlib_and(source, name, siblings | torch)
 
 
 def test_the_supervisor_run_as_a_file_imports_its_modules_from_its_own_dir(tmp_path) -> None:
-    for name, text in jobfiles.node_files().items():
+    for name, text in bundle.files().items():
         (tmp_path / name).write_text(text)
     out = subprocess.run([sys.executable, "-P", str(tmp_path / "supervisor.py"), "status",
                           str(tmp_path / JOB_ID)], capture_output=True, text=True,
@@ -109,40 +127,3 @@ def test_write_json_is_private_and_atomic(tmp_path: Path) -> None:
     assert json.loads(Path(path).read_text()) == {"a": 1}
     assert os.stat(path).st_mode & 0o777 == 0o600
     assert os.listdir(tmp_path) == ["state.json"]
-
-
-def test_job_dir_validates_the_id_and_honours_the_root(monkeypatch) -> None:
-    monkeypatch.delenv(jobfiles.ROOT_ENV, raising=False)
-    assert jobfiles.job_dir(JOB_ID) == f"/var/lib/clusterkit/jobs/{JOB_ID}"
-    assert jobfiles.job_dir(JOB_ID, root="/tmp/n1/") == f"/tmp/n1/var/lib/clusterkit/jobs/{JOB_ID}"
-    monkeypatch.setenv(jobfiles.ROOT_ENV, "/r")
-    assert jobfiles.job_dir(JOB_ID) == f"/r/var/lib/clusterkit/jobs/{JOB_ID}"
-    with pytest.raises(UsageError):
-        jobfiles.job_dir("j-2025/../../etc")
-
-
-def test_parse_state_gives_a_typed_view() -> None:
-    text = json.dumps({
-        "job_id": JOB_ID, "node": 0, "state": "failed", "reason": "node 1 worker-0 exited with 3",
-        "failed": {"node": 1, "process": "worker-0", "exit": 3, "signal": None, "time": 7.5},
-        "others": [{"node": 2, "process": "server-0", "exit": None, "signal": 9, "time": 8},
-                   "not a failure"],
-        "supervisor": "gone",
-        "processes": {"worker-0": {"pid": 12, "role": "worker", "state": "exited", "exit": -15},
-                      "server-0": {"pid": 11, "role": "server", "state": "running",
-                                   "exit": None}}, "updated": 1.5})
-    state = jobfiles.parse_state(text)
-    assert state.state is jobfiles.JobStateName.FAILED and state.state.final
-    assert state.failed == jobfiles.Failure(node=1, process="worker-0", exit=3, time=7.5)
-    assert state.others == (jobfiles.Failure(2, "server-0", signal=9, time=8.0),)
-    assert state.others[0].describe() == "node 2 server-0 killed by SIGKILL"
-    assert [p.name for p in state.processes] == ["server-0", "worker-0"]
-    assert state.processes[1] == jobfiles.ProcessState(
-        "worker-0", "worker", 12, jobfiles.ProcStateName.EXITED, -15)
-    assert state.supervisor_running is False
-    quiet = jobfiles.parse_state(json.dumps({"job_id": JOB_ID, "state": "running"}))
-    assert quiet.failed is None and quiet.supervisor_running is None and quiet.others == ()
-    assert not quiet.state.final
-    for bad in ("{", '{"state": "exploded"}', "[]"):
-        with pytest.raises(ClusterkitError):
-            jobfiles.parse_state(bad)

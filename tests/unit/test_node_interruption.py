@@ -1,4 +1,4 @@
-"""training/interruption.py against a fake instance metadata service on loopback (an HTTP
+"""node/interruption.py against a fake instance metadata service on loopback (an HTTP
 server, IMDSv2's rules: PUT for a token, 401 without one or with a revoked one, 404
 until a notice is posted), serving the documents captured on real EC2 instances in
 tests/data/node-captures/ (imds.*: verbatim copies of ../shared/data/node-captures/)."""
@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from clusterkit.training import interruption as imds
-from clusterkit.training.interruption import Metadata, Notice, NoticeKind, Watcher
+from clusterkit.node import interruption as imds
+from clusterkit.node.interruption import Metadata, Notice, NoticeKind, Watcher
 from tests.fake_imds import FakeImds, captured, fake_imds
 
 ACTION_AT = 1505722920.0  # 2017-09-18T08:22:00Z

@@ -34,7 +34,7 @@ import selectors
 import socket
 import time
 
-try:  # imported as clusterkit.training.coord (the client, tests)
+try:  # imported as clusterkit.node.coord (the client, tests)
     from . import interruption, jobstate
 except ImportError:  # run from a job dir on a node: its modules lie beside it
     import interruption

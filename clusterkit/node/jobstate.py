@@ -1,9 +1,9 @@
 """A training job's states, its id, and its failure record: stdlib only, Python >= 3.8.
 
 The one definition both sides use: shipped beside ``supervisor.py`` into every job dir
-(``jobfiles.NODE_FILES``) and sent ahead of ``follower.py`` over SSH stdin, and imported
-by the client as ``clusterkit.training.jobstate``. The supervisor writes these names into
-state.json; the client parses them back with ``JobStateName(...)`` and ``Failure.from_dict``.
+(``bundle.SUPERVISOR``) and sent ahead of ``follower.py`` over SSH stdin, and imported
+by the client as ``clusterkit.node.jobstate``. The supervisor writes these names into
+state.json; the client reads them back as a ``JobState`` (``state_from``).
 
 The cause of a failed job is its earliest failure by time (torch elastic's rule): the
 process that died first, not the lowest node index; failures after it are listed too.
@@ -14,8 +14,9 @@ from __future__ import annotations
 import enum
 import re
 import signal
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 JOB_ID_RE = re.compile(r"^j-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
 ROLES_WAITED = ("worker", "torchrun")  # the job succeeds when all of these exit 0
@@ -148,3 +149,63 @@ def _float(value: object) -> float | None:
 
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+# -- the client's typed view of one state.json ------------------------------------------
+
+@dataclass(frozen=True)
+class ProcessState:
+    name: str
+    role: str
+    pid: int | None
+    state: ProcStateName | None  # None: a state this client does not know
+    exit: int | None
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: str
+    node: int | None
+    state: JobStateName
+    reason: str | None
+    failed: Failure | None  # the cause: the earliest failure by time
+    others: tuple[Failure, ...]  # the failures after it
+    processes: tuple[ProcessState, ...]
+    supervisor_running: bool | None  # None: not said (state.json read directly)
+    updated: float | None
+    started: float | None = None  # when this node's processes were started
+    # the master's record of a spot interruption notice: node, action, at, seen
+    interruption: Mapping[str, Any] | None = None
+    # a restarted job's record (job.json's "recovery": first_job, restart_count, ...)
+    recovery: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _proc_state(value: object) -> ProcStateName | None:
+    try:
+        return ProcStateName(value)
+    except ValueError:
+        return None
+
+
+def _dict(value: object) -> dict | None:
+    return dict(value) if isinstance(value, dict) else None
+
+
+def state_from(data: dict, state: JobStateName) -> JobState:
+    """One decoded state.json (its ``state`` already read as ``state``) as a JobState."""
+    procs = tuple(
+        ProcessState(name=str(name), role=str(p.get("role", "")), pid=_int(p.get("pid")),
+                     state=_proc_state(p.get("state")), exit=_int(p.get("exit")))
+        for name, p in sorted((data.get("processes") or {}).items()) if isinstance(p, dict))
+    others = data.get("others")
+    supervisor = data.get("supervisor")
+    return JobState(
+        job_id=str(data.get("job_id", "")), node=_int(data.get("node")), state=state,
+        reason=data.get("reason") if isinstance(data.get("reason"), str) else None,
+        failed=Failure.from_dict(data.get("failed")),
+        others=tuple(f for f in map(Failure.from_dict, others if isinstance(others, list)
+                                    else []) if f is not None),
+        processes=procs,
+        supervisor_running=None if supervisor is None else supervisor == "running",
+        updated=_float(data.get("updated")), started=_float(data.get("started")),
+        interruption=_dict(data.get("interruption")), recovery=_dict(data.get("recovery")) or {})

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """clusterkit's per-node job supervisor: stdlib only, Python >= 3.8.
 
-The client copies it with ``daemon.py`` (the daemon itself), ``coord.py``, ``reaping.py``,
+The client copies it with ``supervisor_daemon.py`` (the daemon itself), ``coord.py``, ``reaping.py``,
 ``jobstate.py`` and ``interruption.py`` (``jobfiles.node_files``) into ``<job dir>/``
 and runs ``python3 <job dir>/supervisor.py start|stop|status|wait <job dir>``.
 ``start`` daemonizes and runs the processes of ``job.json`` in a cgroup of the job's own
@@ -19,16 +19,16 @@ import signal
 import sys
 import time
 
-try:  # imported as clusterkit.training.supervisor (the client, tests)
+try:  # imported as clusterkit.node.supervisor (the client, tests)
     from . import jobstate
-    from .daemon import Supervisor, load_job, read_json, write_file, write_json
     from .reaping import Reaper, pid_alive, recorded_cgroup, signal_pid
+    from .supervisor_daemon import Supervisor, load_job, read_json, write_file, write_json
 except ImportError:  # run as a file on a node: its modules lie beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # even with -P
     sys.dont_write_bytecode = True  # the job dir holds only what the docs say
     import jobstate
-    from daemon import Supervisor, load_job, read_json, write_file, write_json
     from reaping import Reaper, pid_alive, recorded_cgroup, signal_pid
+    from supervisor_daemon import Supervisor, load_job, read_json, write_file, write_json
 
 FINAL = jobstate.FINAL
 JOB_ID_RE = jobstate.JOB_ID_RE

@@ -1,6 +1,6 @@
 """The per-node metrics sampler: stdlib only, Python >= 3.8.
 
-Shipped beside ``daemon.py`` into every job dir; the daemon calls ``Sampler.step(now)``
+Shipped beside ``supervisor_daemon.py`` into every job dir; the daemon calls ``Sampler.step(now)``
 from its loop, which appends one JSON line per ``interval`` to ``<job_dir>/metrics.jsonl``
 (rotated to ``metrics.1.jsonl`` past ``max_bytes``). One line::
 
@@ -22,7 +22,7 @@ import os
 import re
 import subprocess
 
-try:  # imported as clusterkit.training.sampler
+try:  # imported as clusterkit.node.sampler
     from .gpuwatch import Reader
 except ImportError:  # a file beside gpuwatch.py in a job dir
     from gpuwatch import Reader

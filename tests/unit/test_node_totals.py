@@ -1,4 +1,4 @@
-"""training/totals.py: a node's running totals from its metric samples (what the job's
+"""node/totals.py: a node's running totals from its metric samples (what the job's
 report reads), and percentiles from the utilization histogram."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.training import totals
-from clusterkit.training.totals import Totals, percentile
+from clusterkit.node import totals
+from clusterkit.node.totals import Totals, percentile
 
 
 def sample(t: float, dt: float | None, *, util: list[float] | None = None,

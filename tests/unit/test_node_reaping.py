@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from clusterkit.training import reaping
+from clusterkit.node import reaping
 
 JOB_ID = "j-20250101-120000-ab12"
 HYBRID_MOUNTINFO = """\

@@ -1,4 +1,4 @@
-"""training/nccl_allreduce.py, `train --nccl-test`'s script: what it prints is nccl-tests'
+"""node/nccl_allreduce.py, `train --nccl-test`'s script: what it prints is nccl-tests'
 all_reduce_perf table, read back by training/allreduce.py.
 
 The table helpers are checked without torch; the script itself runs with torch on CPU
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterkit.node import nccl_allreduce as script
 from clusterkit.training import allreduce
-from clusterkit.training import nccl_allreduce as script
 from tests import support
 
 SCRIPT = Path(script.__file__)

@@ -1,4 +1,4 @@
-"""training/stall.py: when a job hangs on a node (no progress line, idle GPUs or, without
+"""node/stall.py: when a job hangs on a node (no progress line, idle GPUs or, without
 GPUs, next to no CPU, for stall_after), found once."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from clusterkit.training import stall
-from clusterkit.training.stall import StallWatch, idle
+from clusterkit.node import stall
+from clusterkit.node.stall import StallWatch, idle
 
 
 def gpu_sample(t: float, util: float, progress: float | None = None) -> dict:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.training import coord
+from clusterkit.node import coord
 from tests.support import wait_for
 
 TOKEN = "ab" * 16
@@ -125,8 +125,8 @@ def test_a_nodes_interruption_notice_interrupts_the_job_with_a_checkpoint_grace(
     gives every process the checkpoint grace, cut to end 10 s before the instance goes
     (notice 60 s ahead, grace 90 s: 50 s); the stop carries it to the node. A rebalance
     recommendation stops nothing."""
-    from clusterkit.training import interruption
-    from clusterkit.training.interruption import Notice, NoticeKind
+    from clusterkit.node import interruption
+    from clusterkit.node.interruption import Notice, NoticeKind
 
     master, node = pair
     master.checkpoint_grace = 90.0
@@ -151,7 +151,7 @@ def test_a_nodes_interruption_notice_interrupts_the_job_with_a_checkpoint_grace(
 def test_a_node_whose_gpus_are_unfit_interrupts_the_job_with_the_whole_grace(pair) -> None:
     """Node 1's GPU health check found it unfit: the master interrupts the job naming
     the evidence, and every process gets the whole checkpoint grace (no deadline)."""
-    from clusterkit.training.interruption import Notice, NoticeKind
+    from clusterkit.node.interruption import Notice, NoticeKind
 
     master, node = pair
     master.checkpoint_grace = 90.0
