@@ -1,2 +1,3 @@
-"""Autostop: a watchdog on every node shuts an idle cluster down (``policy``: the rules,
-pure; ``watchdog``: the node-side daemon; ``files``: what the client ships to a node)."""
+"""Autostop's client half: ``files``, what the client ships to a node and the commands
+that run it there. The node side (the watchdog and its rules) is in ``clusterkit.node``:
+``watchdog`` and ``autostop_policy``."""

@@ -1,21 +1,20 @@
 """What the client ships to a node for autostop, and the commands that run it there:
-``watchdog.py`` and ``policy.py`` into ``/var/lib/clusterkit/autostop/`` with the node's
-config, as one tar on the SSH session's stdin (its token is never on a command line),
-unpacked and started as root (``sudo -n`` for a non-root login)."""
+the watchdog's files (``clusterkit.node.bundle.WATCHDOG``) into ``paths.AUTOSTOP_DIR``
+with the node's config, as one tar on the SSH session's stdin (its token is never on a
+command line; the caller packs ``entries`` with ``remote.archive``), unpacked and started
+as root (``sudo -n`` for a non-root login)."""
 
 from __future__ import annotations
 
 import json
 import secrets
 import shlex
-from pathlib import Path
 
-from clusterkit.autostop import policy
-from clusterkit.remote.archive import tar_bytes
+from clusterkit.node import autostop_policy as policy
+from clusterkit.node import bundle, paths
 
-NODE_DIR = "/var/lib/clusterkit/autostop"
+NODE_DIR = paths.AUTOSTOP_DIR
 NEW_CONFIG = "autostop.json.new"
-FILES = ("watchdog.py", "policy.py")
 _AS_ROOT = 'ck_root=; [ "$(id -u)" -eq 0 ] || ck_root="sudo -n"; '
 
 
@@ -24,12 +23,12 @@ def new_token() -> str:
     return secrets.token_hex(32)
 
 
-def archive(cfg: policy.Config) -> bytes:
-    """The watchdog's files (0644) and the node's config (0600), as a tar."""
-    here = Path(__file__).parent
-    entries = [(name, (here / name).read_bytes(), 0o644) for name in FILES]
-    entries.append((NEW_CONFIG, json.dumps(cfg.to_dict(), sort_keys=True).encode(), 0o600))
-    return tar_bytes(entries)
+def entries(cfg: policy.Config) -> list[tuple[str, bytes, int]]:
+    """The watchdog's files (0644) and the node's config (0600): the tar's entries."""
+    found = [(name, text.encode(), 0o644)
+             for name, text in bundle.files(bundle.WATCHDOG).items()]
+    found.append((NEW_CONFIG, json.dumps(cfg.to_dict(), sort_keys=True).encode(), 0o600))
+    return found
 
 
 def _as_root(script: str) -> str:

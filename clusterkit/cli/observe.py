@@ -228,10 +228,10 @@ def scaling(spec_file: str, command: tuple[str, ...], node_counts: str, duration
     """
     from pathlib import Path
 
-    from clusterkit.autostop.policy import duration_seconds
     from clusterkit.cli.scalechart import png
     from clusterkit.cluster.jobs.scaling import do_scaling
     from clusterkit.errors import UsageError
+    from clusterkit.node.autostop_policy import duration_seconds
     from clusterkit.training.scaling import csv_text, lines
 
     try:

@@ -1,7 +1,7 @@
 """What a node gets, assembled in one place (the client side of ``clusterkit.node``).
 
 Two ways in: files put into a directory on the node (the supervisor into every job dir,
-the watchdog into the autostop dir), where they import each other by bare name; and one
+the autostop watchdog into its own dir), where they import each other by bare name; and one
 program sent over SSH stdin (``python3 - ARGS``: the follower, the observer) with the
 modules it imports put in ``sys.modules`` ahead of it."""
 
@@ -14,6 +14,8 @@ HERE = Path(__file__).parent
 SUPERVISOR = ("supervisor.py", "supervisor_daemon.py", "coord.py", "reaping.py",
               "jobstate.py", "interruption.py", "sampler.py", "totals.py", "stall.py",
               "gpuhealth.py", "gpuwatch.py", "nodefiles.py", "paths.py")
+# The watchdog's files in the autostop dir (paths.AUTOSTOP_DIR): it imports the others.
+WATCHDOG = ("watchdog.py", "autostop_policy.py", "nodefiles.py", "paths.py")
 # What each program sent over stdin imports, sent before it, in order.
 FOLLOWER = ("paths", "jobstate", "nodefiles")
 OBSERVER = ("paths", "gpuhealth", "gpuwatch", "nodefiles")  # gpuwatch: the GPUs' health

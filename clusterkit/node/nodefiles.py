@@ -1,6 +1,7 @@
-"""What every node-side program of a job reads and writes the same way: stdlib only,
-Python >= 3.8. In every job dir beside the supervisor (``jobfiles.NODE_FILES``), and
-sent before the follower and the observer (``jobfiles.node_program``'s modules)."""
+"""What every node-side program reads and writes the same way: stdlib only, Python >=
+3.8. In every job dir beside the supervisor and in the autostop dir beside the watchdog
+(``bundle.SUPERVISOR``, ``bundle.WATCHDOG``), and sent before the follower and the
+observer (``bundle.FOLLOWER``, ``bundle.OBSERVER``)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,15 @@ def read_json(path: str, default: object = None) -> object:
         return default
 
 
-def write_json(path: str, data: object) -> None:
-    """Atomic (rename) and 0600: state.json may be read at any time by the client."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def write_json(path: str, data: object, mode: int = 0o600) -> None:
+    """Atomic (rename; the temp file is this process's own) and ``mode`` (0600 unless
+    said: state.json may be read at any time by the client)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w") as handle:
         json.dump(data, handle, sort_keys=True)
         handle.write("\n")
+    os.chmod(tmp, mode)  # the umask may have taken bits off
     os.replace(tmp, path)
 
 

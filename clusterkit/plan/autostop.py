@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterkit.autostop.policy import format_duration
 from clusterkit.kinds import InstanceState, Market
+from clusterkit.node.autostop_policy import format_duration
 from clusterkit.plan.nodes import Node
 from clusterkit.plan.spend import EBS_GB_MONTH, HOURS_PER_MONTH
 

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from clusterkit.autostop.policy import duration_seconds
 from clusterkit.catalog import families, instances
 from clusterkit.errors import UsageError
+from clusterkit.node.autostop_policy import duration_seconds
 from clusterkit.plan.reservation import utc
 from clusterkit.spec.keys import INSTANCE_TYPE_RE
 

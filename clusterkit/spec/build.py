@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from clusterkit.autostop.policy import duration_seconds
 from clusterkit.kinds import MarketPolicy
+from clusterkit.node.autostop_policy import duration_seconds
 from clusterkit.spec import model
 from clusterkit.spec.model import Location
 

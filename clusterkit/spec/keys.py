@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from clusterkit.autostop import policy
+from clusterkit.node import autostop_policy as policy
 from clusterkit.spec import model
 
 _HEX = "([0-9a-f]{8}|[0-9a-f]{17})"

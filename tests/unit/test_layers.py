@@ -20,7 +20,7 @@ PURE_FILES = ("bootstrap/facts.py", "bootstrap/steps.py", "bootstrap/stepdata.py
               "training/topology.py",
               "training/diagnose.py", "node/gpuhealth.py", "training/report.py",
               "node/totals.py", "node/stall.py", "node/jobstate.py", "node/paths.py",
-              "autostop/policy.py", "training/nccl.py", "training/allreduce.py",
+              "node/autostop_policy.py", "training/nccl.py", "training/allreduce.py",
               "bootstrap/efa.py", "bootstrap/efa_facts.py", "bootstrap/nodefact.py")
 # top-level module -> the only sub-packages of clusterkit that may import it
 ONLY_IN = {

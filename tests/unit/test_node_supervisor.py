@@ -46,7 +46,7 @@ def test_every_node_program_parses_as_python_3_8_and_imports_only_the_stdlib() -
     package = Path(bundle.__file__).parent
     shipped = {p.name: p.read_text() for p in package.glob("*.py")
                if p.name not in ("__init__.py", "bundle.py")}  # the client's, not shipped
-    assert {"follower.py", "observer.py", "nccl_allreduce.py"} <= set(shipped)
+    assert {"follower.py", "observer.py", "watchdog.py", "nccl_allreduce.py"} <= set(shipped)
     siblings = {name.removesuffix(".py") for name in shipped}
     for name, source in shipped.items():
         # the all-reduce test runs under the job's python, with its torch

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusterkit.autostop import files, policy
+from clusterkit.autostop import files
 from clusterkit.aws import instances
 from clusterkit.cluster.access.remote_ops import spec_login
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, UsageError
 from clusterkit.events import Stage
 from clusterkit.kinds import InstanceState
+from clusterkit.node import autostop_policy as policy
 from clusterkit.plan import selection
 from clusterkit.plan.autostop import (
     SHUTDOWN_TAG,
@@ -31,6 +32,7 @@ from clusterkit.plan.autostop import (
 )
 from clusterkit.plan.nodes import Node
 from clusterkit.remote.address import ssh_address, targets
+from clusterkit.remote.archive import tar_bytes
 from clusterkit.remote.channels import Call, run_calls
 from clusterkit.remote.connect import Login, Target
 from clusterkit.spec.model import Autostop, Spec
@@ -130,7 +132,8 @@ def _configs(cluster: str, nodes: Sequence[Node], setting: Autostop) -> dict[str
 def _calls(dial: Sequence[Target], configs: dict[str, policy.Config] | None) -> dict[str, Call]:
     if configs is None:
         return {t.hop.label: Call(files.off_command()) for t in dial}
-    return {t.hop.label: Call(files.install_command(), files.archive(configs[t.node.instance_id]))
+    return {t.hop.label: Call(files.install_command(),
+                              tar_bytes(files.entries(configs[t.node.instance_id])))
             for t in dial}
 
 

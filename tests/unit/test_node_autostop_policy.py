@@ -1,4 +1,4 @@
-"""The autostop rules (clusterkit/autostop/policy.py): durations, the config, what counts
+"""The autostop rules (clusterkit/node/autostop_policy.py): durations, the config, what counts
 as activity, the master's clock and decision, the signed messages. Times are given, never
 read: each test says what happens in which order."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.autostop import policy
-from clusterkit.autostop.policy import Clock, Config
+from clusterkit.node import autostop_policy as policy
+from clusterkit.node.autostop_policy import Clock, Config
 
 TOKEN = "t" * 64
 CFG = Config(cluster="demo", node=0, nodes=3, master="127.0.0.2", idle_s=20, token=TOKEN)
@@ -139,7 +139,7 @@ def test_the_node_side_modules_parse_as_python_3_8_and_import_only_the_stdlib() 
     import sys
 
     here = Path(policy.__file__).parent
-    for name in ("policy.py", "watchdog.py"):
+    for name in ("autostop_policy.py", "watchdog.py"):
         tree = ast.parse((here / name).read_text(), feature_version=(3, 8))
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -150,5 +150,5 @@ def test_the_node_side_modules_parse_as_python_3_8_and_import_only_the_stdlib() 
                 continue
             for imported in names:
                 top = imported.split(".")[0]
-                assert top in sys.stdlib_module_names or top in ("__future__", "policy"), \
+                assert top in sys.stdlib_module_names or top in ("__future__", "autostop_policy", "paths", "nodefiles"), \
                     f"{name} imports {imported}"

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.autostop import policy, watchdog
-from clusterkit.autostop.policy import Config
+from clusterkit.node import autostop_policy as policy
+from clusterkit.node import watchdog
+from clusterkit.node.autostop_policy import Config
 
 TOKEN = "k" * 64
 

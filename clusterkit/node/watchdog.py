@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """clusterkit's autostop watchdog: stdlib only, Python >= 3.8, run as root on every node.
 
-The client ships it with ``policy.py`` into ``/var/lib/clusterkit/autostop/`` and runs
+The client ships it with ``autostop_policy.py``, ``nodefiles.py`` and ``paths.py``
+(``bundle.WATCHDOG``) into ``paths.AUTOSTOP_DIR`` and runs
 ``python3 watchdog.py ensure NEW_CONFIG`` (the config, with its token, came over SSH
 stdin: never on a command line). ``ensure`` puts the config in place
-(``/var/lib/clusterkit/autostop.json``, 0600) and (re)starts the detached daemon when the
+(``paths.AUTOSTOP_CONFIG``, 0600) and (re)starts the detached daemon when the
 config changed or no daemon runs; ``off`` stops it and removes the config; ``status``
-prints the master's clock (``/var/lib/clusterkit/autostop-state.json``) as JSON.
+prints the master's clock (``paths.AUTOSTOP_STATE``) as JSON.
 
 The daemon: every node looks at itself (jobs whose supervisor lives, SSH sessions with a
 terminal in its own mount namespace); workers report to the master's watchdog over TCP
@@ -29,14 +30,18 @@ import sys
 import threading
 import time
 
-try:  # imported as clusterkit.autostop.watchdog (the client, tests)
-    from . import policy
-except ImportError:  # run as a file on a node: policy.py lies beside it
+try:  # imported as clusterkit.node.watchdog (the client, tests)
+    from . import autostop_policy as policy
+    from . import paths as node_paths
+    from .nodefiles import read_json, write_json
+except ImportError:  # run as a file on a node: its modules lie beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.dont_write_bytecode = True
-    import policy  # type: ignore[no-redef]
+    import autostop_policy as policy  # type: ignore[no-redef]
+    import paths as node_paths  # type: ignore[no-redef]
+    from nodefiles import read_json, write_json  # type: ignore[no-redef]
 
-ROOT_ENV = "CLUSTERKIT_ROOT"  # prefixes every path (tests); set: the power-off is recorded
+ROOT_ENV = node_paths.ROOT_ENV  # prefixes every path (tests); set: the power-off is recorded
 TICK = 1.0
 STATE_EVERY = 5.0  # the master writes its clock at least this often
 POWER_OFF = ("shutdown", "-h", "now")  # as on any Ubuntu node
@@ -45,33 +50,19 @@ MAX_LINE = 8192
 
 
 def base() -> str:
-    return os.environ.get(ROOT_ENV, "").rstrip("/") + "/var/lib/clusterkit"
+    return _rooted(node_paths.STATE_DIR)
+
+
+def _rooted(path: str) -> str:
+    return node_paths.under(os.environ.get(ROOT_ENV, ""), path)
 
 
 def paths() -> dict:
-    b = base()
-    return {"config": f"{b}/autostop.json", "state": f"{b}/autostop-state.json",
-            "dir": f"{b}/autostop", "pid": f"{b}/autostop/watchdog.pid",
-            "log": f"{b}/autostop/watchdog.log", "jobs": f"{b}/jobs"}
-
-
-def read_json(path: str, default: object = None) -> object:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return default
-
-
-def write_json(path: str, data: object, mode: int = 0o600) -> None:
-    """Atomic (rename), with ``mode``."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, sort_keys=True)
-        f.write("\n")
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    d = _rooted(node_paths.AUTOSTOP_DIR)
+    return {"config": _rooted(node_paths.AUTOSTOP_CONFIG),
+            "state": _rooted(node_paths.AUTOSTOP_STATE), "dir": d,
+            "pid": f"{d}/watchdog.pid", "log": f"{d}/watchdog.log",
+            "jobs": _rooted(node_paths.JOBS_DIR)}
 
 
 def log(msg: str) -> None:

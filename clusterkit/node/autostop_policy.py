@@ -2,8 +2,8 @@
 config, what counts as activity, when a cluster is idle, and the signed messages between
 the watchdogs.
 
-Shipped beside ``watchdog.py`` to every node (``clusterkit.autostop.files``) and imported
-by the client as ``clusterkit.autostop.policy``: both sides read the same definitions.
+Shipped beside ``watchdog.py`` to every node (``bundle.WATCHDOG``) and imported by the
+client as ``clusterkit.node.autostop_policy``: both sides read the same definitions.
 Nothing here reads a clock, a file or the network; times are passed in.
 
 The master's watchdog keeps the cluster's clock: any node's activity (a job whose
@@ -82,7 +82,7 @@ def format_duration(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class Config:
-    """What the watchdog of one node runs by (``/var/lib/clusterkit/autostop.json``)."""
+    """What the watchdog of one node runs by (``paths.AUTOSTOP_CONFIG``)."""
 
     cluster: str
     node: int  # this node's index: 0 is the master
