@@ -21,14 +21,16 @@ import time
 
 try:  # imported as clusterkit.node.supervisor (the client, tests)
     from . import jobstate
+    from .daemonize import daemonize
     from .reaping import Reaper, pid_alive, recorded_cgroup, signal_pid
-    from .supervisor_daemon import Supervisor, load_job, read_json, write_file, write_json
+    from .supervisor_daemon import Supervisor, load_job, read_json, write_json
 except ImportError:  # run as a file on a node: its modules lie beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # even with -P
     sys.dont_write_bytecode = True  # the job dir holds only what the docs say
     import jobstate
+    from daemonize import daemonize
     from reaping import Reaper, pid_alive, recorded_cgroup, signal_pid
-    from supervisor_daemon import Supervisor, load_job, read_json, write_file, write_json
+    from supervisor_daemon import Supervisor, load_job, read_json, write_json
 
 FINAL = jobstate.FINAL
 JOB_ID_RE = jobstate.JOB_ID_RE
@@ -52,36 +54,6 @@ def daemon_pid(job_dir: str, job_id: str) -> int | None:
     return pid if ours and not zombie else None
 
 
-def daemonize(job_dir: str) -> int:
-    """In the caller: the daemon's pid. In the daemon (setsid, double fork): 0."""
-    sys.stdout.flush()
-    rfd, wfd = os.pipe()
-    if os.fork():
-        os.close(wfd)
-        data = os.read(rfd, 32)
-        os.wait()
-        return int(data)
-    os.close(rfd)
-    os.setsid()
-    pid = os.fork()
-    if pid:
-        os.write(wfd, str(pid).encode())
-        os._exit(0)
-    os.close(wfd)
-    os.chdir("/")
-    os.umask(0o077)
-    out = os.open(os.path.join(job_dir, "supervisor.log"), os.O_WRONLY | os.O_CREAT |
-                  os.O_APPEND, 0o600)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    os.close(null)
-    os.close(out)
-    write_file(os.path.join(job_dir, "supervisor.pid"), f"{os.getpid()}\n")
-    return 0
-
-
 def verb_start(job_dir: str, job: dict) -> int:
     if read_json(os.path.join(job_dir, "state.json")) is not None:
         print(f"job {job['job_id']} was already started on this node", file=sys.stderr)
@@ -89,7 +61,8 @@ def verb_start(job_dir: str, job: dict) -> int:
     write_json(os.path.join(job_dir, "state.json"), {
         "job_id": job["job_id"], "node": job.get("node_index"), "state": S.STARTING.value,
         "reason": None, "failed": None, "processes": {}, "updated": time.time()})
-    pid = daemonize(job_dir)
+    pid = daemonize(os.path.join(job_dir, "supervisor.log"),
+                    os.path.join(job_dir, "supervisor.pid"))
     if pid:
         print(f"started {pid}")
         return 0

@@ -33,12 +33,14 @@ import time
 try:  # imported as clusterkit.node.watchdog (the client, tests)
     from . import autostop_policy as policy
     from . import paths as node_paths
+    from .daemonize import spawn
     from .nodefiles import read_json, write_json
 except ImportError:  # run as a file on a node: its modules lie beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.dont_write_bytecode = True
     import autostop_policy as policy  # type: ignore[no-redef]
     import paths as node_paths  # type: ignore[no-redef]
+    from daemonize import spawn  # type: ignore[no-redef]
     from nodefiles import read_json, write_json  # type: ignore[no-redef]
 
 ROOT_ENV = node_paths.ROOT_ENV  # prefixes every path (tests); set: the power-off is recorded
@@ -321,16 +323,10 @@ def stop_daemon(pid: int | None) -> None:
 
 
 def start_daemon() -> int:
-    """The daemon, detached (setsid, double fork), logging to watchdog.log; its pid."""
+    """The daemon (``watchdog.py run``: its command line is how it is found), detached,
+    logging to watchdog.log; its pid."""
     p = paths()
-    with open(p["log"], "ab") as out:
-        os.chmod(p["log"], 0o600)
-        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "run"],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                start_new_session=True, close_fds=True, cwd="/")
-    with open(p["pid"], "w") as f:
-        f.write(f"{proc.pid}\n")
-    return proc.pid
+    return spawn([sys.executable, os.path.abspath(__file__), "run"], p["log"], p["pid"])
 
 
 def verb_ensure(new_path: str) -> int:
