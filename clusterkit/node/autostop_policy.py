@@ -1,6 +1,6 @@
 """Autostop's rules, PURE and stdlib only (Python >= 3.8): durations, the watchdog's
-config, what counts as activity, when a cluster is idle, and the signed messages between
-the watchdogs.
+config, what counts as activity, when a cluster is idle, and the messages between the
+watchdogs (signed and checked by ``link``).
 
 Shipped beside ``watchdog.py`` to every node (``bundle.WATCHDOG``) and imported by the
 client as ``clusterkit.node.autostop_policy``: both sides read the same definitions.
@@ -14,9 +14,6 @@ reports (workers first), then powers itself off.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
 import re
 from dataclasses import dataclass, field, replace
 
@@ -26,7 +23,6 @@ MIN_IDLE_S = 10
 MAX_IDLE_S = 30 * 86400
 DEFAULT_PORT = 7078  # the master's watchdog listens on its in-cluster address
 DEFAULT_POLL_S = 5.0  # a worker reports this often
-SKEW_S = 300.0  # a signed message older (or newer) than this is refused
 # after its decision the master waits this long (beyond two polls) for workers that do not
 # report, then powers off anyway
 TELL_GRACE_S = 30.0
@@ -234,33 +230,7 @@ def orphaned(last_contact: float, last_activity: float, cfg: Config, now: float)
     return now - last_contact >= wait and now - last_activity >= cfg.idle_s
 
 
-# -- signed messages ----------------------------------------------------------------------
-
-def _mac(token: str, body: dict) -> str:
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return hmac.new(token.encode(), text.encode(), hashlib.sha256).hexdigest()
-
-
-def sign(token: str, body: dict) -> bytes:
-    """One message: a JSON line of the body and its HMAC-SHA256 under the token."""
-    return json.dumps({"body": body, "mac": _mac(token, body)}, sort_keys=True).encode() + b"\n"
-
-
-def verify(token: str, line: bytes, now: float) -> dict:
-    """The body of a signed message; ValueError when it is not signed with the token or
-    its time is more than SKEW_S away from ``now``."""
-    try:
-        data = json.loads(line.decode())
-        body, mac = data["body"], str(data["mac"])
-        sent = float(body["time"])
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise ValueError("not a signed message") from None
-    if not isinstance(body, dict) or not hmac.compare_digest(mac, _mac(token, body)):
-        raise ValueError("bad signature")
-    if abs(now - sent) > SKEW_S:
-        raise ValueError("message too old or from the future")
-    return body
-
+# -- the messages (``link.sign`` signs them) ----------------------------------------------
 
 def report(node: int, reasons: list[str], nonce: str, now: float) -> dict:
     """What a worker sends the master."""

@@ -2,7 +2,8 @@
 
 Shipped beside ``supervisor.py`` into every job dir (which imports it from there). The
 master node's supervisor listens on the coordinator port (all interfaces); every other
-node's supervisor dials it. Messages are newline-delimited JSON objects, ``t`` their kind:
+node's supervisor dials it. Messages are newline-delimited JSON objects (``link.Link``),
+``t`` their kind:
 
   hello {token, node, procs}    node -> master, first; a wrong token drops the link
   procs {procs}                 node -> master, whenever a process starts or ends
@@ -27,8 +28,6 @@ the cause of a failure and the failures after it, as ``jobstate.Failure`` dicts.
 from __future__ import annotations
 
 import contextlib
-import hmac
-import json
 import os
 import selectors
 import socket
@@ -36,47 +35,19 @@ import time
 
 try:  # imported as clusterkit.node.coord (the client, tests)
     from . import interruption, jobstate
+    from .link import Link, same_token
 except ImportError:  # run from a job dir on a node: its modules lie beside it
     import interruption
     import jobstate
+    from link import Link, same_token
 
 WAITED_ROLES = jobstate.ROLES_WAITED
 S = jobstate.JobStateName
 HEARTBEAT_S = 1.0
 TICK_S = 0.1
 DIAL_S = 0.25  # a node without a link to the master dials it again this often
-MAX_LINE = 1 << 16
 MASTER = 0  # the master is node 0: a node's link to it is links[MASTER]
 WAKE = "wake"  # selector data of the supervisor's signal pipe
-
-
-class Link:
-    def __init__(self, sock: socket.socket, node: int | None = None):
-        self.sock, self.node, self.buf = sock, node, b""
-        sock.settimeout(2.0)
-
-    def send(self, msg: dict) -> bool:
-        try:
-            self.sock.sendall(json.dumps(msg).encode() + b"\n")
-            return True
-        except OSError:
-            return False
-
-    def read(self) -> list | None:
-        """Whole messages now readable; None when the peer is gone or misbehaves."""
-        try:
-            data = self.sock.recv(65536)
-        except OSError:
-            return None
-        self.buf += data
-        if not data or len(self.buf) > MAX_LINE:
-            return None
-        *lines, self.buf = self.buf.split(b"\n")
-        try:
-            msgs = [json.loads(line) for line in lines if line.strip()]
-        except ValueError:
-            return None
-        return msgs if all(isinstance(m, dict) for m in msgs) else None
 
 
 def decide_outcome(nodes: dict, num_nodes: int) -> tuple | None:
@@ -328,8 +299,7 @@ class Coordinator:
     def greet(self, link: Link, msg: dict) -> bool:
         """A new link's first message: the job's token and a node index, else False."""
         node = msg.get("node")
-        token = str(msg.get("token")).encode()  # compare_digest raises on non-ASCII str
-        if msg.get("t") != "hello" or not hmac.compare_digest(token, self.token.encode()) \
+        if msg.get("t") != "hello" or not same_token(msg.get("token"), self.token) \
                 or not isinstance(node, int) or isinstance(node, bool) \
                 or not 0 <= node < self.num_nodes or node == self.me:
             return False

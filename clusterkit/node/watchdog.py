@@ -34,6 +34,7 @@ try:  # imported as clusterkit.node.watchdog (the client, tests)
     from . import autostop_policy as policy
     from . import paths as node_paths
     from .daemonize import spawn
+    from .link import sign, verify
     from .nodefiles import read_json, write_json
 except ImportError:  # run as a file on a node: its modules lie beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -41,6 +42,7 @@ except ImportError:  # run as a file on a node: its modules lie beside it
     import autostop_policy as policy  # type: ignore[no-redef]
     import paths as node_paths  # type: ignore[no-redef]
     from daemonize import spawn  # type: ignore[no-redef]
+    from link import sign, verify  # type: ignore[no-redef]
     from nodefiles import read_json, write_json  # type: ignore[no-redef]
 
 ROOT_ENV = node_paths.ROOT_ENV  # prefixes every path (tests); set: the power-off is recorded
@@ -197,7 +199,7 @@ class Watchdog:
         """A worker's signed report -> the signed answer (None: refused)."""
         now = self.now()
         try:
-            body = policy.verify(self.cfg.token, line, now)
+            body = verify(self.cfg.token, line, now)
             node, reasons, nonce = policy.check_report(body, self.cfg)
         except ValueError as e:
             log(f"refused a message: {e}")
@@ -208,7 +210,7 @@ class Watchdog:
             if self.clock.decided is not None:
                 self.clock = policy.tell(self.clock, node, now)
             reply = policy.answer(self.clock, self.cfg, nonce, now)
-        return policy.sign(self.cfg.token, reply)
+        return sign(self.cfg.token, reply)
 
     def write_state(self, now: float, force: bool = False) -> None:
         if not force and now - self.written < STATE_EVERY:
@@ -241,11 +243,11 @@ class Watchdog:
 
     def ask(self, reasons: list, now: float) -> bool:
         nonce = secrets.token_hex(16)
-        message = policy.sign(self.cfg.token, policy.report(self.cfg.node, reasons, nonce, now))
+        message = sign(self.cfg.token, policy.report(self.cfg.node, reasons, nonce, now))
         with socket.create_connection((self.cfg.master, self.cfg.port), timeout=5) as sock:
             sock.sendall(message)
             reply = sock.makefile("rb").readline(MAX_LINE)
-        return policy.check_answer(policy.verify(self.cfg.token, reply, self.now()), nonce)
+        return policy.check_answer(verify(self.cfg.token, reply, self.now()), nonce)
 
     def go(self) -> bool:
         code = self.power()

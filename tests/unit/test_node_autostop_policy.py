@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit.node import autostop_policy as policy
+from clusterkit.node import link
 from clusterkit.node.autostop_policy import Clock, Config
 
 TOKEN = "t" * 64
@@ -107,18 +108,18 @@ def test_an_orphaned_worker_goes_only_when_idle_and_cut_off_long_enough() -> Non
 
 def test_signed_messages_round_trip_and_refuse_forgeries() -> None:
     body = policy.report(1, ["job j-1 running"], "n" * 32, 1000.0)
-    line = policy.sign(TOKEN, body)
-    assert policy.verify(TOKEN, line, 1001.0) == body
+    line = link.sign(TOKEN, body)
+    assert link.verify(TOKEN, line, 1001.0) == body
     assert policy.check_report(body, CFG) == (1, ["job j-1 running"], "n" * 32)
     with pytest.raises(ValueError, match="signature"):
-        policy.verify("x" * 64, line, 1001.0)
+        link.verify("x" * 64, line, 1001.0)
     tampered = line.replace(b"j-1", b"j-2")
     with pytest.raises(ValueError, match="signature"):
-        policy.verify(TOKEN, tampered, 1001.0)
+        link.verify(TOKEN, tampered, 1001.0)
     with pytest.raises(ValueError, match="too old"):
-        policy.verify(TOKEN, line, 1000.0 + policy.SKEW_S + 1)
+        link.verify(TOKEN, line, 1000.0 + link.SKEW_S + 1)
     with pytest.raises(ValueError):
-        policy.verify(TOKEN, b"not json\n", 1000.0)
+        link.verify(TOKEN, b"not json\n", 1000.0)
     for bad in ({**body, "node": 0}, {**body, "node": 3}, {**body, "node": True},
                 {**body, "kind": "answer"}, {**body, "nonce": "short"}):
         with pytest.raises(ValueError):
@@ -150,5 +151,5 @@ def test_the_node_side_modules_parse_as_python_3_8_and_import_only_the_stdlib() 
                 continue
             for imported in names:
                 top = imported.split(".")[0]
-                assert top in sys.stdlib_module_names or top in ("__future__", "autostop_policy", "paths", "nodefiles", "daemonize"), \
+                assert top in sys.stdlib_module_names or top in ("__future__", "autostop_policy", "paths", "nodefiles", "daemonize", "link"), \
                     f"{name} imports {imported}"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit.node import coord
+from clusterkit.node.link import Link
 from tests.support import wait_for
 
 TOKEN = "ab" * 16
@@ -40,7 +41,7 @@ def test_the_master_decides_the_outcome_from_every_nodes_processes(case: Path) -
 
 def test_link_reads_whole_lines_and_drops_garbage() -> None:
     a, b = socket.socketpair()
-    link = coord.Link(b)
+    link = Link(b)
     a.sendall(b'{"t": "hb"}\n{"t": "pr')
     assert link.read() == [{"t": "hb"}]
     a.sendall(b'ocs"}\n')
@@ -48,9 +49,9 @@ def test_link_reads_whole_lines_and_drops_garbage() -> None:
     a.sendall(b"[1, 2]\n")  # JSON, but not a message: would crash whoever reads .get
     assert link.read() is None
     a.sendall(b"not json\n")
-    assert coord.Link(b).read() is None
+    assert Link(b).read() is None
     a.close()
-    assert coord.Link(b).read() is None  # peer gone
+    assert Link(b).read() is None  # peer gone
     b.close()
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit.node import autostop_policy as policy
-from clusterkit.node import watchdog
+from clusterkit.node import link, watchdog
 from clusterkit.node.autostop_policy import Config
 
 TOKEN = "k" * 64
@@ -39,11 +39,11 @@ def cluster(tmp_path: Path):
     def ask(dog):
         def call(reasons, at):  # the worker's report, through the master's handler
             nonce = "n" * 32
-            reply = master.handle(policy.sign(TOKEN, policy.report(dog.cfg.node, reasons,
+            reply = master.handle(link.sign(TOKEN, policy.report(dog.cfg.node, reasons,
                                                                    nonce, at)))
             if reply is None:
                 raise ValueError("refused")
-            return policy.check_answer(policy.verify(TOKEN, reply, at), nonce)
+            return policy.check_answer(link.verify(TOKEN, reply, at), nonce)
         return call
 
     def step(seconds: float) -> list[str]:
@@ -97,7 +97,7 @@ def test_a_forged_report_is_refused_and_changes_nothing(cluster) -> None:
     nodes, _, _, _ = cluster
     master = nodes[0].dog
     before = master.clock
-    forged = policy.sign("x" * 64, policy.report(1, ["job j-1 running"], "n" * 32, 1000.0))
+    forged = link.sign("x" * 64, policy.report(1, ["job j-1 running"], "n" * 32, 1000.0))
     assert master.handle(forged) is None
     assert master.clock == before
 
