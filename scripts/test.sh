@@ -2,8 +2,8 @@
 # Install (OS packages, .venv, the torch venv) and run the whole test suite: exactly what
 # CI runs.
 #
-# One pytest session over every test, in CK_TEST_WORKERS processes (pytest-xdist, 2 by
-# default: the suite is CPU-bound on 2 cores, and more processes only add load). Each
+# One pytest session over every test, in CK_TEST_WORKERS processes (pytest-xdist, 4 by
+# default: on 2 cores, a test waiting for a node or a timer leaves a core to another). Each
 # process that runs a sandbox test starts a sandbox of its own, on a loopback block of
 # its own (127.B.0.0/16), so they never share an address; the pipeline tests start theirs.
 # Random order (pytest-randomly); CK_TEST_SEED=N repeats an order.
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh
 .venv/bin/ruff check clusterkit tests bench
 seed="${CK_TEST_SEED:-$((RANDOM * 32768 + RANDOM))}"
-workers="${CK_TEST_WORKERS:-2}"
+workers="${CK_TEST_WORKERS:-4}"
 echo "test order: random, seed $seed (CK_TEST_SEED=$seed scripts/test.sh repeats it)"
 
 # "$@" in a new network namespace with loopback up, where root may make one; else as is

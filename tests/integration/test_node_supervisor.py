@@ -228,13 +228,14 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_worker_node_that_loses_the_master_stops_its_processes(make_job) -> None:
-    job = make_job([ps_node(SLEEP), ps_node(SLEEP)], grace=1, hb=2)
+    # hb 6, not 2: both supervisors must link within it of their start (a loaded machine)
+    job = make_job([ps_node(SLEEP), ps_node(SLEEP)], grace=1, hb=6)
     job.start()
-    job.wait_linked()
+    job.wait_linked(30)
     kill_supervisor(job.master)  # how soon node 1 gives up: bench/bench_supervisor.py
-    wait_for(lambda: job.nodes[1].state().get("state") == "failed", "node 1 gives up", 10)
+    wait_for(lambda: job.nodes[1].state().get("state") == "failed", "node 1 gives up", 30)
     assert "lost the master" in job.nodes[1].state()["reason"]
-    wait_for(lambda: not any(map(_alive, _node_pids(job.nodes[1]))), "node 1 empty", 5)
+    wait_for(lambda: not any(map(_alive, _node_pids(job.nodes[1]))), "node 1 empty", 15)
     assert all(map(_alive, _node_pids(job.master)))  # its own supervisor is gone
     out = job.master.cli("stop", "--grace", "1")  # stop without a daemon: from the files
     assert out.returncode == 0, out.stderr
@@ -242,11 +243,14 @@ def test_a_worker_node_that_loses_the_master_stops_its_processes(make_job) -> No
 
 
 def test_a_master_that_stops_hearing_a_node_fails_the_job(make_job) -> None:
-    job = make_job([ps_node(SLEEP), ps_node(SLEEP), ps_node(SLEEP)], grace=1, hb=2)
+    # hb: the master counts a node's silence from its own start until the node's hello,
+    # so the three supervisors must all start within it: 2 s did not hold on a loaded
+    # machine (the master failed the job before node 2 linked)
+    job = make_job([ps_node(SLEEP), ps_node(SLEEP), ps_node(SLEEP)], grace=1, hb=6)
     job.start()
-    job.wait_linked()
+    job.wait_linked(30)
     kill_supervisor(job.nodes[2])
-    states = job.wait_final(15, count=2)
+    states = job.wait_final(30, count=2)
     assert states[0]["state"] == "failed"
     assert states[0]["reason"] == "node 2 stopped answering"
     assert {k: states[0]["failed"][k] for k in ("node", "process", "exit", "signal")} == {
