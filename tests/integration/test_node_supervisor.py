@@ -459,12 +459,14 @@ def test_a_hung_job_gets_the_checkpoint_signal_and_with_stop_on_stall_is_stopped
     # a loop: the signal may kill the sleep first, and a `wait` that returns then would
     # end a script of two waits with the trap's 138 (not the job's stall)
     worker = f"trap 'touch {saved}-$CK_TEST_NODE' USR1; while :; do sleep 300 & wait; done"
-    # stall_after leaves bash time to set its trap on a loaded machine
+    # stall_after leaves bash time to set its trap on a loaded machine; the grace lets
+    # every node see its own stall before the first one's stops the job (the nodes'
+    # supervisors start up to seconds apart there)
     extra = {"sampling": {"interval": 0.3, "stall_after": 3, "stop_on_stall": True},
-             "checkpoint_signal": "SIGUSR1", "checkpoint_grace": 1}
+             "checkpoint_signal": "SIGUSR1", "checkpoint_grace": 5}
     job = make_job([ps_node(worker), ps_node(worker)], extra=[extra, extra])
     job.start()
-    states = job.wait_final(timeout=30)
+    states = job.wait_final(timeout=60)
     assert [s["state"] for s in states] == ["failed", "failed"], states
     assert "stalled on node" in states[0]["reason"], states[0]["reason"]
     assert "train.stop_on_stall" in states[0]["reason"]
