@@ -85,8 +85,9 @@ def test_top_shows_every_node_the_job_cpu_of_the_busy_one_and_the_throughput(
     """Node 1's worker spins between batches, the others sleep: `top` shows 3 nodes,
     node 1's job CPU at least 4x each other's, every node's samples/s
     (the Speedometer's), their sum as the cluster's, and no GPU (said in a note)."""
-    started = do_train(str(cluster.spec), workdir_option=str(cluster.work), detach=True,
-                       rt=runtime())
+    # the job outlasts both waits below (up to 150 s on a loaded machine); stopped at the end
+    started = do_train(str(cluster.spec), command=["python3", "observe_job.py", "burn", "300"],
+                       workdir_option=str(cluster.work), detach=True, rt=runtime())
 
     def busy_stands_out() -> dict | None:
         """A frame of this job with every node's rate, worker-1's job CPU 4x each other's."""
