@@ -76,7 +76,6 @@ class Agent:
         self.recorder = recorder or Recorder(None)
         self.running_since: dict[str, float] = {}  # instance id -> when it was seen running
         self.block = block
-        self.run_dir = state_dir / "run"
         self.caps = caps
         self.addresses: dict[str, str] = {
             iid: entry["address"] if isinstance(entry, dict) else entry
@@ -84,15 +83,29 @@ class Agent:
         self.unemulated: dict[str, str] = {}  # instance id -> why it has no SSH node
         self.nodes: dict[str, EmulatedNode] = {}
         self.disks = Disks(self.run_dir, bool(caps.get("loop_devices")))
-        self.efs_dir = self.run_dir / "efs"
-        self.efs_dir.mkdir(parents=True, exist_ok=True)
-        self.power_dir = nodes.power_dir(self.run_dir)  # a node's OS powered off
-        self.power_dir.mkdir(parents=True, exist_ok=True)
-        self.view_dir = nodes.view_dir(self.run_dir)  # what the nodes read of the sandbox
-        self.view_dir.mkdir(parents=True, exist_ok=True)
+        for folder in (self.efs_dir, self.power_dir, self.view_dir):
+            folder.mkdir(parents=True, exist_ok=True)
         self.stopping = threading.Event()
         self._last: str = ""
         console.install(state_dir, self.console_node)  # GetConsoleOutput shows host keys
+
+    @property
+    def run_dir(self) -> Path:
+        return self.dir / "run"
+
+    @property
+    def efs_dir(self) -> Path:
+        return self.run_dir / "efs"
+
+    @property
+    def power_dir(self) -> Path:
+        """Where a node's OS asks to be powered off."""
+        return nodes.power_dir(self.run_dir)
+
+    @property
+    def view_dir(self) -> Path:
+        """What the nodes read of the sandbox."""
+        return nodes.view_dir(self.run_dir)
 
     def console_node(self, iid: str) -> tuple[str, str, str, int | None] | None:
         """(host key, hostname, cluster, index) of the instance's running node, for its
