@@ -3,7 +3,7 @@
 The one definition both sides use: shipped beside ``supervisor.py`` into every job dir
 (``bundle.SUPERVISOR``) and sent ahead of ``follower.py`` over SSH stdin, and imported
 by the client as ``clusterkit.node.jobstate``. The supervisor writes these names into
-state.json; the client reads them back as a ``JobState`` (``state_from``).
+state.json (``nodestate``); the client reads them back as a ``JobState``.
 
 The cause of a failed job is its earliest failure by time (torch elastic's rule): the
 process that died first, not the lowest node index; failures after it are listed too.
@@ -15,8 +15,15 @@ import enum
 import re
 import signal
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+try:  # imported as clusterkit.node.jobstate (the client, tests)
+    from . import wire
+    from .jobfile import RecoveryRecord
+except ImportError:  # run from a job dir on a node, or sent ahead of a program
+    import wire
+    from jobfile import RecoveryRecord
 
 JOB_ID_RE = re.compile(r"^j-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
 ROLES_WAITED = ("worker", "torchrun")  # the job succeeds when all of these exit 0
@@ -138,6 +145,51 @@ def process_failures(nodes: dict) -> list[Failure]:
     return found
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """The job's result, as the master decides it and every node keeps it (torch
+    elastic's ``RunResult``): the final state, why, and for a failure its cause (the
+    earliest failure) and the failures after it. The processes a node stopped itself are
+    in neither. The same fields cross the link (``coord``'s stop message) and state.json."""
+
+    KIND: ClassVar[str] = "outcome"
+    VERSION: ClassVar[int] = 1
+    state: JobStateName
+    reason: str | None = None
+    failed: Failure | None = None
+    others: tuple[Failure, ...] = ()
+
+    def fields(self) -> dict:
+        """What the stop message and state.json hold (without the version)."""
+        return {"state": self.state.value, "reason": self.reason,
+                "failed": self.failed.to_dict() if self.failed is not None else None,
+                "others": [f.to_dict() for f in self.others]}
+
+    def to_json(self) -> dict:
+        return wire.stamped(self.VERSION, self.fields())
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> Outcome:
+        data = wire.version_of(data, cls.KIND, cls.VERSION, where)
+        try:
+            state = JobStateName(data.get("state"))
+        except ValueError:
+            raise wire.WireError(cls.KIND, where, f"has an unknown state "
+                                 f"{data.get('state')!r}") from None
+        return cls(state, _str(data.get("reason")), Failure.from_dict(data.get("failed")),
+                   failures_of(data.get("others")))
+
+    @classmethod
+    def failure(cls, cause: Failure, others: Iterable[Failure] = ()) -> Outcome:
+        return cls(JobStateName.FAILED, cause.describe(), cause, tuple(others))
+
+
+def failures_of(data: object) -> tuple[Failure, ...]:
+    """A JSON list of failure records, the unreadable ones left out."""
+    found = (Failure.from_dict(f) for f in (data if isinstance(data, list) else []))
+    return tuple(f for f in found if f is not None)
+
+
 def _int(value: object, default: int | None = None) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
@@ -151,7 +203,7 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-# -- the client's typed view of one state.json ------------------------------------------
+# -- the client's typed view of one state.json (``nodestate.NodeState.job_state``) ------
 
 @dataclass(frozen=True)
 class ProcessState:
@@ -160,6 +212,19 @@ class ProcessState:
     pid: int | None
     state: ProcStateName | None  # None: a state this client does not know
     exit: int | None
+    ended: float | None = None  # epoch seconds, on its node: what orders failures
+
+    def to_json(self) -> dict:
+        """The process as state.json holds it (under its name)."""
+        return {"pid": self.pid, "role": self.role,
+                "state": self.state.value if self.state is not None else None,
+                "exit": self.exit, "ended": self.ended}
+
+    @classmethod
+    def from_json(cls, name: str, data: dict) -> ProcessState:
+        return cls(name=str(name), role=str(data.get("role", "")), pid=_int(data.get("pid")),
+                   state=_proc_state(data.get("state")), exit=_int(data.get("exit")),
+                   ended=_float(data.get("ended")))
 
 
 @dataclass(frozen=True)
@@ -177,7 +242,7 @@ class JobState:
     # the master's record of a spot interruption notice: node, action, at, seen
     interruption: Mapping[str, Any] | None = None
     # a restarted job's record (job.json's "recovery": first_job, restart_count, ...)
-    recovery: Mapping[str, Any] = field(default_factory=dict)
+    recovery: RecoveryRecord = RecoveryRecord()
 
 
 def _proc_state(value: object) -> ProcStateName | None:
@@ -185,27 +250,3 @@ def _proc_state(value: object) -> ProcStateName | None:
         return ProcStateName(value)
     except ValueError:
         return None
-
-
-def _dict(value: object) -> dict | None:
-    return dict(value) if isinstance(value, dict) else None
-
-
-def state_from(data: dict, state: JobStateName) -> JobState:
-    """One decoded state.json (its ``state`` already read as ``state``) as a JobState."""
-    procs = tuple(
-        ProcessState(name=str(name), role=str(p.get("role", "")), pid=_int(p.get("pid")),
-                     state=_proc_state(p.get("state")), exit=_int(p.get("exit")))
-        for name, p in sorted((data.get("processes") or {}).items()) if isinstance(p, dict))
-    others = data.get("others")
-    supervisor = data.get("supervisor")
-    return JobState(
-        job_id=str(data.get("job_id", "")), node=_int(data.get("node")), state=state,
-        reason=data.get("reason") if isinstance(data.get("reason"), str) else None,
-        failed=Failure.from_dict(data.get("failed")),
-        others=tuple(f for f in map(Failure.from_dict, others if isinstance(others, list)
-                                    else []) if f is not None),
-        processes=procs,
-        supervisor_running=None if supervisor is None else supervisor == "running",
-        updated=_float(data.get("updated")), started=_float(data.get("started")),
-        interruption=_dict(data.get("interruption")), recovery=_dict(data.get("recovery")) or {})

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from clusterkit.node.jobfile import RecoveryRecord
 from clusterkit.node.jobstate import Failure, JobStateName
 
 MASTER = 0
@@ -168,18 +169,18 @@ def _num(value: object) -> float | None:
 
 
 def job_record(first_job: str, recoveries: Sequence[Recovery], command: str,
-               ) -> dict[str, Any]:
+               ) -> RecoveryRecord:
     """What every job's job.json carries as ``recovery`` (its state.json too): the job
     it restarts (itself, first), every recovery so far, and the training command, with
     which `train --attach` starts it again."""
-    return {"first_job": first_job, "restart_count": len(recoveries),
-            "recoveries": [r.to_json() for r in recoveries], "command": command}
+    return RecoveryRecord(first_job, len(recoveries), tuple(r.to_json() for r in recoveries),
+                          command)
 
 
-def recoveries_of(record: Mapping[str, Any], started: float | None) -> list[Recovery]:
+def recoveries_of(record: RecoveryRecord, started: float | None) -> list[Recovery]:
     """A job's record back as Recoveries, the newest completed by ``started`` (when the
     job that record belongs to started its processes: the training running again)."""
-    found = [r for r in map(Recovery.from_json, record.get("recoveries") or []) if r]
+    found = [r for r in map(Recovery.from_json, record.recoveries) if r]
     if found and found[-1].running is None and started is not None:
         found[-1] = dataclasses.replace(found[-1], running=started)
     return found

@@ -12,8 +12,9 @@ import json
 import os
 
 from clusterkit.errors import ClusterkitError, UsageError
-from clusterkit.node import paths
-from clusterkit.node.jobstate import JOB_ID_RE, JobState, JobStateName, state_from
+from clusterkit.node import nodestate, paths
+from clusterkit.node.jobstate import JOB_ID_RE, JobState
+from clusterkit.node.wire import WireError
 
 ROOT_ENV = paths.ROOT_ENV
 
@@ -32,22 +33,23 @@ def job_dir(job_id: str, root: str | None = None) -> str:
     return paths.under(prefix, f"{paths.JOBS_DIR}/{check_job_id(job_id)}")
 
 
-def parse_state(text: str) -> JobState:
+def parse_state(text: str, node: str = "a node") -> JobState:
     """The supervisor's state.json (or ``status`` output, or one line of the follower's
-    ``jobs``) as a JobState; ClusterkitError when it is not that."""
+    ``jobs``) from ``node`` as a JobState; ClusterkitError when it is not that."""
     try:
         data = json.loads(text)
     except ValueError as e:
-        raise ClusterkitError(f"unreadable job state: {e}",
+        raise ClusterkitError(f"{node}: unreadable job state: {e}",
                               hint="the node's job dir may be damaged") from e
-    return state_of(data)
+    return state_of(data, node)
 
 
-def state_of(data: object) -> JobState:
-    """One decoded state.json as a JobState; ClusterkitError when it is not that."""
+def state_of(data: object, node: str = "a node") -> JobState:
+    """One decoded state.json from ``node`` as a JobState; ClusterkitError when it is
+    not that: damaged, or written by a newer clusterkit than this one (the error names
+    the node, the file and both schema versions)."""
     try:
-        state = JobStateName(data.get("state", "unknown"))  # type: ignore[union-attr]
-    except (ValueError, AttributeError) as e:
-        raise ClusterkitError(f"unreadable job state: {e}",
-                              hint="the node's job dir may be damaged") from e
-    return state_from(data, state)  # type: ignore[arg-type]
+        return nodestate.parse(data, node).job_state()
+    except WireError as e:  # a hint only when it is newer: `up` ships the programs again
+        raise ClusterkitError(f"unreadable job state: {str(e).removesuffix(f' ({e.hint})')}",
+                              hint=e.hint or "the node's job dir may be damaged") from e

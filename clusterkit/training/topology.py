@@ -35,6 +35,14 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from clusterkit.node.jobfile import (
+    Coordinator,
+    JobFile,
+    ProcessEntry,
+    RecoveryRecord,
+    Sampling,
+    Stopping,
+)
 from clusterkit.node.jobstate import JOB_ID_RE
 from clusterkit.node.paths import ENVS_DIR
 from clusterkit.spec.model import Spec, Train
@@ -82,10 +90,12 @@ class ProcessSpec:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     cwd: str = "/"
 
-    def plain(self) -> dict[str, Any]:
+    def entry(self) -> ProcessEntry:
         """The process as job.json holds it."""
-        return {"name": self.name, "role": str(self.role), "argv": list(self.argv),
-                "cwd": self.cwd, "env": dict(self.env)}
+        return ProcessEntry(self.name, str(self.role), self.argv, self.cwd, dict(self.env))
+
+    def plain(self) -> dict[str, Any]:
+        return self.entry().to_json()
 
 
 def new_job_id(now: datetime, rand: str) -> str:
@@ -288,29 +298,28 @@ def job_file(processes: Sequence[ProcessSpec], node: NodeSlot, *, cluster: str,
              job_id: str, num_nodes: int, coordinator_host: str, coordinator_port: int,
              grace_seconds: int = 10, heartbeat_timeout: float = 15,
              checkpoint_signal: str = "SIGUSR1", checkpoint_grace: float = 90.0,
-             imds: str = "", recovery: Mapping[str, Any] | None = None,
+             imds: str = "", recovery: RecoveryRecord | None = None,
              sampling: Mapping[str, Any] | None = None,
-             block_end: float | None = None) -> dict[str, Any]:
+             block_end: float | None = None) -> JobFile:
     """job.json of ``node`` (its own processes only), without the coordinator's token:
-    the caller adds ``["coordinator"]["token"]`` and sends it over SSH stdin. ``imds``:
+    the caller adds it (``JobFile.with_token``) and sends it over SSH stdin. ``imds``:
     the instance metadata endpoint the node's supervisor watches for a spot interruption
     notice (empty: none). ``recovery``: a restarted job's record (its first job, how
     often it was restarted and why), which the supervisor keeps in state.json.
     ``sampling``: the node's metrics sampler's settings (``sampling_of``; none: off).
     ``block_end``: the end of the Capacity Block the node runs in (epoch seconds; none:
     not in one): its supervisor treats the block's approaching end as an interruption."""
-    mine = [p.plain() for p in processes if p.node_index == node.index]
+    mine = tuple(p.entry() for p in processes if p.node_index == node.index)
     if not mine:
         raise ValueError(f"node {node.index} has no process in this job")
-    return {"version": 1, "job_id": job_id, "node_index": node.index,
-            "node_name": node.name, "cgroup_name": cgroup_name(cluster, node.index, job_id),
-            "coordinator": {"host": coordinator_host, "port": coordinator_port},
-            "is_master": node.index == 0, "num_nodes": num_nodes,
-            "grace_seconds": grace_seconds, "heartbeat_timeout": heartbeat_timeout,
-            "checkpoint_signal": checkpoint_signal, "checkpoint_grace": checkpoint_grace,
-            "imds": imds, "recovery": dict(recovery or {}),
-            "sampling": dict(sampling) if sampling is not None else None, "processes": mine,
-            **({"block_end": block_end} if block_end is not None else {})}
+    return JobFile(
+        job_id=job_id, node_index=node.index, node_name=node.name,
+        cgroup_name=cgroup_name(cluster, node.index, job_id), is_master=node.index == 0,
+        coordinator=Coordinator(coordinator_host, coordinator_port, "", num_nodes,
+                                heartbeat_timeout),
+        stopping=Stopping(grace_seconds, checkpoint_signal, checkpoint_grace), imds=imds,
+        block_end=block_end, recovery=recovery or RecoveryRecord(),
+        sampling=Sampling(**sampling) if sampling is not None else None, processes=mine)
 
 
 def sampling_of(spec: Spec, gpus: int = 0) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from clusterkit.cluster.jobs import control as jobs
 from clusterkit.cluster.jobs import train
 from clusterkit.cluster.jobs.results import NodeStop
 from clusterkit.errors import RemoteError, UsageError
+from clusterkit.node.jobfile import JobFile
 from clusterkit.node.jobstate import JobStateName
 from clusterkit.spec.model import Spec, Train
 from clusterkit.training import jobfiles
@@ -34,7 +35,7 @@ def test_command_after_dashes_wins_over_the_spec():
 
 def test_job_archive_keeps_job_json_private_and_ships_every_node_file():
     files = {"supervisor.py": "import coord", "coord.py": "print(1)"}
-    data = train.job_archive({"job_id": "j", "coordinator": {"token": "s3cret"}}, files)
+    data = train.job_archive(JobFile("j").with_token("s3cret"), files)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         members = {m.name: m for m in tar.getmembers()}
         assert set(members) == {"job.json", "supervisor.py", "coord.py"}
@@ -53,7 +54,7 @@ def test_start_command_carries_no_secret_and_checks_the_id():
 
 
 def test_the_workdir_rides_in_the_start_tar_and_is_swapped_in_before_the_supervisor():
-    data = train.job_archive({"job_id": "j"}, {"supervisor.py": ""}, b"\x1f\x8bcode")
+    data = train.job_archive(JobFile("j"), {"supervisor.py": ""}, b"\x1f\x8bcode")
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         member = tar.getmember(train.WORKDIR_MEMBER)
         assert member.mode == 0o600

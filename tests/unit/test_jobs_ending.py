@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from clusterkit.cluster.jobs.ending import stopping
-from clusterkit.node.jobstate import JobState, state_from
+from clusterkit.node.jobstate import JobState
 from clusterkit.node.jobstate import JobStateName as S
+from clusterkit.node.nodestate import state_from
 
 JOB, OTHER = "j-20260101-120000-ab12", "j-20260101-130000-cd34"
 

@@ -21,7 +21,8 @@ PURE_FILES = ("bootstrap/facts.py", "bootstrap/steps.py", "bootstrap/stepdata.py
               "training/diagnose.py", "node/gpuhealth.py", "training/report.py",
               "node/totals.py", "node/stall.py", "node/jobstate.py", "node/paths.py",
               "node/autostop_policy.py", "training/nccl.py", "training/allreduce.py",
-              "bootstrap/efa.py", "bootstrap/efa_facts.py", "bootstrap/nodefact.py")
+              "bootstrap/efa.py", "bootstrap/efa_facts.py", "bootstrap/nodefact.py",
+              "node/wire.py", "node/jobfile.py")
 # top-level module -> the only sub-packages of clusterkit that may import it
 ONLY_IN = {
     "boto3": ("aws", "sandbox"),

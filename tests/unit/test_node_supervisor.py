@@ -36,7 +36,8 @@ def test_the_node_files_parse_as_python_3_8_and_import_only_the_stdlib() -> None
     assert set(files) == {"supervisor.py", "supervisor_daemon.py", "coord.py", "reaping.py",
                           "jobstate.py", "interruption.py", "sampler.py", "totals.py",
                           "stall.py", "gpuhealth.py", "gpuwatch.py", "nodefiles.py",
-                          "paths.py", "daemonize.py", "link.py"}
+                          "paths.py", "daemonize.py", "link.py", "wire.py", "jobfile.py",
+                          "nodestate.py"}
     siblings = {name.removesuffix(".py") for name in files}
     for name, source in files.items():
         _imports_only_the_stdlib_and(source, name, siblings)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from clusterkit.cluster.jobs.recovery import ending
+from clusterkit.node.jobfile import RecoveryRecord
 from clusterkit.plan.recovery import (
     Loss,
     LossReason,
@@ -119,8 +120,9 @@ def test_the_record_round_trips_and_the_newest_is_completed_by_the_jobs_start():
     first = recovery()
     second = recovery(number=2, running=None, since=T0 + 1000, stopped=T0 + 1010)
     record = job_record("j-20250101-110000-ab12", [first, second], "python3 train.py")
-    assert record["restart_count"] == 2 and record["first_job"] == "j-20250101-110000-ab12"
-    assert record["command"] == "python3 train.py"
+    assert record.restart_count == 2 and record.first_job == "j-20250101-110000-ab12"
+    assert record.command == "python3 train.py"
     back = recoveries_of(record, started=T0 + 1100)
     assert back[0] == first and back[1].running == T0 + 1100
-    assert recoveries_of({"recoveries": [{"number": "x"}, first.to_json()]}, None) == [first]
+    damaged = RecoveryRecord.from_json({"recoveries": [{"number": "x"}, first.to_json()]}, "t")
+    assert recoveries_of(damaged, None) == [first]

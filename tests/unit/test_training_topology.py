@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from clusterkit.node.jobfile import RecoveryRecord
 from clusterkit.spec import checks, loads
 from clusterkit.training import topology as topo
 from tests.support import merge
@@ -137,30 +138,30 @@ def test_job_file_holds_one_nodes_processes_and_no_token():
     procs, nodes = job_file_case()
     job = topo.job_file(procs, nodes[1], cluster="demo", job_id=ARGS["job_id"],
                         num_nodes=2, coordinator_host="10.0.1.5", coordinator_port=9092)
-    assert job == {
-        "version": 1, "job_id": ARGS["job_id"], "node_index": 1,
+    assert job.to_json() == {
+        "v": 1, "job_id": ARGS["job_id"], "node_index": 1,
         "node_name": "deeplearning-worker1", "cgroup_name": f"demo-1-{ARGS['job_id']}",
         "coordinator": {"host": "10.0.1.5", "port": 9092}, "is_master": False,
         "num_nodes": 2, "grace_seconds": 10, "heartbeat_timeout": 15,
         "checkpoint_signal": "SIGUSR1", "checkpoint_grace": 90.0, "imds": "",
-        "recovery": {}, "sampling": None,
+        "recovery": RecoveryRecord().to_json(), "sampling": None,
         "processes": [p.plain() for p in procs if p.node_index == 1]}
-    assert [p["name"] for p in job["processes"]] == ["server-0", "worker-0"]
+    assert [p.name for p in job.processes] == ["server-0", "worker-0"]
     master = topo.job_file(procs, nodes[0], cluster="demo", job_id=ARGS["job_id"],
                            num_nodes=2, coordinator_host="10.0.1.5", coordinator_port=9092)
-    assert master["is_master"] and master["processes"][0]["name"] == "scheduler"
-    json.dumps(master)  # serializable as is
+    assert master.is_master and master.processes[0].name == "scheduler"
+    json.dumps(master.to_json())  # serializable as is
 
 
 def test_job_file_carries_a_restarted_jobs_recovery_record():
     procs, nodes = job_file_case()
-    record = {"first_job": "j-20250101-110000-ab12", "restart_count": 1,
-              "recoveries": [{"number": 1, "reason": "notice", "nodes": ["worker-1"]}]}
+    record = RecoveryRecord("j-20250101-110000-ab12", 1,
+                            ({"number": 1, "reason": "notice", "nodes": ["worker-1"]},))
     job = topo.job_file(procs, nodes[0], cluster="demo", job_id=ARGS["job_id"],
                         num_nodes=2, coordinator_host="10.0.1.5", coordinator_port=9092,
                         heartbeat_timeout=60, recovery=record)
-    assert job["recovery"] == record and job["recovery"] is not record
-    assert job["heartbeat_timeout"] == 60
+    assert job.recovery == record and job.to_json()["recovery"] == record.to_json()
+    assert job.coordinator.heartbeat_timeout == 60
 
 
 def test_job_file_refuses_a_node_without_processes():

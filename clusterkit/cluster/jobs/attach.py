@@ -37,7 +37,7 @@ def do_attach(spec_file: str, *, job_id: str | None = None,
         raise UsageError(f"{spec_file}: no train section", "add `train:` to the spec")
     job_id, by_node = jobs.choose_job(jc, job_id)
     state = jobs.job_on(by_node.get(jc.master.hop.label, []), job_id)
-    command = str((state.recovery if state else {}).get("command") or "")
+    command = state.recovery.command if state else ""
     if not command:
         raise ClusterkitError(f"job {job_id} keeps no training command (started by an older "
                               "clusterkit)", "follow it with `clusterkit logs NAME -f`")

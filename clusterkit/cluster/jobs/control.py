@@ -33,7 +33,8 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.kinds import InstanceState
 from clusterkit.node import bundle, paths
-from clusterkit.node.jobstate import JobState, JobStateName, state_from
+from clusterkit.node.jobstate import JobState, JobStateName
+from clusterkit.node.nodestate import state_from
 from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node
 from clusterkit.plan.recovery import recoveries_of
@@ -180,7 +181,8 @@ def node_jobs(jc: JobCluster) -> dict[str, list[JobState]]:
     """label -> that node's jobs (state.json each, refreshed), oldest first."""
     group = jc.run(jc.targets, {t.hop.label: follower_call("jobs")
                                              for t in jc.targets}, timeout=60)
-    return {label: [parse_state(line) for line in r.stdout.splitlines() if line.strip()]
+    return {label: [parse_state(line, f"node {label}") for line in r.stdout.splitlines()
+                    if line.strip()]
             for label, r in group.items()}
 
 

@@ -40,6 +40,7 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
 from clusterkit.events import Stage
 from clusterkit.kinds import InstanceState
+from clusterkit.node.jobfile import RecoveryRecord
 from clusterkit.node.jobstate import JobState
 from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.nodes import Node
@@ -65,9 +66,9 @@ def recover(rt: Runtime, job: Job, outcome: JobOutcome, *, limit: int,
     """``outcome`` of a job that ended; while it lost nodes and ``limit`` allows, those
     nodes replaced and the job started again. The last outcome, with every recovery
     (those its record held before too: a job `train --attach` took over)."""
-    record = outcome.final.recovery if outcome.final is not None else {}
+    record = outcome.final.recovery if outcome.final is not None else RecoveryRecord()
     done = recoveries_of(record, outcome.final.started if outcome.final else None)
-    first = str(record.get("first_job") or outcome.job_id)
+    first = record.first_job or outcome.job_id
     while True:
         nodes = _nodes(rt, job)
         if outcome.final is None and running_by_index(nodes, 1)[MASTER]:
@@ -86,7 +87,7 @@ def recover(rt: Runtime, job: Job, outcome: JobOutcome, *, limit: int,
         outcome = run_attempt(rt, job, jc, replace=True, out=out, confirm_stop=confirm_stop,
                               restart=Restart(job_record(first, done, job.command)),
                               on_notice=standbys.on_notice if standbys else None)
-        if outcome.final is not None and outcome.final.recovery:
+        if outcome.final is not None and outcome.final.recovery.first_job:
             done = recoveries_of(outcome.final.recovery, outcome.final.started)
 
 

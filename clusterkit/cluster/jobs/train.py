@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TextIO
+from typing import TextIO
 
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.catalog.instances import lookup as instance_type
@@ -43,7 +43,8 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, RemoteError, UsageError
 from clusterkit.events import Stage
 from clusterkit.netguard import SANDBOX_ENV
-from clusterkit.node import bundle, interruption
+from clusterkit.node import bundle, interruption, jobfile
+from clusterkit.node.jobfile import JobFile, RecoveryRecord
 from clusterkit.node.jobstate import JobState, JobStateName
 from clusterkit.plan.nodes import Node
 from clusterkit.plan.recovery import job_record, recoveries_of
@@ -103,7 +104,8 @@ def read_ready(jc: JobCluster, group: GroupResult) -> Ready:
     ports = [int(p) for p in master.get("ports", [])]
     if len(ports) < PORTS:
         raise RemoteError(f"no {PORTS} free ports on the master", "is the master busy?")
-    node_jobs = {label: [state_of(j) for j in a["jobs"]] for label, a in answers.items()}
+    node_jobs = {label: [state_of(j, f"node {label}") for j in a["jobs"]]
+                 for label, a in answers.items()}
     return Ready(node_jobs, ports, master["home"],
                  master.get("hosts", ""), master.get("cwd"))
 
@@ -181,11 +183,11 @@ def node_slots(jc: JobCluster) -> list[topology.NodeSlot]:
             for t in jc.targets]
 
 
-def job_archive(job: dict, files: Mapping[str, str], workdir_data: bytes | None = None,
+def job_archive(job: JobFile, files: Mapping[str, str], workdir_data: bytes | None = None,
                 ) -> bytes:
     """job.json (0600), the supervisor's files (0700) and, when given, the packed workdir
     (0600) as a tar for the node's stdin."""
-    entries = [("job.json", json.dumps(job, indent=1).encode(), 0o600)]
+    entries = [jobfile.archive_entry(job)]
     entries += [(name, text.encode(), 0o700) for name, text in sorted(files.items())]
     entries += [(WORKDIR_MEMBER, workdir_data, 0o600)] if workdir_data is not None else []
     return tar_bytes(entries)
@@ -234,11 +236,11 @@ class Restart:
     """A job started again after lost nodes were replaced: its record (``plan.recovery
     .job_record``: the first job, the restart count, every recovery so far)."""
 
-    record: Mapping[str, Any]
+    record: RecoveryRecord
 
     @property
     def count(self) -> int:
-        return int(self.record.get("restart_count", 0))
+        return self.record.restart_count
 
 
 def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
@@ -273,8 +275,7 @@ def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
                                 recovery=restart.record if restart else
                                 job_record(job_id, [], command),
                                 sampling=topology.sampling_of(spec, gpus_of(target.node)),
-                                block_end=target.node.block_end)
-        job["coordinator"]["token"] = token
+                                block_end=target.node.block_end).with_token(token)
         calls[target.hop.label] = Call(
             start_command(job_id, sync.remote if sync else None),
             job_archive(job, files, sync.data if sync else None))
