@@ -20,9 +20,10 @@ A stop for an interruption carries ``checkpoint_until`` (epoch seconds): every n
 its processes the job's checkpoint signal at once and SIGTERM only then.
 
 The master alone decides success or failure (``decide_outcome``, missing heartbeats); a
-node decides only that it lost the master. An outcome is (state, reason, failed, others):
-the cause of a failure and the failures after it, as ``jobstate.Failure`` dicts. The supervisor acts on what ``pump`` and
-``verdict`` return and calls ``broadcast`` with its decision.
+node decides only that it lost the master. An outcome is a ``jobstate.Outcome`` (state,
+reason, the cause of a failure and the failures after it); a stop message holds its
+``fields()``. The supervisor acts on what ``pump`` and ``verdict`` return and calls
+``broadcast`` with its decision.
 """
 
 from __future__ import annotations
@@ -34,11 +35,16 @@ import socket
 import time
 
 try:  # imported as clusterkit.node.coord (the client, tests)
-    from . import interruption, jobstate
+    from . import interruption, jobstate, wire
+    from .jobfile import JobFile
+    from .jobstate import Outcome
     from .link import Link, same_token
 except ImportError:  # run from a job dir on a node: its modules lie beside it
     import interruption
     import jobstate
+    import wire
+    from jobfile import JobFile
+    from jobstate import Outcome
     from link import Link, same_token
 
 WAITED_ROLES = jobstate.ROLES_WAITED
@@ -50,63 +56,80 @@ MASTER = 0  # the master is node 0: a node's link to it is links[MASTER]
 WAKE = "wake"  # selector data of the supervisor's signal pipe
 
 
-def decide_outcome(nodes: dict, num_nodes: int) -> tuple | None:
+def decide_outcome(nodes: dict, num_nodes: int) -> Outcome | None:
     """The outcome from every node's reported processes, or None (go on). A failure's
     cause is the earliest by time, whichever node reported it first."""
     cause, others = jobstate.earliest(jobstate.process_failures(nodes))
     if cause is not None:
-        return failed_outcome(cause, others)
+        return Outcome.failure(cause, others)
     waited = [p for i in nodes for p in nodes[i].values() if p.get("role") in WAITED_ROLES]
     if len(nodes) == num_nodes and waited and all(p.get("exit") == 0 for p in waited):
-        return (S.SUCCEEDED.value, "every worker exited 0", None, [])
+        return Outcome(S.SUCCEEDED, "every worker exited 0")
     return None
 
 
-def failed_outcome(cause: jobstate.Failure, others: list) -> tuple:
-    return (S.FAILED.value, cause.describe(), cause.to_dict(), [f.to_dict() for f in others])
-
-
-def stop_message(outcome: tuple, checkpoint_until: float | None = None) -> dict:
-    state, reason, failed, others = outcome
-    msg = {"t": "stop", "state": state, "reason": reason, "failed": failed, "others": others}
+def stop_message(outcome: Outcome, checkpoint_until: float | None = None) -> dict:
+    msg = {"t": "stop", **outcome.fields()}
     if checkpoint_until is not None:
         msg["checkpoint_until"] = checkpoint_until
     return msg
 
 
-def interrupted_outcome(node: int, notice: interruption.Notice) -> tuple:
+def heard_stop(msg: dict) -> Outcome:
+    """The outcome a stop message carries (one that cannot be read: failed, saying so)."""
+    try:
+        return Outcome.from_json(msg, "the master's stop message")
+    except wire.WireError as e:
+        return Outcome(S.FAILED, str(e))
+
+
+def interrupted_outcome(node: int, notice: interruption.Notice) -> Outcome:
     """The job's outcome when ``node`` got a spot interruption notice, found its GPUs
     unfit, or reached its Capacity Block's end."""
     if notice.kind is interruption.NoticeKind.UNFIT:
-        return (S.INTERRUPTED.value, f"node {node}: its GPUs are unfit: {notice.reason}",
-                None, [])
+        return Outcome(S.INTERRUPTED, f"node {node}: its GPUs are unfit: {notice.reason}")
     when = time.strftime("%H:%M:%S UTC", time.gmtime(notice.at))
     if notice.action == interruption.BLOCK_END_ACTION:
-        return (S.INTERRUPTED.value, f"node {node}: its Capacity Block ends (AWS terminates "
-                f"its instances from {when})", None, [])
-    return (S.INTERRUPTED.value, f"node {node}: spot interruption notice ({notice.action} "
-            f"at {when})", None, [])
+        return Outcome(S.INTERRUPTED, f"node {node}: its Capacity Block ends (AWS terminates "
+                       f"its instances from {when})")
+    return Outcome(S.INTERRUPTED, f"node {node}: spot interruption notice ({notice.action} "
+                   f"at {when})")
 
 
 class Coordinator:
     """One node's end of the protocol: its links, what it heard and from whom."""
 
-    def __init__(self, job: dict):
-        self.me, self.master = int(job.get("node_index", 0)), bool(job.get("is_master"))
-        self.num_nodes = int(job.get("num_nodes", 1))
-        self.hb_timeout = float(job.get("heartbeat_timeout", 15))
-        coord = job.get("coordinator") or {}
-        self.addr = (str(coord.get("host", "127.0.0.1")), int(coord.get("port", 0)))
-        self.token = str(coord.get("token", ""))
+    def __init__(self, job: JobFile):
+        self.job = job  # who this node is, where the master listens, the token, the graces
         self.sel, self.listener = selectors.DefaultSelector(), None
         self.links, self.nodes, self.seen, self.done_nodes = {}, {}, {}, set()
-        self.outcome, self.heard = None, None  # what was decided / asked of us
-        self.checkpoint_grace = float(job.get("checkpoint_grace", 0))
+        self.outcome: Outcome | None = None  # what was decided
+        self.heard: Outcome | None = None  # what the others asked of us, this pump
         self.checkpoint_until: float | None = None  # an interruption's SIGTERM time
         self.interruption: dict | None = None  # the first notice: node, when seen, action
         self.pending: list = []  # stop / done for the master, waiting for a link
         self.started = time.monotonic()
         self.last_hb = self.last_dial = 0.0
+
+    @property
+    def me(self) -> int:
+        return self.job.node_index
+
+    @property
+    def master(self) -> bool:
+        return self.job.is_master
+
+    @property
+    def num_nodes(self) -> int:
+        return self.job.coordinator.num_nodes
+
+    @property
+    def hb_timeout(self) -> float:
+        return self.job.coordinator.heartbeat_timeout
+
+    @property
+    def addr(self) -> tuple:
+        return (self.job.coordinator.host, self.job.coordinator.port)
 
     # -- what the supervisor tells the others
     def report(self, procs: dict) -> None:
@@ -120,7 +143,7 @@ class Coordinator:
     def send_done(self) -> None:
         self._to_master({"t": "done"})
 
-    def notice(self, notice: interruption.Notice) -> tuple | None:
+    def notice(self, notice: interruption.Notice) -> Outcome | None:
         """This node got a spot interruption notice: the master decides the job is
         interrupted (its outcome, returned); a node tells the master."""
         if notice.kind not in interruption.STOPPING_KINDS:
@@ -130,17 +153,17 @@ class Coordinator:
         self._to_master({"t": "notice", "notice": notice.to_json()})
         return None
 
-    def interrupt(self, node: int, notice: interruption.Notice) -> tuple:
+    def interrupt(self, node: int, notice: interruption.Notice) -> Outcome:
         """The outcome of ``node``'s notice; every process gets the job's checkpoint
         grace, capped to end before the instance goes (``interruption.grace_seconds``)."""
         if self.checkpoint_until is None:  # the first notice's grace is the one sent
             now = time.time()
             self.checkpoint_until = now + interruption.grace_seconds(
-                notice, self.checkpoint_grace, now)
+                notice, self.job.stopping.checkpoint_grace, now)
             self.interruption = dict(notice.to_json(), node=node, seen=now)
         return interrupted_outcome(node, notice)
 
-    def broadcast(self, outcome: tuple) -> None:
+    def broadcast(self, outcome: Outcome) -> None:
         """The decision taken here; the master passes it to every node, now and later."""
         self.outcome = outcome
         if self.master:
@@ -164,15 +187,14 @@ class Coordinator:
             self.pending.append(msg)
 
     # -- what the supervisor learns
-    def verdict(self, now: float) -> tuple | None:
+    def verdict(self, now: float) -> Outcome | None:
         """The master: the job's outcome once there is one. A node: failed once the
         master has been silent for the heartbeat timeout."""
         if not self.master:
             if now - self.seen.get(MASTER, self.started) <= self.hb_timeout:
                 return None
             host, port = self.addr
-            return (S.FAILED.value, f"lost the master ({host}:{port}) for {self.hb_timeout:g}s",
-                    None, [])
+            return Outcome(S.FAILED, f"lost the master ({host}:{port}) for {self.hb_timeout:g}s")
         silent = []
         for i in range(self.num_nodes):
             last = self.seen.get(i, self.started)
@@ -180,7 +202,7 @@ class Coordinator:
                 silent.append(jobstate.Failure(i, None, time=time.time() - (now - last)))
         if silent:  # last heard at `time`: earlier than a process that died after it
             cause, others = jobstate.earliest(jobstate.process_failures(self.nodes) + silent)
-            return failed_outcome(cause, others)
+            return Outcome.failure(cause, others)
         return decide_outcome(self.nodes, self.num_nodes)
 
     def all_done(self) -> bool:
@@ -214,7 +236,7 @@ class Coordinator:
         pipe (a process exited, a stop was asked), so nothing waits out a tick."""
         self.sel.register(fd, selectors.EVENT_READ, WAKE)
 
-    def pump(self, dial: bool = True) -> tuple | None:
+    def pump(self, dial: bool = True) -> Outcome | None:
         """Up to TICK_S of network I/O; a stop the others asked for, as an outcome."""
         self.heard = None
         for key, _ in self.sel.select(TICK_S):
@@ -249,7 +271,7 @@ class Coordinator:
         except OSError:
             return
         link = Link(sock, MASTER)
-        hello = {"t": "hello", "token": self.token, "node": self.me,
+        hello = {"t": "hello", "token": self.job.coordinator.token, "node": self.me,
                  "procs": self.nodes.get(self.me, {})}
         if link.send(hello) and all(link.send(msg) for msg in self.pending):
             self.pending.clear()
@@ -264,7 +286,7 @@ class Coordinator:
         if self.links.get(link.node) is link:
             del self.links[link.node]
 
-    def hear(self, outcome: tuple) -> None:
+    def hear(self, outcome: Outcome) -> None:
         if self.heard is None:
             self.heard = outcome
 
@@ -277,9 +299,7 @@ class Coordinator:
                 until = msg.get("checkpoint_until")
                 if isinstance(until, (int, float)) and not isinstance(until, bool):
                     self.checkpoint_until = float(until)
-                others = msg.get("others")
-                self.hear((str(msg.get("state", S.FAILED.value)), str(msg.get("reason")),
-                           msg.get("failed"), others if isinstance(others, list) else []))
+                self.hear(heard_stop(msg))
             return True
         if link.node is None and not self.greet(link, msg):
             return False
@@ -287,7 +307,7 @@ class Coordinator:
         if kind in ("hello", "procs") and isinstance(msg.get("procs"), dict):
             self.nodes[link.node] = msg["procs"]
         elif kind == "stop":
-            self.hear((S.STOPPED.value, f"stopped on request on node {link.node}", None, []))
+            self.hear(Outcome(S.STOPPED, f"stopped on request on node {link.node}"))
         elif kind == "done":
             self.done_nodes.add(link.node)
         elif kind == "notice" and isinstance(msg.get("notice"), dict):
@@ -299,7 +319,7 @@ class Coordinator:
     def greet(self, link: Link, msg: dict) -> bool:
         """A new link's first message: the job's token and a node index, else False."""
         node = msg.get("node")
-        if msg.get("t") != "hello" or not same_token(msg.get("token"), self.token) \
+        if msg.get("t") != "hello" or not same_token(msg.get("token"), self.job.coordinator.token) \
                 or not isinstance(node, int) or isinstance(node, bool) \
                 or not 0 <= node < self.num_nodes or node == self.me:
             return False

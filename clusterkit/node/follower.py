@@ -31,18 +31,21 @@ import sys
 import time
 
 try:  # imported as clusterkit.node.follower (the client, tests)
-    from . import jobstate, paths
-    from .nodefiles import options, read_json
+    from . import jobfile, jobstate, nodestate, paths, wire
+    from .nodefiles import options
 except ImportError:  # sent over stdin: bundle.program puts these in sys.modules
+    import jobfile
     import jobstate
+    import nodestate
     import paths
-    from nodefiles import options, read_json
+    import wire
+    from nodefiles import options
 
 JOBS = paths.JOBS_DIR
 ENDED = jobstate.FINAL
 ACTIVE = jobstate.ACTIVE
 POLL = 0.05  # at most this often a pass over the logs and the state (a busy job's)
-STATE = "state.json"
+STATE = nodestate.NAME
 WATCH_WAIT = 1.0  # with inotify: a pass at least this often (the timeouts below)
 STOPPING_WAIT = 3.0  # a failed job still stopping on this node counts as ended after it
 MISSING_WAIT = 30.0  # no state.json for this long: the supervisor never started
@@ -51,7 +54,7 @@ PORT_RANGE = (20000, 32000)  # below Linux's ephemeral ports (32768-60999)
 
 def refreshed_state(job_dir):
     """state.json, refreshed through the supervisor's `status` verb while the job runs."""
-    state = read_json(os.path.join(job_dir, STATE))
+    state = nodestate.read_raw(job_dir)  # passed on as written: the client reads it
     supervisor = os.path.join(job_dir, "supervisor.py")
     if state and state.get("state") in ACTIVE and os.path.exists(supervisor):
         try:
@@ -105,10 +108,14 @@ class Log:
 
 
 def selected(job_dir, names, roles):
-    job = read_json(os.path.join(job_dir, "job.json")) or {}
-    procs = job.get("processes") or []
-    return [Log(os.path.join(job_dir, p["name"] + ".log"), p["name"]) for p in procs
-            if (not names or p["name"] in names) and (not roles or p.get("role") in roles)]
+    try:
+        job = jobfile.read(job_dir)
+    except wire.WireError as error:  # a job of a newer clusterkit: its state says more
+        sys.stderr.write(f"{error}\n")
+        job = None
+    procs = job.processes if job is not None else ()
+    return [Log(os.path.join(job_dir, p.name + ".log"), p.name) for p in procs
+            if (not names or p.name in names) and (not roles or p.role in roles)]
 
 
 def ended(state, since):
@@ -239,7 +246,7 @@ def follow(job_dir, keep_following, names, roles, metrics_wanted=False):
         sys.stdout.flush()
         if last_pass or not keep_following:
             break
-        state = read_json(os.path.join(job_dir, STATE))
+        state = nodestate.read_raw(job_dir)
         told = tell_notices(state, told)
         if state is None and time.monotonic() - start > MISSING_WAIT:
             break
@@ -248,8 +255,7 @@ def follow(job_dir, keep_following, names, roles, metrics_wanted=False):
         last_pass = ended(state, failing_since)
         if not last_pass:
             changes.wait()
-    state = read_json(os.path.join(job_dir, STATE)) or {
-        "state": jobstate.JobStateName.UNKNOWN.value}
+    state = nodestate.read_raw(job_dir) or {"state": jobstate.JobStateName.UNKNOWN.value}
     sys.stdout.write("S" + json.dumps(state) + "\n")
     sys.stdout.flush()
 

@@ -174,3 +174,18 @@ def state_from(data: Mapping[str, Any], state: JobStateName) -> JobState:
     """A JobState from a few fields (``{"job_id": ...}``) and ``state``: what the client
     says of a job whose node said nothing."""
     return dataclasses.replace(NodeState.from_json(dict(data), NAME), state=state).job_state()
+
+
+# -- the stop verb's request to the daemon ------------------------------------------------
+
+STOP_NAME = "stop.json"  # {"grace": seconds}: written by the stop verb, read by the daemon
+
+
+def write_stop(job_dir: str, grace: float) -> None:
+    write_json(os.path.join(job_dir, STOP_NAME), {"grace": grace})
+
+
+def read_stop_grace(job_dir: str) -> float | None:
+    """The grace the stop verb asked for (None: none asked)."""
+    data = read_json(os.path.join(job_dir, STOP_NAME))
+    return wire.as_float(data.get("grace")) if isinstance(data, dict) else None

@@ -4,7 +4,7 @@
 The client copies it with ``supervisor_daemon.py`` (the daemon itself), ``coord.py``, ``reaping.py``,
 ``jobstate.py`` and ``interruption.py`` (``jobfiles.node_files``) into ``<job dir>/``
 and runs ``python3 <job dir>/supervisor.py start|stop|status|wait <job dir>``.
-``start`` daemonizes and runs the processes of ``job.json`` in a cgroup of the job's own
+``start`` daemonizes and runs the processes of its job file in a cgroup of the job's own
 (``reaping``). The master node's supervisor listens on the coordinator port; the others
 connect, report their processes and heartbeat every second (``coord``); the master alone
 decides success or failure and tells every node to stop. Nothing here puts a secret on a
@@ -13,26 +13,30 @@ command line: env comes from job.json.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import signal
 import sys
 import time
 
 try:  # imported as clusterkit.node.supervisor (the client, tests)
-    from . import jobstate
+    from . import jobstate, nodestate
     from .daemonize import daemonize
+    from .jobfile import JobFile
+    from .procgroup import exit_code
     from .reaping import Reaper, pid_alive, recorded_cgroup, signal_pid
-    from .supervisor_daemon import Supervisor, load_job, read_json, write_json
+    from .supervisor_daemon import Supervisor, load_job
 except ImportError:  # run as a file on a node: its modules lie beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # even with -P
     sys.dont_write_bytecode = True  # the job dir holds only what the docs say
     import jobstate
+    import nodestate
     from daemonize import daemonize
+    from jobfile import JobFile
+    from procgroup import exit_code
     from reaping import Reaper, pid_alive, recorded_cgroup, signal_pid
-    from supervisor_daemon import Supervisor, load_job, read_json, write_json
+    from supervisor_daemon import Supervisor, load_job
 
-FINAL = jobstate.FINAL
 JOB_ID_RE = jobstate.JOB_ID_RE
 S, P = jobstate.JobStateName, jobstate.ProcStateName  # str enums: JSON writes their values
 
@@ -54,13 +58,12 @@ def daemon_pid(job_dir: str, job_id: str) -> int | None:
     return pid if ours and not zombie else None
 
 
-def verb_start(job_dir: str, job: dict) -> int:
-    if read_json(os.path.join(job_dir, "state.json")) is not None:
-        print(f"job {job['job_id']} was already started on this node", file=sys.stderr)
+def verb_start(job_dir: str, job: JobFile) -> int:
+    if nodestate.read_raw(job_dir) is not None:
+        print(f"job {job.job_id} was already started on this node", file=sys.stderr)
         return 1
-    write_json(os.path.join(job_dir, "state.json"), {
-        "job_id": job["job_id"], "node": job.get("node_index"), "state": S.STARTING.value,
-        "reason": None, "failed": None, "processes": {}, "updated": time.time()})
+    nodestate.write(job_dir, nodestate.NodeState(
+        job.job_id, job.node_index, S.STARTING, recovery=job.recovery, updated=time.time()))
     pid = daemonize(os.path.join(job_dir, "supervisor.log"),
                     os.path.join(job_dir, "supervisor.pid"))
     if pid:
@@ -87,20 +90,19 @@ def _wait_gone(reaper: Reaper, seconds: float) -> bool:
     return True
 
 
-def verb_stop(job_dir: str, job: dict, grace: float | None) -> int:
+def verb_stop(job_dir: str, job: JobFile, grace: float | None) -> int:
     """Ask the daemon, then sweep whatever is left ourselves (also when it is dead)."""
-    grace = float(job.get("grace_seconds", 10)) if grace is None else grace
-    pid = daemon_pid(job_dir, job["job_id"])
+    grace = job.stopping.grace_seconds if grace is None else grace
+    pid = daemon_pid(job_dir, job.job_id)
     if pid is not None:
-        write_json(os.path.join(job_dir, "stop.json"), {"grace": grace})
+        nodestate.write_stop(job_dir, grace)
         signal_pid(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace + float(job.get("heartbeat_timeout", 15)) + 5
-        while daemon_pid(job_dir, job["job_id"]) and time.monotonic() < deadline:
+        deadline = time.monotonic() + grace + job.coordinator.heartbeat_timeout + 5
+        while daemon_pid(job_dir, job.job_id) and time.monotonic() < deadline:
             time.sleep(0.05)
-    path = os.path.join(job_dir, "state.json")
-    state = read_json(path) or {"job_id": job["job_id"], "processes": {}}
-    group = recorded_cgroup(state, job["cgroup_name"])
-    reaper = Reaper(job["job_id"], group, _pgids(job_dir, job), job.get("node_index"))
+    state = nodestate.read(job_dir) or nodestate.NodeState(job.job_id)
+    group = recorded_cgroup(state.holder.to_json(), job.cgroup_name)
+    reaper = Reaper(job.job_id, group, _pgids(job_dir, job), job.node_index)
     if reaper.alive():
         reaper.signal(signal.SIGTERM)
         if not _wait_gone(reaper, grace):
@@ -108,48 +110,51 @@ def verb_stop(job_dir: str, job: dict, grace: float | None) -> int:
     gone = _wait_gone(reaper, 5.0)
     if group is not None and gone:
         group.remove()
-    if state.get("state") not in FINAL:
-        state.update(state=S.STOPPED.value, updated=time.time(),
-                     reason=state.get("reason") or "stopped on request")
-        write_json(path, state)
-    print(json.dumps(state, sort_keys=True))
+    if not state.state.final:
+        state = dataclasses.replace(state, state=S.STOPPED, updated=time.time(),
+                                    reason=state.reason or "stopped on request")
+        nodestate.write(job_dir, state)
+    print(state.text())
     return 0 if gone else 1
 
 
-def _pgids(job_dir: str, job: dict) -> set:
+def _pgids(job_dir: str, job: JobFile) -> set:
     found = set()
-    for p in job.get("processes", []):
+    for p in job.processes:
         try:
-            with open(os.path.join(job_dir, p["name"] + ".pid")) as f:
+            with open(os.path.join(job_dir, p.name + ".pid")) as f:
                 found.add(int(f.read().split()[1]))
         except (OSError, ValueError, IndexError):
             continue
     return found
 
 
-def refreshed_state(job_dir: str, job: dict) -> dict:
+def refreshed_state(job_dir: str, job: JobFile) -> nodestate.NodeState:
     """state.json with each process's state checked against the node right now."""
-    state = read_json(os.path.join(job_dir, "state.json")) or {
-        "job_id": job["job_id"], "state": S.UNKNOWN.value, "processes": {}}
-    for name, proc in (state.get("processes") or {}).items():
-        code = read_json(os.path.join(job_dir, name + ".exit"))
-        if isinstance(code, int):
-            proc.update(state=P.EXITED.value, exit=code)
-        elif proc.get("pid") and not pid_alive(int(proc["pid"])):
-            proc["state"] = P.GONE.value
-    state["supervisor"] = "running" if daemon_pid(job_dir, job["job_id"]) else "gone"
-    return state
+    state = nodestate.read(job_dir) or nodestate.NodeState(job.job_id)
+    return dataclasses.replace(
+        state, processes=tuple(_refreshed(job_dir, p) for p in state.processes),
+        supervisor_running=daemon_pid(job_dir, job.job_id) is not None)
 
 
-def verb_wait(job_dir: str, job: dict, timeout: float | None) -> int:
+def _refreshed(job_dir: str, proc: jobstate.ProcessState) -> jobstate.ProcessState:
+    code = exit_code(job_dir, proc.name)
+    if code is not None:
+        return dataclasses.replace(proc, state=P.EXITED, exit=code)
+    if proc.pid and not pid_alive(proc.pid):
+        return dataclasses.replace(proc, state=P.GONE)
+    return proc
+
+
+def verb_wait(job_dir: str, job: JobFile, timeout: float | None) -> int:
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         state = refreshed_state(job_dir, job)
-        if state.get("state") in FINAL and state["supervisor"] == "gone":
-            print(json.dumps(state, sort_keys=True))
-            return 0 if state["state"] == S.SUCCEEDED else 1
+        if state.state.final and not state.supervisor_running:
+            print(state.text())
+            return 0 if state.state == S.SUCCEEDED else 1
         if deadline is not None and time.monotonic() > deadline:
-            print(json.dumps(state, sort_keys=True))
+            print(state.text())
             return 124
         time.sleep(0.2)
 
@@ -174,7 +179,7 @@ def main(argv: list) -> int:
         return verb_stop(job_dir, job, args.grace)
     if args.verb == "wait":
         return verb_wait(job_dir, job, args.timeout)
-    print(json.dumps(refreshed_state(job_dir, job), sort_keys=True))
+    print(refreshed_state(job_dir, job).text())
     return 0
 
 

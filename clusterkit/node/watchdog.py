@@ -32,6 +32,7 @@ import time
 
 try:  # imported as clusterkit.node.watchdog (the client, tests)
     from . import autostop_policy as policy
+    from . import nodestate, wire
     from . import paths as node_paths
     from .daemonize import spawn
     from .link import sign, verify
@@ -40,7 +41,9 @@ except ImportError:  # run as a file on a node: its modules lie beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.dont_write_bytecode = True
     import autostop_policy as policy  # type: ignore[no-redef]
+    import nodestate  # type: ignore[no-redef]
     import paths as node_paths  # type: ignore[no-redef]
+    import wire  # type: ignore[no-redef]
     from daemonize import spawn  # type: ignore[no-redef]
     from link import sign, verify  # type: ignore[no-redef]
     from nodefiles import read_json, write_json  # type: ignore[no-redef]
@@ -99,15 +102,21 @@ def jobs_now(jobs_dir: str) -> list:
         return found
     for name in names:
         d = os.path.join(jobs_dir, name)
-        state = read_json(os.path.join(d, "state.json"))
-        if not isinstance(state, dict):
+        try:
+            state = nodestate.read(d)
+            said = state.state.value if state is not None else None
+        except wire.WireError:  # a newer job's (this watchdog came with an older `up`):
+            said = "unreadable"  # counted while its supervisor lives (below)
+        if said is None:
             continue
         try:
             pid = int(_read(os.path.join(d, "supervisor.pid")).split()[0])
         except (ValueError, IndexError):
             pid = 0
         alive = pid > 0 and _alive_with(pid, b"supervisor.py", name.encode())
-        found.append((name, str(state.get("state")), alive))
+        if said == "unreadable" and alive:
+            said = nodestate.JobStateName.RUNNING.value
+        found.append((name, said, alive))
     return found
 
 

@@ -151,5 +151,5 @@ def test_the_node_side_modules_parse_as_python_3_8_and_import_only_the_stdlib() 
                 continue
             for imported in names:
                 top = imported.split(".")[0]
-                assert top in sys.stdlib_module_names or top in ("__future__", "autostop_policy", "paths", "nodefiles", "daemonize", "link"), \
+                assert top in sys.stdlib_module_names or top in ("__future__", "autostop_policy", "paths", "nodefiles", "daemonize", "link", "nodestate", "wire"), \
                     f"{name} imports {imported}"

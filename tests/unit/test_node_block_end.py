@@ -52,9 +52,10 @@ def test_job_json_makes_the_watcher_from_imds_and_block_end():
 
 def test_the_job_is_interrupted_with_the_block_end_as_its_reason():
     notice = block_end_notice(END, END - 2400)
-    state, reason, _, _ = coord.interrupted_outcome(2, notice)
+    outcome = coord.interrupted_outcome(2, notice)
+    state, reason = outcome.state, outcome.reason
     assert state == "interrupted"
     assert reason == ("node 2: its Capacity Block ends (AWS terminates its instances from "
                       "23:30:00 UTC)")
     spot = interruption.Notice(NoticeKind.INTERRUPTION, END, "terminate")
-    assert "spot interruption notice" in coord.interrupted_outcome(1, spot)[1]
+    assert "spot interruption notice" in coord.interrupted_outcome(1, spot).reason

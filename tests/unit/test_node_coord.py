@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from clusterkit.node import coord
+from clusterkit.node.jobfile import JobFile
+from clusterkit.node.jobstate import Failure, Outcome
 from clusterkit.node.link import Link
 from tests.support import wait_for
 
@@ -36,7 +38,7 @@ def test_the_master_decides_the_outcome_from_every_nodes_processes(case: Path) -
     if want is None:
         assert decided is None
         return
-    assert decided == (want["state"], want["reason"], want["failed"], want["others"])
+    assert decided.fields() == {k: want[k] for k in ("state", "reason", "failed", "others")}
 
 
 def test_link_reads_whole_lines_and_drops_garbage() -> None:
@@ -61,10 +63,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _job(node: int, port: int, token: str = TOKEN, hb: float = 15) -> dict:
-    return {"node_index": node, "is_master": node == 0, "num_nodes": 2,
-            "heartbeat_timeout": hb,
-            "coordinator": {"host": "127.0.0.1", "port": port, "token": token}}
+def _job(node: int, port: int, token: str = TOKEN, hb: float = 15,
+         grace: float = 90.0) -> JobFile:
+    return JobFile.from_json({"node_index": node, "is_master": node == 0, "num_nodes": 2,
+                              "heartbeat_timeout": hb, "checkpoint_grace": grace,
+                              "coordinator": {"host": "127.0.0.1", "port": port,
+                                              "token": token}}, "test")
 
 
 def _pump_until(cond, *coords: coord.Coordinator, timeout: float = 10) -> list:
@@ -104,7 +108,7 @@ def test_a_node_reports_to_the_master_which_decides_success(pair) -> None:
     master.report(_procs(("scheduler", "scheduler", None), ("worker-0", "worker", 0)))
     _pump_until(lambda: master.nodes[1]["worker-0"]["exit"] == 0, master, node)
     outcome = master.verdict(time.monotonic())
-    assert outcome == ("succeeded", "every worker exited 0", None, [])
+    assert outcome == Outcome("succeeded", "every worker exited 0")
     master.broadcast(outcome)
     heard = _pump_until(lambda: node.heard is not None, master, node)
     assert heard == [(1, outcome)]
@@ -118,7 +122,7 @@ def test_a_stop_asked_on_a_node_reaches_the_master(pair) -> None:
     _pump_until(lambda: 1 in master.links, master, node)
     node.request_stop()
     heard = _pump_until(lambda: master.heard is not None, master, node)
-    assert heard == [(0, ("stopped", "stopped on request on node 1", None, []))]
+    assert heard == [(0, Outcome("stopped", "stopped on request on node 1"))]
 
 
 def test_a_nodes_interruption_notice_interrupts_the_job_with_a_checkpoint_grace(pair) -> None:
@@ -129,16 +133,15 @@ def test_a_nodes_interruption_notice_interrupts_the_job_with_a_checkpoint_grace(
     from clusterkit.node import interruption
     from clusterkit.node.interruption import Notice, NoticeKind
 
-    master, node = pair
-    master.checkpoint_grace = 90.0
+    master, node = pair  # a checkpoint grace of 90 s (_job)
     _pump_until(lambda: 1 in master.links, master, node)
     node.notice(Notice(NoticeKind.REBALANCE, time.time()))
     notice = Notice(NoticeKind.INTERRUPTION, time.time() + 60, "terminate")
     node.notice(notice)
     heard = _pump_until(lambda: master.heard is not None, master, node)
     [(who, outcome)] = heard
-    assert who == 0 and outcome[0] == "interrupted"
-    assert outcome[1].startswith("node 1: spot interruption notice (terminate at ")
+    assert who == 0 and outcome.state == "interrupted"
+    assert outcome.reason.startswith("node 1: spot interruption notice (terminate at ")
     # the grace (90 s) is longer than the notice leaves: it ends MARGIN s before the action
     assert master.checkpoint_until == pytest.approx(notice.at - interruption.MARGIN, abs=1e-3)
     first = master.checkpoint_until  # a later notice (another node's) does not move it
@@ -154,14 +157,13 @@ def test_a_node_whose_gpus_are_unfit_interrupts_the_job_with_the_whole_grace(pai
     the evidence, and every process gets the whole checkpoint grace (no deadline)."""
     from clusterkit.node.interruption import Notice, NoticeKind
 
-    master, node = pair
-    master.checkpoint_grace = 90.0
+    master, node = pair  # a checkpoint grace of 90 s (_job)
     _pump_until(lambda: 1 in master.links, master, node)
     now = time.time()
     node.notice(Notice(NoticeKind.UNFIT, now, "replace", "Xid 79 on 0000:b3:00.0"))
     [(who, outcome)] = _pump_until(lambda: master.heard is not None, master, node)
-    assert who == 0 and outcome == ("interrupted", "node 1: its GPUs are unfit: Xid 79 on "
-                                    "0000:b3:00.0", None, [])
+    assert who == 0 and outcome == Outcome("interrupted", "node 1: its GPUs are unfit: Xid 79 "
+                                           "on 0000:b3:00.0")
     assert master.checkpoint_until == pytest.approx(now + 90.0, abs=2)
     assert master.interruption["kind"] == "unfit" and master.interruption["node"] == 1
     assert master.interruption["reason"] == "Xid 79 on 0000:b3:00.0"
@@ -175,7 +177,7 @@ def test_a_stop_asked_before_the_link_is_up_still_reaches_the_master(pair) -> No
     node.request_stop()  # no link yet
     node.report(_procs(("worker-0", "worker", -15)))
     heard = _pump_until(lambda: master.heard is not None, master, node)
-    assert heard[0] == (0, ("stopped", "stopped on request on node 1", None, []))
+    assert heard[0] == (0, Outcome("stopped", "stopped on request on node 1"))
     assert node.pending == []
 
 
@@ -216,12 +218,14 @@ def test_heartbeat_silence_fails_the_job_on_either_side() -> None:
     node = coord.Coordinator(_job(1, port, hb=0.2))
     later = 0.3  # past the heartbeat timeout on the clock the verdict is given (no sleep)
     now = time.monotonic() + later
-    state, reason, failed, others = master.verdict(now)
+    verdict = master.verdict(now)
+    state, reason, failed, others = verdict.state, verdict.reason, verdict.failed, \
+        verdict.others
     wall = time.time()
-    assert (state, reason, others) == ("failed", "node 1 stopped answering", [])
-    assert {k: failed[k] for k in ("node", "process", "exit", "signal")} == {
-        "node": 1, "process": None, "exit": None, "signal": None}
+    assert (state, reason, others) == ("failed", "node 1 stopped answering", ())
+    assert (failed.node, failed.process, failed.exit, failed.signal) == (1, None, None, None)
     # when it was last heard: the start, as seen `later` seconds on
-    assert before - later <= failed["time"] <= wall - later
-    assert node.verdict(now) == ("failed", f"lost the master (127.0.0.1:{port}) for 0.2s",
-                                 None, [])
+    assert before - later <= failed.time <= wall - later
+    assert node.verdict(now) == Outcome("failed", f"lost the master (127.0.0.1:{port}) for "
+                                        "0.2s")
+    assert isinstance(failed, Failure)
