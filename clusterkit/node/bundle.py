@@ -12,16 +12,17 @@ from pathlib import Path
 HERE = Path(__file__).parent
 # The supervisor's files in every job dir: supervisor.py imports the others from there.
 SUPERVISOR = ("supervisor.py", "supervisor_daemon.py", "coord.py", "reaping.py",
-              "jobstate.py", "interruption.py", "sampler.py", "totals.py", "stall.py",
-              "gpuhealth.py", "gpuwatch.py", "nodefiles.py", "paths.py", "daemonize.py",
-              "link.py", "wire.py", "jobfile.py", "nodestate.py", "procgroup.py",
-              "watchers.py")
+              "jobstate.py", "interruption.py", "sampler.py", "samples.py", "totals.py",
+              "stall.py", "gpuhealth.py", "gpuwatch.py", "nodefiles.py", "paths.py", "daemonize.py",
+              "link.py", "wire.py", "jobfile.py", "nodestate.py")
 # The watchdog's files in the autostop dir (paths.AUTOSTOP_DIR): it imports the others.
 WATCHDOG = ("watchdog.py", "autostop_policy.py", "nodefiles.py", "paths.py", "daemonize.py",
-            "link.py", "wire.py", "jobfile.py", "jobstate.py", "nodestate.py")
+            "link.py")
 # What each program sent over stdin imports, sent before it, in order.
-FOLLOWER = ("paths", "wire", "jobfile", "jobstate", "nodefiles", "nodestate")
-OBSERVER = ("paths", "gpuhealth", "gpuwatch", "nodefiles")  # gpuwatch: the GPUs' health
+FOLLOWER = ("paths", "wire", "jobfile", "jobstate", "nodefiles", "nodestate", "totals",
+            "samples")
+OBSERVER = ("paths", "gpuhealth", "gpuwatch", "nodefiles",  # gpuwatch: the GPUs' health
+            "wire", "totals", "samples", "frames")  # the records it reads, answers with
 
 
 def files(names: tuple[str, ...] = SUPERVISOR) -> dict[str, str]:

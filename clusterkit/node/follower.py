@@ -33,6 +33,7 @@ import time
 try:  # imported as clusterkit.node.follower (the client, tests)
     from . import jobfile, jobstate, nodestate, paths, wire
     from .nodefiles import options
+    from .samples import SAMPLES
 except ImportError:  # sent over stdin: bundle.program puts these in sys.modules
     import jobfile
     import jobstate
@@ -40,6 +41,7 @@ except ImportError:  # sent over stdin: bundle.program puts these in sys.modules
     import paths
     import wire
     from nodefiles import options
+    from samples import SAMPLES
 
 JOBS = paths.JOBS_DIR
 ENDED = jobstate.FINAL
@@ -236,7 +238,7 @@ def follow(job_dir, keep_following, names, roles, metrics_wanted=False):
     start, failing_since, last_pass = time.monotonic(), None, False
     state, told = None, 0
     changes = Changes(job_dir) if keep_following else None
-    metrics = MetricsTail(os.path.join(job_dir, "metrics.jsonl")) \
+    metrics = MetricsTail(os.path.join(job_dir, SAMPLES)) \
         if keep_following and metrics_wanted else None
     while True:
         for log in logs:

@@ -2,17 +2,22 @@
 only, Python >= 3.8, sent over SSH stdin like ``follower.py`` (``bundle.program``)
 and run as ``python3 - VERB ARGS``. One call per node per frame says all a frame needs.
 
-Verbs:
+Verbs (each prints one frame, a wire record of ``frames.py``):
   observe [--job ID] [--since T] [--last N] [--health] [--root R]
-                       one JSON object: "job_id" (ID, else the newest job here),
-                       "samples" (its sampler's samples taken after epoch T, at most
-                       the last N, default 300: metrics.1.jsonl then metrics.jsonl) and,
-                       with --health, "health": "smi_q" (`nvidia-smi -q`, null without
-                       it) and "kernel_log" (the kernel log's GPU lines only: NVRM, Xid,
-                       "fallen off the bus", the last 200; from dmesg, sudo -n dmesg or
-                       journalctl -k; null when none answers)
-  summary JOB_DIR      one JSON object: "totals" (summary.json: the job's running totals
-                       here) and "report" (report.json, kept on the master)
+                       "job_id" (ID, else the newest job here), "samples" (its sampler's
+                       samples taken after epoch T, at most the last N, default 300:
+                       ``samples.read_samples``) and, with --health, "health": "smi_q"
+                       (`nvidia-smi -q`, null without it) and "kernel_log" (the kernel
+                       log's GPU lines only: NVRM, Xid, "fallen off the bus", the last
+                       200; from dmesg, sudo -n dmesg or journalctl -k; null when none
+                       answers)
+  summary JOB_DIR [--report NAME]
+                       "totals" (the job's running totals here: ``totals.read_summary``)
+                       and "report" (the JSON of JOB_DIR/NAME: the report kept on the
+                       master; null without --report or when there is none)
+
+A record this program cannot read (a newer sampler's or supervisor's) is said on stderr,
+exit 3 (EXIT_UNREADABLE), naming its file and both versions.
 """
 
 import json
@@ -22,14 +27,19 @@ import sys
 
 try:  # imported as clusterkit.node.observer (tests)
     from . import gpuwatch, paths
+    from .frames import EXIT_UNREADABLE, Frame, SummaryFrame
     from .nodefiles import options, read_json
+    from .samples import read_samples, read_summary
+    from .wire import WireError
 except ImportError:  # sent over stdin: bundle.program puts these in sys.modules
     import gpuwatch
     import paths
+    from frames import EXIT_UNREADABLE, Frame, SummaryFrame
     from nodefiles import options, read_json
+    from samples import read_samples, read_summary
+    from wire import WireError
 
 JOBS = paths.JOBS_DIR
-METRICS_FILES = ("metrics.1.jsonl", "metrics.jsonl")  # the sampler's: older first
 
 
 def newest_job(base):
@@ -41,24 +51,6 @@ def newest_job(base):
     return max(names) if names else None
 
 
-def samples(job_dir, since, last):
-    kept = []
-    for name in METRICS_FILES:
-        try:
-            with open(os.path.join(job_dir, name)) as handle:
-                lines = handle.readlines()
-        except OSError:
-            continue
-        for line in lines:
-            try:
-                sample = json.loads(line)
-            except ValueError:  # a line being written, or cut by a crash
-                continue
-            if isinstance(sample, dict) and float(sample.get("t") or 0) > since:
-                kept.append(sample)
-    return kept[-last:] if last > 0 else []
-
-
 def observe(args):
     base = (options(args, "--root") or [""])[0] + JOBS
     job_id = (options(args, "--job") or [None])[0] or newest_job(base)
@@ -67,26 +59,29 @@ def observe(args):
         sys.exit(2)
     since = float((options(args, "--since") or ["0"])[0])
     last = int((options(args, "--last") or ["300"])[0])
-    found = samples(os.path.join(base, job_id), since, last) if job_id else []
-    answer = {"job_id": job_id, "samples": found}
-    if "--health" in args:
-        answer["health"] = gpuwatch.read_health()
-    print(json.dumps(answer), flush=True)
+    found = read_samples(os.path.join(base, job_id), since, last) if job_id else []
+    health = gpuwatch.read_health() if "--health" in args else None
+    print(json.dumps(Frame(job_id, tuple(found), health).to_json()), flush=True)
 
 
-def summary(job_dir):
-    found = {key: read_json(os.path.join(job_dir, name))
-             for key, name in (("totals", "summary.json"), ("report", "report.json"))}
-    print(json.dumps(found), flush=True)
+def summary(job_dir, args):
+    name = (options(args, "--report") or [None])[0]
+    report = read_json(os.path.join(job_dir, os.path.basename(name))) if name else None
+    frame = SummaryFrame(read_summary(job_dir), report if isinstance(report, dict) else None)
+    print(json.dumps(frame.to_json()), flush=True)
 
 
 def main(argv):
-    if argv and argv[0] == "observe":
-        observe(argv[1:])
-        return 0
-    if len(argv) >= 2 and argv[0] == "summary":
-        summary(argv[1])
-        return 0
+    try:
+        if argv and argv[0] == "observe":
+            observe(argv[1:])
+            return 0
+        if len(argv) >= 2 and argv[0] == "summary":
+            summary(argv[1], argv[2:])
+            return 0
+    except WireError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return EXIT_UNREADABLE
     sys.stderr.write(__doc__)
     return 2
 

@@ -1,15 +1,8 @@
 """The per-node metrics sampler: stdlib only, Python >= 3.8.
 
-Shipped beside ``supervisor_daemon.py`` into every job dir; the daemon calls ``Sampler.step(now)``
-from its loop, which appends one JSON line per ``interval`` to ``<job_dir>/metrics.jsonl``
-(rotated to ``metrics.1.jsonl`` past ``max_bytes``). One line::
-
-    {"t": epoch, "node": int, "dt": s | None, "job_cpu": cores | None,
-     "cpu": {"user", "system", "idle", "iowait"} (%) | None,
-     "mem": {"used_mb", "total_mb"} | None, "net": {"rx_Bps", "tx_Bps"} | None,
-     "disk": {"device", "read_MBps", "read_ms_per_op"} | None,
-     "samples_per_s": float | None, "progress_at": epoch | None,
-     "gpus": [{"index", "name", "util", "mem_used", "mem_total", "power", "temp"}]}
+Shipped beside ``supervisor_daemon.py`` into every job dir; the daemon calls
+``Sampler.step(now)`` from its loop, which appends one sample (``samples.Sample``: its
+fields, its file ``metrics.jsonl`` and that file's rotation are there) per ``interval``.
 
 The first sample only primes the counters: every rate in it (dt, job_cpu, cpu, net,
 disk, samples_per_s) is None. "gpus" is absent when nvidia-smi did not answer.
@@ -17,15 +10,16 @@ disk, samples_per_s) is None. "gpus" is absent when nvidia-smi did not answer.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 
 try:  # imported as clusterkit.node.sampler
     from .gpuwatch import Reader
+    from .samples import Sample, SamplesFile
 except ImportError:  # a file beside gpuwatch.py in a job dir
     from gpuwatch import Reader
+    from samples import Sample, SamplesFile
 
 GPU_QUERY = ["nvidia-smi",
              "--query-gpu=index,name,utilization.gpu,memory.used,memory.total,"
@@ -37,7 +31,6 @@ SMI_RETRY = 60.0
 LOG_READ_MAX = 1 << 20  # per file per call: only the newest lines matter
 THROUGHPUT_RE = re.compile(r"(\d+(?:\.\d+)?)\s*samples/s(?:ec)?\b", re.I)
 PROGRESS_RE = re.compile(r"(?<![A-Za-z])step[\s:=#]*\d+|\bEpoch\s*\[\d+\]|\bBatch\s*\[", re.I)
-METRICS, METRICS_OLD = "metrics.jsonl", "metrics.1.jsonl"
 
 
 # ----- parsers: text -> plain data ------------------------------------------------
@@ -234,74 +227,14 @@ def _read(path: str) -> str | None:
         return None
 
 
-class Sampler:
-    def __init__(self, job_dir: str, *, cgroup_path: str | None = None, pids_fn=None,
-                 logs: list[str] | tuple = (), dataset_device: str | None = None,
-                 interval: float = 2.0, throughput_pattern: str | None = None,
-                 node: int = 0, nvidia_smi: str = "nvidia-smi", proc_root: str = "/proc",
-                 max_bytes: int = 4 << 20):
-        self.job_dir, self.cgroup_path, self.pids_fn = job_dir, cgroup_path, pids_fn
-        self.device, self.interval, self.node = dataset_device, interval, node
-        self.pattern = re.compile(throughput_pattern) if throughput_pattern else None
-        self.smi_argv = [nvidia_smi] + GPU_QUERY[1:]
-        self.proc, self.max_bytes = proc_root, max_bytes
-        self.tail = LogTail(logs)
-        self.prev: dict | None = None
-        self.prev_t: float | None = None
-        self.last_step: float | None = None
-        self.progress_at: float | None = None
-        self.smi_failed_at: float | None = None
-        self.smi = Reader(timeout=SMI_TIMEOUT)
+class JobCpu:
+    """The job's CPU time: its cgroup's where that is readable, else its pids' ticks."""
+
+    def __init__(self, proc_root: str, cgroup_path: str | None = None, pids_fn=None):
+        self.proc, self.cgroup_path, self.pids_fn = proc_root, cgroup_path, pids_fn
         self.tck = os.sysconf("SC_CLK_TCK")
 
-    def step(self, now: float) -> dict | None:
-        """Samples and appends a line when ``interval`` has passed since the last."""
-        if self.last_step is not None and 0 <= now - self.last_step < self.interval:
-            return None
-        self.last_step = now
-        sample = self.sample(now)
-        path = os.path.join(self.job_dir, METRICS)
-        try:  # a full disk must not stop the supervisor: the line is lost, no more
-            with open(path, "a") as f:
-                f.write(json.dumps(sample, separators=(",", ":")) + "\n")
-                size = f.tell()
-            if size > self.max_bytes:
-                os.replace(path, os.path.join(self.job_dir, METRICS_OLD))
-        except OSError:
-            pass
-        return sample
-
-    def sample(self, now: float) -> dict:
-        raw = self._raw()
-        prev, dt = self.prev, (now - self.prev_t if self.prev_t is not None else None)
-        ok = prev is not None and dt is not None and dt > 0
-        out = {"t": now, "node": self.node, "dt": round(dt, 3) if ok else None,
-               "job_cpu": self._job_cpu(prev["job"], raw["job"], dt) if ok else None,
-               "cpu": cpu_percentages(prev["stat"], raw["stat"])
-               if ok and prev["stat"] and raw["stat"] else None,
-               "mem": parse_meminfo(_read(self._p("meminfo")) or ""),
-               "net": self._net(prev["net"], raw["net"], dt) if ok else None,
-               "disk": self._disk(prev["disk"], raw["disk"], dt) if ok else None,
-               "samples_per_s": self._logs(now, ok)}
-        out["progress_at"] = self.progress_at
-        gpus = self._gpus(now)
-        if gpus is not None:
-            out["gpus"] = gpus
-        self.prev, self.prev_t = raw, now
-        return out
-
-    def _p(self, *parts: str) -> str:
-        return os.path.join(self.proc, *parts)
-
-    def _raw(self) -> dict:
-        stat, net = _read(self._p("stat")), _read(self._p("net", "dev"))
-        disk = _read(self._p("diskstats")) if self.device else None
-        return {"stat": parse_proc_stat(stat) if stat else None,
-                "net": parse_net_dev(net) if net else None,
-                "disk": parse_diskstats(disk, self.device) if disk and self.device else None,
-                "job": self._job_raw()}
-
-    def _job_raw(self) -> tuple | None:
+    def raw(self) -> tuple | None:
         """("cgroup", usage_usec) where the cgroup is readable, else ("pids", {pid: ticks})."""
         if self.cgroup_path:
             text = _read(os.path.join(self.cgroup_path, "cpu.stat"))
@@ -312,13 +245,13 @@ class Sampler:
             return None
         ticks = {}
         for pid in self.pids_fn():
-            text = _read(self._p(str(pid), "stat"))
+            text = _read(os.path.join(self.proc, str(pid), "stat"))
             t = parse_pid_stat(text) if text else None
             if t is not None:
                 ticks[pid] = t
         return ("pids", ticks)
 
-    def _job_cpu(self, before: tuple | None, after: tuple | None, dt: float) -> float | None:
+    def cores(self, before: tuple | None, after: tuple | None, dt: float) -> float | None:
         if not before or not after or before[0] != after[0]:
             return None
         if after[0] == "cgroup":
@@ -329,6 +262,88 @@ class Sampler:
             old = before[1].get(pid, 0)
             ticks += t - old if t >= old else t
         return round(ticks / self.tck / dt, 3)
+
+
+class GpuProbe:
+    """The GPUs as ``nvidia-smi`` tells them; one that failed is asked again at most
+    every SMI_RETRY s."""
+
+    def __init__(self, nvidia_smi: str = "nvidia-smi"):
+        self.argv = [nvidia_smi] + GPU_QUERY[1:]
+        self.reader = Reader(timeout=SMI_TIMEOUT)
+        self.failed_at: float | None = None
+
+    def read(self, now: float) -> list[dict] | None:
+        if self.failed_at is not None and 0 <= now - self.failed_at < SMI_RETRY:
+            return None
+        # A hung nvidia-smi (a GPU fallen off the bus) can stay unkillable in D state:
+        # the reader never waits for it, and starts no other while it lives.
+        out = self.reader.output(self.argv)
+        gpus = None if out is None else parse_gpu_csv(out) or None
+        self.failed_at = None if gpus else now
+        return gpus
+
+    @property
+    def stuck(self) -> subprocess.Popen | None:
+        return self.reader.stuck.get(self.argv[0])
+
+
+class Sampler:
+    def __init__(self, job_dir: str, *, cgroup_path: str | None = None, pids_fn=None,
+                 logs: list[str] | tuple = (), dataset_device: str | None = None,
+                 interval: float = 2.0, throughput_pattern: str | None = None,
+                 node: int = 0, nvidia_smi: str = "nvidia-smi", proc_root: str = "/proc",
+                 max_bytes: int = 4 << 20):
+        self.file = SamplesFile(job_dir, max_bytes)
+        self.job = JobCpu(proc_root, cgroup_path, pids_fn)
+        self.gpu = GpuProbe(nvidia_smi)
+        self.device, self.interval, self.node = dataset_device, interval, node
+        self.pattern = re.compile(throughput_pattern) if throughput_pattern else None
+        self.proc = proc_root
+        self.tail = LogTail(logs)
+        self.prev: dict | None = None
+        self.prev_t: float | None = None
+        self.last_step: float | None = None
+        self.progress_at: float | None = None
+
+    def step(self, now: float) -> dict | None:
+        """Samples and appends a line when ``interval`` has passed since the last; the
+        sample's JSON (as written)."""
+        if self.last_step is not None and 0 <= now - self.last_step < self.interval:
+            return None
+        self.last_step = now
+        return self.file.append(self.record(now))
+
+    def sample(self, now: float) -> dict:
+        """A sample taken now, not written: its JSON."""
+        return self.record(now).to_json()
+
+    def record(self, now: float) -> Sample:
+        raw = self._raw()
+        prev, dt = self.prev, (now - self.prev_t if self.prev_t is not None else None)
+        ok = prev is not None and dt is not None and dt > 0
+        found = Sample(
+            now, self.node, round(dt, 3) if ok else None,
+            self.job.cores(prev["job"], raw["job"], dt) if ok else None,
+            cpu_percentages(prev["stat"], raw["stat"])
+            if ok and prev["stat"] and raw["stat"] else None,
+            parse_meminfo(_read(self._p("meminfo")) or ""),
+            self._net(prev["net"], raw["net"], dt) if ok else None,
+            self._disk(prev["disk"], raw["disk"], dt) if ok else None,
+            self._logs(now, ok), self.progress_at, self._gpus(now))
+        self.prev, self.prev_t = raw, now
+        return found
+
+    def _p(self, *parts: str) -> str:
+        return os.path.join(self.proc, *parts)
+
+    def _raw(self) -> dict:
+        stat, net = _read(self._p("stat")), _read(self._p("net", "dev"))
+        disk = _read(self._p("diskstats")) if self.device else None
+        return {"stat": parse_proc_stat(stat) if stat else None,
+                "net": parse_net_dev(net) if net else None,
+                "disk": parse_diskstats(disk, self.device) if disk and self.device else None,
+                "job": self.job.raw()}
 
     @staticmethod
     def _net(before: dict | None, after: dict | None, dt: float) -> dict | None:
@@ -354,37 +369,11 @@ class Sampler:
                 self.progress_at = max(at, self.progress_at or at)
         return round(total, 3) if seen and ok else None
 
-    def _gpus(self, now: float) -> list[dict] | None:
-        if self.smi_failed_at is not None and 0 <= now - self.smi_failed_at < SMI_RETRY:
-            return None
-        gpus = self._run_smi()
-        self.smi_failed_at = None if gpus else now
-        return gpus
-
-    def _run_smi(self) -> list[dict] | None:
-        # A hung nvidia-smi (a GPU fallen off the bus) can stay unkillable in D state:
-        # the reader never waits for it, and starts no other while it lives.
-        out = self.smi.output(self.smi_argv)
-        return None if out is None else parse_gpu_csv(out) or None
+    def _gpus(self, now: float) -> tuple[dict, ...] | None:
+        gpus = self.gpu.read(now)
+        return None if gpus is None else tuple(gpus)
 
     @property
     def smi_stuck(self) -> subprocess.Popen | None:
         """The hung nvidia-smi the sampler left, if any."""
-        return self.smi.stuck.get(self.smi_argv[0])
-
-
-def read_samples(job_dir: str, since: float | None = None) -> list[dict]:
-    """The lines of metrics.1.jsonl then metrics.jsonl; bad lines are skipped."""
-    out = []
-    for name in (METRICS_OLD, METRICS):
-        for line in (_read(os.path.join(job_dir, name)) or "").splitlines():
-            try:
-                s = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(s, dict):
-                continue
-            t = s.get("t")
-            if since is None or (isinstance(t, (int, float)) and t >= since):
-                out.append(s)
-    return out
+        return self.gpu.stuck

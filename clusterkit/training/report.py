@@ -2,16 +2,28 @@
 GPU utilization (mean, p5, p95), the job's mean CPU, steady-state samples/s, samples in
 all, what the job cost at the prices its nodes were launched at beside on-demand, and
 the node-hours and dollars each recovery lost. PURE: from each node's running totals
-(``node/totals.py``: summary.json) and what the client knows of the nodes."""
+(``node/totals.py``: summary.json) and what the client knows of the nodes.
+
+``JobReport`` is a wire record (``clusterkit.node.wire``): kept as report.json on the
+master (``cluster/jobs/report.py`` writes and reads it), read back by a later client."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from clusterkit.node.totals import Totals, percentile
+from clusterkit.node.totals import Summary, Totals, percentile
+from clusterkit.node.wire import (
+    WireError,
+    as_dict,
+    as_float,
+    as_int,
+    as_list,
+    as_str,
+    stamped,
+    version_of,
+)
 
 
 @dataclass(frozen=True)
@@ -40,9 +52,25 @@ class NodeReport:
     cost: float | None
     on_demand_cost: float | None
 
+    @classmethod
+    def from_json(cls, data: object, where: str) -> NodeReport:
+        if not isinstance(data, dict):
+            raise WireError(JobReport.KIND, where, "has a node that is not an object")
+
+        def num(key: str) -> float | None:
+            return as_float(data.get(key))
+
+        return cls(as_int(data.get("index"), 0) or 0, as_str(data.get("name"), "") or "",
+                   num("wall_s") or 0.0, as_int(data.get("gpus")), num("gpu_mean"),
+                   num("gpu_p5"), num("gpu_p95"), num("cpu_mean"), num("samples_per_s"),
+                   num("samples") or 0.0, num("cost"), num("on_demand_cost"))
+
 
 @dataclass(frozen=True)
 class JobReport:
+    KIND: ClassVar[str] = "job report"
+    VERSION: ClassVar[int] = 1
+
     cluster: str
     job_id: str
     state: str
@@ -70,18 +98,34 @@ class JobReport:
         return None if any(v is None for v in values) else sum(values)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.update(wall_s=self.wall_s, samples_per_s=self.samples_per_s,
-                    samples=self.samples, cost=self.total("cost"),
-                    on_demand_cost=self.total("on_demand_cost"))
-        return data
+        """report.json: the report, and its totals (read back, they are computed again)."""
+        return stamped(self.VERSION, {
+            "cluster": self.cluster, "job_id": self.job_id, "state": self.state,
+            "started": self.started, "ended": self.ended,
+            "nodes": [asdict(n) for n in self.nodes],
+            "findings": [dict(f) for f in self.findings],
+            "recoveries": [dict(r) for r in self.recoveries],
+            "wall_s": self.wall_s, "samples_per_s": self.samples_per_s,
+            "samples": self.samples, "cost": self.total("cost"),
+            "on_demand_cost": self.total("on_demand_cost")})
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> JobReport:
+        """A report as ``to_json`` wrote it (report.json on the master)."""
+        data = version_of(data, cls.KIND, cls.VERSION, where)
+        return cls(as_str(data.get("cluster"), "") or "", as_str(data.get("job_id"), "") or "",
+                   as_str(data.get("state"), "") or "", as_float(data.get("started")),
+                   as_float(data.get("ended")),
+                   tuple(NodeReport.from_json(n, where) for n in as_list(data.get("nodes"))),
+                   tuple(f for f in map(as_dict, as_list(data.get("findings"))) if f),
+                   tuple(r for r in map(as_dict, as_list(data.get("recoveries"))) if r))
 
 
-def node_report(facts: NodeFacts, kept: Mapping[str, Any] | None,
+def node_report(facts: NodeFacts, kept: Summary | Mapping[str, Any] | None,
                 started: float | None, ended: float | None) -> NodeReport:
     """One node's line: its totals over the job's run (``started``..``ended``, else the
     samples' own first and last time)."""
-    totals = Totals(dict(kept or {}))
+    totals = Totals(kept if isinstance(kept, Summary) else dict(kept or {}))
     begin = started if started is not None else totals.first_t
     end = ended if ended is not None else totals.last_t
     wall = max(0.0, (end or 0.0) - (begin or 0.0)) if begin is not None else 0.0
@@ -102,7 +146,7 @@ def node_report(facts: NodeFacts, kept: Mapping[str, Any] | None,
 
 def build(cluster: str, job_id: str, state: str, started: float | None,
           ended: float | None, facts: Sequence[NodeFacts],
-          totals: Mapping[int, Mapping[str, Any]],
+          totals: Mapping[int, Summary | Mapping[str, Any]],
           findings: Sequence[Mapping[str, Any]] = (),
           recoveries: Sequence[Mapping[str, Any]] = ()) -> JobReport:
     return JobReport(cluster, job_id, state, started, ended,
@@ -138,13 +182,3 @@ def lines(report: JobReport) -> list[str]:
     out += [f"  recovery: {r.get('describe') or r}" for r in report.recoveries]
     return out
 
-
-def from_json(data: Mapping[str, Any]) -> JobReport:
-    """A report as ``to_json`` wrote it (report.json on the master)."""
-    fields = {f.name for f in dataclasses.fields(NodeReport)}
-    nodes = tuple(NodeReport(**{k: v for k, v in n.items() if k in fields})
-                  for n in data.get("nodes", ()))
-    return JobReport(str(data.get("cluster", "")), str(data.get("job_id", "")),
-                     str(data.get("state", "")), data.get("started"), data.get("ended"),
-                     nodes, tuple(data.get("findings") or ()),
-                     tuple(data.get("recoveries") or ()))

@@ -95,3 +95,63 @@ def test_top_s_job_cpu_column_and_its_finding_say_the_same_figure():
     assert [f.kind for f in found] == [diagnose.Kind.NO_THROUGHPUT]
     assert "job CPU 0.04 to 0.21 of 2 cores per node" in found[0].evidence
     assert "no throughput data" in text and "healthy" not in text
+
+
+NEWER = ("/home/u/.clusterkit/jobs/j-1/metrics.jsonl: metrics sample is schema version 2, "
+         "newer than this program reads (1) (the client and the node's programs differ)")
+
+
+def answering(count: int, answers: dict[int, tuple[int, str, str]]) -> JobCluster:
+    """A cluster of ``count`` nodes whose every call gets, per node index, (exit code,
+    stdout, stderr)."""
+    from dataclasses import dataclass
+
+    from clusterkit.remote.connect import Hop, Target
+    from clusterkit.remote.results import GroupResult, NodeResult
+
+    base = cluster(count)
+    targets = [Target(n, Hop(f"c1-{n.index}", f"10.0.0.{n.index}")) for n in base.nodes]
+
+    @dataclass(frozen=True)
+    class Answering(JobCluster):
+        def run(self, targets, calls, **options):  # type: ignore[override]
+            return GroupResult(NodeResult(t.node, t.hop.label, t.hop.address,
+                                          exit_code=answers[t.node.index][0],
+                                          stdout=answers[t.node.index][1],
+                                          stderr=answers[t.node.index][2])
+                               for t in targets if t.hop.label in calls)
+
+    return Answering(base.name, None, base.login, base.nodes, targets)
+
+
+def test_top_names_the_node_whose_records_are_newer_than_this_client_reads():
+    """worker-1's observer refused a newer sample (its exit 3, its stderr); worker-2
+    answered a frame of a newer version: each row says it, naming its node, the file
+    and both versions; the master's row is as ever."""
+    from clusterkit.cluster.jobs.observe import Top
+    from clusterkit.node.frames import EXIT_UNREADABLE, Frame
+    from clusterkit.node.samples import Sample
+
+    good = Frame("j-1", (Sample.from_json(sample(10.0, 0), "master"),)).to_json()
+    jc = answering(3, {0: (0, json.dumps(good), ""),
+                       1: (EXIT_UNREADABLE, "", f"some warning\n{NEWER}\n"),
+                       2: (0, json.dumps({**good, "v": 2}), "")})
+    frame = Top(jc, clock=lambda: 12.0).frame()
+    master, worker1, worker2 = frame.rows
+    assert master.error is None and master.job_cpu == 0.5 and frame.job_id == "j-1"
+    assert worker1.error == f"worker-1: {NEWER}"
+    assert worker2.error is not None and worker2.error.startswith("worker-2: observer frame")
+    assert "schema version 2, newer than this program reads (1)" in worker2.error
+    assert json.loads(json.dumps(frame.to_json()))["nodes"][1]["error"] == worker1.error
+
+
+def test_the_teller_says_once_per_node_that_its_samples_are_newer():
+    said: list[str] = []
+    teller = FindingsTeller(cluster(2), said.append, clock=lambda: 0.0)
+    for step in range(3):
+        teller.add(1, {**sample(step * 2.0, 1), "v": 2})
+    assert said == ["[diagnosis] not diagnosed: worker-1: metrics.jsonl: metrics sample is "
+                    "schema version 2, newer than this program reads (1) (the client and "
+                    "the node's programs differ: `clusterkit up` ships the client's "
+                    "programs to every node again)"]
+    assert teller.windows == {} and teller.told == {}

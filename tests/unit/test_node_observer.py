@@ -10,6 +10,9 @@ from pathlib import Path
 
 from clusterkit.cluster.jobs.observe import OBSERVER_MODULES
 from clusterkit.node import bundle
+from clusterkit.node.frames import EXIT_UNREADABLE
+from clusterkit.node.samples import Sample
+from clusterkit.node.totals import Summary
 
 SOURCE = bundle.program("observer.py", OBSERVER_MODULES)
 CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"  # copies of ../shared/data
@@ -36,10 +39,10 @@ def test_observe_gives_the_newest_jobs_samples_after_since_at_most_last(tmp_path
     assert out["job_id"] == "j-20260101-130000-bbbb" and "health" not in out
     assert [s["t"] for s in out["samples"]] == [2, 3, 4]
     out = json.loads(_run("observe", "--root", str(tmp_path), "--last", "1").stdout)
-    assert out["samples"] == [{"t": 4}]
+    assert out["samples"] == [Sample(4.0).to_json()]  # an older sampler's line, as read
     out = json.loads(_run("observe", "--root", str(tmp_path), "--job",
                           "j-20260101-120000-aaaa").stdout)
-    assert out == {"job_id": "j-20260101-120000-aaaa", "samples": []}
+    assert out == {"v": 1, "job_id": "j-20260101-120000-aaaa", "samples": []}
 
 
 def test_observe_refuses_a_job_id_that_is_a_path(tmp_path: Path):
@@ -71,14 +74,41 @@ def test_health_gives_nvidia_smi_q_and_only_the_kernel_logs_gpu_lines(tmp_path: 
     empty.mkdir()
     out = json.loads(_run("observe", "--root", str(tmp_path), "--health",
                           env={"PATH": str(empty)}).stdout)
-    assert out == {"job_id": None, "samples": [], "health": {"smi_q": None,
-                                                             "kernel_log": None}}
+    assert out == {"v": 1, "job_id": None, "samples": [],
+                   "health": {"smi_q": None, "kernel_log": None}}
 
 
 def test_summary_gives_the_totals_and_the_kept_report(tmp_path: Path):
-    (tmp_path / "summary.json").write_text('{"samples": 5}')
+    (tmp_path / "summary.json").write_text('{"samples": 5}')  # an older supervisor's
     out = json.loads(_run("summary", str(tmp_path)).stdout)
-    assert out == {"totals": {"samples": 5}, "report": None}
+    assert out == {"v": 1, "totals": Summary(samples=5.0).to_json(), "report": None}
+    (tmp_path / "report.json").write_text('{"v": 1, "job_id": "j-1"}')
+    out = json.loads(_run("summary", str(tmp_path), "--report", "report.json").stdout)
+    assert out["report"] == {"v": 1, "job_id": "j-1"}
+    out = json.loads(_run("summary", str(tmp_path / "none")).stdout)
+    assert out == {"v": 1, "totals": None, "report": None}
+
+
+def test_a_newer_record_is_refused_naming_its_file_and_both_versions(tmp_path: Path):
+    """A job started by a newer client (its sampler, its supervisor) than this one: the
+    observer says what it cannot read on stderr (the client names the node)."""
+    base = _jobs(tmp_path)
+    newest = base / "j-20260101-130000-bbbb"
+    with (newest / "metrics.jsonl").open("a") as f:
+        f.write('{"v": 2, "t": 5, "node": 1}\n')
+    done = _run("observe", "--root", str(tmp_path))
+    assert done.returncode == EXIT_UNREADABLE and not done.stdout
+    said = done.stderr.decode()
+    assert f"{newest}/metrics.jsonl: metrics sample is schema version 2" in said
+    assert "newer than this program reads (1)" in said
+    assert _run("observe", "--root", str(tmp_path), "--since", "4.5").returncode == \
+        EXIT_UNREADABLE  # the newer one is among those asked for
+    out = json.loads(_run("observe", "--root", str(tmp_path), "--last", "0").stdout)
+    assert out["samples"] == []  # nothing asked: nothing read
+    (newest / "summary.json").write_text('{"v": 7}')
+    done = _run("summary", str(newest))
+    assert done.returncode == EXIT_UNREADABLE
+    assert "summary.json: job totals is schema version 7" in done.stderr.decode()
 
 
 def test_it_parses_as_python_3_8():

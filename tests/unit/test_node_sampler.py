@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.node import sampler
+from clusterkit.node import sampler, samples
 
 CAPTURES = Path(__file__).parents[1] / "data" / "node-captures"  # copies of ../shared/data
 TABLES = {
@@ -265,7 +265,7 @@ def test_sampler_steps_rates_and_logs(tmp_path: Path) -> None:
                         dataset_device="/dev/nvme1n1", proc_root=str(node.proc),
                         nvidia_smi=str(tmp_path / "no-such-smi"))
     first = s.step(1000.0)
-    assert first == {"t": 1000.0, "node": 3, "dt": None, "job_cpu": None, "cpu": None,
+    assert first == {"v": 1, "t": 1000.0, "node": 3, "dt": None, "job_cpu": None, "cpu": None,
                      "mem": {"used_mb": 3996, "total_mb": 15731}, "net": None,
                      "disk": None, "samples_per_s": None, "progress_at": None}
     node.advance()
@@ -287,8 +287,9 @@ def test_sampler_steps_rates_and_logs(tmp_path: Path) -> None:
     assert third["samples_per_s"] is None and third["progress_at"] == 1002.0
     assert third["net"] == {"rx_Bps": 0.0, "tx_Bps": 0.0}
     assert third["disk"]["read_ms_per_op"] is None
-    assert sampler.read_samples(str(job)) == [first, second, third]
-    assert sampler.read_samples(str(job), since=1002.0) == [second, third]
+    assert [x.to_json() for x in samples.read_samples(str(job))] == [first, second, third]
+    assert [x.to_json() for x in samples.read_samples(str(job), after=1001.0)] == \
+        [second, third]
 
 
 def test_job_cpu_from_the_pids_without_a_cgroup(tmp_path: Path) -> None:
@@ -315,14 +316,14 @@ def test_metrics_rotate_past_max_bytes(tmp_path: Path) -> None:
                         nvidia_smi=str(tmp_path / "no-such-smi"))
     for i in range(40):
         s.step(100.0 + 2 * i)
-    current, old = tmp_path / sampler.METRICS, tmp_path / sampler.METRICS_OLD
+    current, old = tmp_path / samples.SAMPLES, tmp_path / samples.SAMPLES_OLD
     assert old.exists() and 1000 < old.stat().st_size < 1400
     assert current.stat().st_size <= 1000
-    ts = [x["t"] for x in sampler.read_samples(str(tmp_path))]
+    ts = [x.t for x in samples.read_samples(str(tmp_path))]
     assert ts == sorted(ts) and ts[-1] == 178.0 and len(ts) < 40
     with current.open("a") as f:
         f.write("not json\n[1]\n")
-    assert [x["t"] for x in sampler.read_samples(str(tmp_path))] == ts
+    assert [x.t for x in samples.read_samples(str(tmp_path))] == ts
 
 
 def test_gpus_from_a_smi_that_answers(tmp_path: Path) -> None:
@@ -363,4 +364,4 @@ def test_sampler_on_this_machines_proc(tmp_path: Path) -> None:
     assert line["job_cpu"] >= 0 and line["mem"]["total_mb"] > 0
     assert set(line["cpu"]) == {"user", "system", "idle", "iowait"}
     assert line["net"]["rx_Bps"] >= 0
-    assert json.loads((tmp_path / sampler.METRICS).read_text().splitlines()[-1]) == line
+    assert json.loads((tmp_path / samples.SAMPLES).read_text().splitlines()[-1]) == line

@@ -62,10 +62,10 @@ def test_a_node_without_totals_is_kept_with_nothing_measured():
 
 
 def test_a_report_reads_back_from_its_json():
-    from clusterkit.training.report import from_json
+    from clusterkit.training.report import JobReport
 
     report = build("c1", "j-1", "succeeded", 0.0, 3600.0, FACTS,
                    {0: totals([100.0], 4.0, 100.0, 3600), 1: totals([50.0], 2.0, 50.0, 3600)},
                    findings=[{"kind": "straggler", "evidence": "x"}])
-    again = from_json(report.to_json())
+    again = JobReport.from_json(report.to_json(), "master: report.json")
     assert again == report and lines(again) == lines(report)

@@ -1,7 +1,9 @@
 """`clusterkit top`: what every node of a job is doing, read from each node's sampler
-(``node/sampler.py``: ``metrics.jsonl`` in the job's directory) through the
-follower's ``metrics`` verb, one call per node on connections kept open between frames,
-and what ``training/diagnose.py`` finds in the window read so far."""
+(``node/samples.py``: ``metrics.jsonl`` in the job's directory) through the
+observer's ``observe`` verb (its answer: ``node/frames.py``'s ``Frame``), one call
+per node on connections kept open between frames, and what ``training/diagnose.py``
+finds in the window read so far. A node whose records are of a newer version than this
+client reads says so in its row (``error``), naming itself, the file and both versions."""
 
 from __future__ import annotations
 
@@ -20,8 +22,12 @@ from clusterkit.cluster.jobs.control import JobCluster, node_python
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError
 from clusterkit.node import bundle
+from clusterkit.node.frames import EXIT_UNREADABLE, Frame
+from clusterkit.node.samples import SAMPLES, Sample
+from clusterkit.node.wire import WireError
 from clusterkit.remote.channels import Call
 from clusterkit.remote.fanout import Connections
+from clusterkit.remote.results import NodeResult
 from clusterkit.training import diagnose
 
 WINDOW = 300.0  # seconds of samples kept per node for the diagnosis
@@ -120,6 +126,15 @@ def observer_call(*args: str) -> Call:
                 bundle.program("observer.py", OBSERVER_MODULES))
 
 
+def unreadable(name: str, result: NodeResult) -> str | None:
+    """What the observer said of a record it cannot read (of a newer version than the
+    client's programs), naming the node; None when it failed otherwise or not at all."""
+    if result.error is None and result.exit_code == EXIT_UNREADABLE:
+        said = [line for line in result.stderr.splitlines() if line.strip()]
+        return f"{name}: {said[-1] if said else 'a record of another version'}"
+    return None
+
+
 @dataclass
 class Top:
     """A job's frames: each ``frame()`` asks every node, in one call each, for the samples
@@ -149,12 +164,20 @@ class Top:
         answers = {}
         for target in self.jc.targets:
             index, result = target.node.index or 0, group[target.hop.label]
+            name = self.jc.node_name(index)
             if not result.ok or not result.stdout.strip():
-                self.errors[index] = (result.error or "no answer").splitlines()[0]
+                self.errors[index] = unreadable(name, result) or \
+                    (result.error or "no answer").splitlines()[0]
+                continue
+            try:
+                answers[index] = Frame.from_json(
+                    json.loads(result.stdout.strip().splitlines()[-1]),
+                    f"{name}: observer frame")
+            except ValueError as exc:  # not JSON, or a WireError (naming the node)
+                self.errors[index] = str(exc).splitlines()[0]
                 continue
             self.errors.pop(index, None)
-            answers[index] = json.loads(result.stdout.strip().splitlines()[-1])
-        self.job_id = self.job_id or str((answers.get(0) or {}).get("job_id") or "")
+        self.job_id = self.job_id or ((answers[0].job_id or "") if 0 in answers else "")
         for index, answer in answers.items():
             self.take(index, answer)
 
@@ -164,15 +187,14 @@ class Top:
         job = ["--job", self.job_id] if self.job_id else []
         return [*job, "--since", repr(since), "--last", str(FIRST_READ if not seen else 10_000)]
 
-    def take(self, index: int, answer: dict[str, Any]) -> None:
-        if answer.get("job_id") != self.job_id:  # this node's newest is another job
+    def take(self, index: int, answer: Frame) -> None:
+        if answer.job_id != self.job_id:  # this node's newest is another job
             return
-        kept = self.windows.setdefault(index, []) + [
-            s for s in answer.get("samples") or [] if isinstance(s, dict) and "t" in s]
+        kept = self.windows.setdefault(index, []) + [s.to_json() for s in answer.samples]
         start = kept[-1]["t"] - WINDOW if kept else 0.0
         self.windows[index] = [s for s in kept if s["t"] >= start]
-        found = answer.get("health")
-        if isinstance(found, dict):
+        found = answer.health
+        if found is not None:
             self.health[index] = diagnose.NodeHealth(smi_q=found.get("smi_q"),
                                                      kernel_log=found.get("kernel_log"))
 
@@ -243,10 +265,18 @@ class FindingsTeller:
     windows: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     told: dict[str, diagnose.Finding] = field(default_factory=dict)
     last: float = float("-inf")
+    unreadable: set[int] = field(default_factory=set)  # nodes whose samples are newer
 
     EVERY = 10.0
 
     def add(self, index: int, sample: dict[str, Any]) -> None:
+        try:  # the follower passes the node's lines on as they are
+            sample = Sample.from_json(sample, f"{self.jc.node_name(index)}: {SAMPLES}").to_json()
+        except WireError as exc:  # a newer sampler's: said once per node, not diagnosed
+            if index not in self.unreadable:
+                self.unreadable.add(index)
+                self.say(f"[diagnosis] not diagnosed: {exc}")
+            return
         kept = self.windows.setdefault(index, [])
         kept.append(sample)
         while kept and kept[0]["t"] < sample["t"] - WINDOW:

@@ -1,7 +1,9 @@
 """A job's report (``training/report.py``), made once it ended: every node's running
-totals (its supervisor's summary.json) read in one call per node, priced with what the
-nodes were launched at, and kept on the master as report.json in the job's directory,
-where `clusterkit job NAME` reads it again."""
+totals (its supervisor's summary.json) read in one call per node (the observer's
+``summary`` verb), priced with what the nodes were launched at, and kept on the master
+as report.json in the job's directory (``keep``, its one writer), where `clusterkit job
+NAME` reads it again (``summaries``, its one reader). A record of a newer version than
+this client reads is a ClusterkitError naming the node, the file and both versions."""
 
 from __future__ import annotations
 
@@ -14,31 +16,58 @@ from typing import Any
 from clusterkit.catalog.prices import on_demand_price
 from clusterkit.cluster.jobs import control as jobs
 from clusterkit.cluster.jobs.control import JobCluster, job_dir
-from clusterkit.cluster.jobs.observe import observer_call
+from clusterkit.cluster.jobs.observe import observer_call, unreadable
 from clusterkit.cluster.jobs.results import JobOutcome, recovery_json
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError
 from clusterkit.events import Stage
+from clusterkit.node.frames import SummaryFrame
 from clusterkit.node.jobstate import JobState
+from clusterkit.node.wire import WireError
 from clusterkit.plan.recovery import Recovery, recoveries_of
 from clusterkit.remote.channels import Call
 from clusterkit.training import report
 
+REPORT = "report.json"  # in the job's directory on the master
+UNREADABLE_HINT = "a newer clusterkit started this job: read its report with that version"
 
-def summaries(jc: JobCluster, job_id: str) -> dict[int, dict[str, Any]]:
+
+def summaries(jc: JobCluster, job_id: str) -> dict[int, SummaryFrame]:
     """Node index -> the observer's ``summary`` answer (totals, and on the master the
-    report kept); a node that does not answer is left out."""
-    calls = {t.hop.label: observer_call("summary", job_dir(job_id)) for t in jc.targets}
+    report kept); a node that does not answer is left out, one whose records are newer
+    than this client reads is a ClusterkitError."""
+    calls = {t.hop.label: observer_call("summary", job_dir(job_id), "--report", REPORT)
+             for t in jc.targets}
     try:
         group = jc.run(jc.targets, calls, timeout=30, warn=True)
     except GroupError as exc:
         group = exc.group
     found = {}
     for target in jc.targets:
-        result = group[target.hop.label]
+        index, result = target.node.index or 0, group[target.hop.label]
+        name = jc.node_name(index)
+        refused = unreadable(name, result)
+        if refused:
+            raise ClusterkitError(refused, UNREADABLE_HINT)
         if result.ok and result.stdout.strip():
-            found[target.node.index or 0] = json.loads(result.stdout.strip().splitlines()[-1])
+            try:
+                found[index] = SummaryFrame.from_json(
+                    json.loads(result.stdout.strip().splitlines()[-1]),
+                    f"{name}: observer summary")
+            except WireError as exc:
+                raise ClusterkitError(str(exc), UNREADABLE_HINT) from exc
     return found
+
+
+def kept_report(jc: JobCluster, answers: dict[int, SummaryFrame]) -> report.JobReport | None:
+    """The report kept on the master (report.json), if any."""
+    kept = answers[0].report if 0 in answers else None
+    if not kept:
+        return None
+    try:
+        return report.JobReport.from_json(kept, f"{jc.node_name(0)}: {REPORT}")
+    except WireError as exc:
+        raise ClusterkitError(str(exc), UNREADABLE_HINT) from exc
 
 
 def facts(jc: JobCluster) -> list[report.NodeFacts]:
@@ -48,11 +77,11 @@ def facts(jc: JobCluster) -> list[report.NodeFacts]:
 
 
 def make(jc: JobCluster, job_id: str, state: JobState,
-         answers: dict[int, dict[str, Any]], recoveries: list[dict[str, Any]],
+         answers: dict[int, SummaryFrame], recoveries: list[dict[str, Any]],
          findings: Sequence[dict[str, Any]] = ()) -> report.JobReport:
     return report.build(jc.name, job_id, state.state.value, state.started,
                         state.updated if not state.state.active else None, facts(jc),
-                        {i: a.get("totals") or {} for i, a in answers.items()},
+                        {i: a.totals for i, a in answers.items() if a.totals is not None},
                         findings=findings, recoveries=recoveries)
 
 
@@ -63,7 +92,7 @@ def recoveries_json(recoveries: Sequence[Recovery]) -> list[dict[str, Any]]:
 
 def keep(jc: JobCluster, job_id: str, made: report.JobReport) -> None:
     """report.json (0600) in the job's directory on the master."""
-    path = shlex.quote(f"{job_dir(job_id)}/report.json")
+    path = shlex.quote(f"{job_dir(job_id)}/{REPORT}")
     command = f"umask 077; cat > {path}.tmp && mv {path}.tmp {path}"
     jc.run([jc.master], {jc.master.hop.label: Call(
         command, json.dumps(made.to_json()).encode())}, timeout=30)
@@ -119,9 +148,9 @@ def do_job(target: str, job_id: str | None = None, *, region: str | None = None,
                     reverse=True)
     state = jobs.job_on(listed, job_id)
     answers = summaries(jc, job_id)
-    kept = (answers.get(0) or {}).get("report")
-    if kept:
-        return JobListing(jc.name, tuple(listed), job_id, report.from_json(kept))
+    kept = kept_report(jc, answers)
+    if kept is not None:
+        return JobListing(jc.name, tuple(listed), job_id, kept)
     if state is None or state.state.active:
         return JobListing(jc.name, tuple(listed), job_id, None)
     made = make(jc, job_id, state, answers,
