@@ -14,10 +14,11 @@ HERE = Path(__file__).parent
 SUPERVISOR = ("supervisor.py", "supervisor_daemon.py", "coord.py", "reaping.py",
               "jobstate.py", "interruption.py", "sampler.py", "samples.py", "totals.py",
               "stall.py", "gpuhealth.py", "gpuwatch.py", "nodefiles.py", "paths.py", "daemonize.py",
-              "link.py", "wire.py", "jobfile.py", "nodestate.py")
+              "link.py", "wire.py", "jobfile.py", "nodestate.py", "procgroup.py",
+              "watchers.py")
 # The watchdog's files in the autostop dir (paths.AUTOSTOP_DIR): it imports the others.
 WATCHDOG = ("watchdog.py", "autostop_policy.py", "nodefiles.py", "paths.py", "daemonize.py",
-            "link.py")
+            "link.py", "wire.py", "jobfile.py", "jobstate.py", "nodestate.py")
 # What each program sent over stdin imports, sent before it, in order.
 FOLLOWER = ("paths", "wire", "jobfile", "jobstate", "nodefiles", "nodestate", "totals",
             "samples")

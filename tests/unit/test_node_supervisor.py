@@ -37,7 +37,7 @@ def test_the_node_files_parse_as_python_3_8_and_import_only_the_stdlib() -> None
                           "jobstate.py", "interruption.py", "sampler.py", "samples.py",
                           "totals.py", "stall.py", "gpuhealth.py", "gpuwatch.py", "nodefiles.py",
                           "paths.py", "daemonize.py", "link.py", "wire.py", "jobfile.py",
-                          "nodestate.py"}
+                          "nodestate.py", "procgroup.py", "watchers.py"}
     siblings = {name.removesuffix(".py") for name in files}
     for name, source in files.items():
         _imports_only_the_stdlib_and(source, name, siblings)
@@ -117,7 +117,7 @@ def test_load_job_refuses_names_that_could_leave_their_directory(tmp_path, overr
 
 
 def test_load_job_accepts_a_good_job(tmp_path: Path) -> None:
-    assert daemon.load_job(_job_dir(tmp_path))["job_id"] == JOB_ID
+    assert daemon.load_job(_job_dir(tmp_path)).job_id == JOB_ID
     with pytest.raises(ValueError, match="no readable job.json"):
         daemon.load_job(str(tmp_path))
 
