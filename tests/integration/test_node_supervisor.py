@@ -409,7 +409,7 @@ def test_each_node_samples_its_job_cpu_and_throughput_while_the_job_runs(
     the job's metrics.jsonl: node 0's worker burns one core and prints MXNet Speedometer
     lines, node 1's sleeps; the samples say so (job CPU from the job's cgroup, samples/s
     from the log). No GPU here: no ``gpus`` key, and no error."""
-    from clusterkit.node.sampler import read_samples
+    from clusterkit.node.samples import read_samples
 
     go = tmp_path / "go"
     script = tmp_path / "burn.py"
@@ -429,7 +429,7 @@ while time.time() < end and not os.path.exists({str(go)!r}):
     job.start()
 
     def samples(node: int) -> list[dict]:
-        return [s for s in read_samples(str(job.nodes[node].dir)) if s.get("dt")]
+        return [s.to_json() for s in read_samples(str(job.nodes[node].dir)) if s.dt]
 
     wait_for(lambda: len(samples(0)) >= 4 and len(samples(1)) >= 4
              and any(s["samples_per_s"] for s in samples(0)[1:]),
