@@ -49,3 +49,16 @@ def test_parse_state_gives_a_typed_view() -> None:
     for bad in ("{", '{"state": "exploded"}', "[]"):
         with pytest.raises(ClusterkitError):
             jobfiles.parse_state(bad)
+
+
+def test_a_state_from_a_newer_clusterkit_is_refused_naming_the_node_file_and_versions() -> None:
+    """A node whose job was started by a newer clusterkit than this client: `train`,
+    `status` and `logs` say which node, which file, both versions, and what to do."""
+    text = json.dumps({"v": 2, "job_id": JOB_ID, "state": "running"})
+    with pytest.raises(ClusterkitError) as refused:
+        jobfiles.parse_state(text, "node worker-1")
+    message = str(refused.value)
+    assert "node worker-1: state.json" in message and "version 2" in message
+    assert "(1)" in message and "clusterkit up" in (refused.value.hint or "")
+    with pytest.raises(ClusterkitError, match="node worker-1"):
+        jobfiles.state_of({"v": 2, "job_id": JOB_ID}, "node worker-1")
