@@ -16,6 +16,7 @@ import ast
 import dataclasses
 import importlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,9 @@ CASES = sorted((Path(__file__).parent / "wire_cases").glob("*/*.json"))
 WIRE_FILES: dict[str, str] = {
     "job.json": "clusterkit/node/jobfile.py",  # what one node's supervisor runs
     "state.json": "clusterkit/node/nodestate.py",  # how the job stands on one node
+    "metrics.jsonl": "clusterkit/node/samples.py",  # the sampler's samples
+    "metrics.1.jsonl": "clusterkit/node/samples.py",  # and their rotated file
+    "report.json": "clusterkit/cluster/jobs/report.py",  # the job's report on the master
 }
 
 
@@ -73,16 +77,21 @@ def test_a_newer_record_names_the_file_the_node_and_both_versions():
 
 
 def spelled_in(name: str) -> list[str]:
-    """Every module of the product with ``name`` in a string that is not a docstring."""
+    """Every module of the product with ``name`` in a string that is not a docstring, as
+    a whole file name ("autostop-state.json" does not name state.json). Not the sandbox's
+    modules: its own daemon's state.json is the emulation's file, not one of a node."""
+    whole = re.compile(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])")
     found = []
     for path in sorted((ROOT / "clusterkit").rglob("*.py")):
+        if path.is_relative_to(ROOT / "clusterkit" / "sandbox"):
+            continue
         tree = ast.parse(path.read_text())
         docs = {id(n.body[0].value) for n in ast.walk(tree)
                 if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef,
                                   ast.AsyncFunctionDef))
                 and n.body and isinstance(n.body[0], ast.Expr)
                 and isinstance(n.body[0].value, ast.Constant)}
-        if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and name in n.value
+        if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and whole.search(n.value)
                and id(n) not in docs for n in ast.walk(tree)):
             found.append(str(path.relative_to(ROOT)))
     return found
