@@ -15,33 +15,54 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import signal
 import sys
 import time
 
 try:  # imported as clusterkit.node.supervisor (the client, tests)
-    from . import jobstate, nodestate
+    from . import jobfile, jobstate, nodestate
     from .daemonize import daemonize
     from .jobfile import JobFile
-    from .procgroup import exit_code
+    from .procgroup import checkpoint_signal, exit_code
     from .reaping import Reaper, pid_alive, recorded_cgroup, signal_pid
-    from .supervisor_daemon import Supervisor, load_job
 except ImportError:  # run as a file on a node: its modules lie beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # even with -P
     sys.dont_write_bytecode = True  # the job dir holds only what the docs say
+    import jobfile
     import jobstate
     import nodestate
     from daemonize import daemonize
     from jobfile import JobFile
-    from procgroup import exit_code
+    from procgroup import checkpoint_signal, exit_code
     from reaping import Reaper, pid_alive, recorded_cgroup, signal_pid
-    from supervisor_daemon import Supervisor, load_job
 
 JOB_ID_RE = jobstate.JOB_ID_RE
 S, P = jobstate.JobStateName, jobstate.ProcStateName  # str enums: JSON writes their values
+PROC_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+CGROUP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,200}$")
 
 
 # ----- the verbs --------------------------------------------------------------------
+
+def load_job(job_dir: str) -> JobFile:
+    """job.json, checked: every name in it becomes a file or cgroup name."""
+    job = jobfile.read(job_dir)
+    if job is None:
+        raise ValueError(f"no readable {jobfile.NAME} in {job_dir}")
+    if not JOB_ID_RE.match(job.job_id) or \
+            os.path.basename(job_dir.rstrip("/")) != job.job_id:
+        raise ValueError(f"{jobfile.NAME}'s job_id does not name this job dir")
+    if not CGROUP_NAME_RE.match(job.cgroup_name):
+        raise ValueError(f"bad cgroup_name {job.cgroup_name!r}")
+    names = [p.name for p in job.processes]
+    bad = [n for n in names if not PROC_NAME_RE.match(n)]
+    if bad or len(set(names)) != len(names):
+        raise ValueError(f"bad or repeated process names: {names!r}")
+    checkpoint_signal(job.stopping.checkpoint_signal)  # one this Python knows
+    return job
+
+
 
 def daemon_pid(job_dir: str, job_id: str) -> int | None:
     """The job's live supervisor, checked by its command line (pids get reused)."""
@@ -69,6 +90,12 @@ def verb_start(job_dir: str, job: JobFile) -> int:
     if pid:
         print(f"started {pid}")
         return 0
+    # the daemon's parts are imported here, in the daemon: `start` returns as soon as it
+    # has daemonized (the job dir keeps no bytecode, so each import compiles its module)
+    try:
+        from .supervisor_daemon import Supervisor
+    except ImportError:
+        from supervisor_daemon import Supervisor  # type: ignore[no-redef]
     sup = Supervisor(job_dir, job)
     try:
         code = sup.run()

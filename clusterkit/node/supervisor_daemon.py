@@ -18,16 +18,15 @@ import signal
 import time
 
 try:  # imported as clusterkit.node.supervisor_daemon (the client, tests)
-    from . import coord, jobfile, jobstate, nodestate, paths, watchers
+    from . import coord, jobstate, nodestate, paths, watchers
     from .jobfile import JobFile
     from .jobstate import Outcome
     from .nodefiles import read_json, write_json
-    from .procgroup import ProcessGroup, checkpoint_signal
+    from .procgroup import ProcessGroup
     from .reaping import scan_proc
     from .sampler import Sampler
 except ImportError:  # run from a job dir on a node: its modules lie beside it
     import coord
-    import jobfile
     import jobstate
     import nodestate
     import paths
@@ -35,15 +34,13 @@ except ImportError:  # run from a job dir on a node: its modules lie beside it
     from jobfile import JobFile
     from jobstate import Outcome
     from nodefiles import read_json, write_json
-    from procgroup import ProcessGroup, checkpoint_signal
+    from procgroup import ProcessGroup
     from reaping import scan_proc
     from sampler import Sampler
 
 __all__ = ["read_json", "write_json"]  # the verbs' (supervisor.py)
 JOB_ID_RE = jobstate.JOB_ID_RE
 S = jobstate.JobStateName  # a str enum: JSON writes its values
-PROC_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
-CGROUP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,200}$")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The libfabric/NCCL settings for EFA that the bootstrap's efa step writes on the node
 # (paths.EFA_PROFILE; job.json's "efa_profile" may name another file): every process of
@@ -53,24 +50,6 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 # ----- files ----------------------------------------------------------------------
-
-def load_job(job_dir: str) -> JobFile:
-    """job.json, checked: every name in it becomes a file or cgroup name."""
-    job = jobfile.read(job_dir)
-    if job is None:
-        raise ValueError(f"no readable {jobfile.NAME} in {job_dir}")
-    if not JOB_ID_RE.match(job.job_id) or \
-            os.path.basename(job_dir.rstrip("/")) != job.job_id:
-        raise ValueError(f"{jobfile.NAME}'s job_id does not name this job dir")
-    if not CGROUP_NAME_RE.match(job.cgroup_name):
-        raise ValueError(f"bad cgroup_name {job.cgroup_name!r}")
-    names = [p.name for p in job.processes]
-    bad = [n for n in names if not PROC_NAME_RE.match(n)]
-    if bad or len(set(names)) != len(names):
-        raise ValueError(f"bad or repeated process names: {names!r}")
-    checkpoint_signal(job.stopping.checkpoint_signal)  # one this Python knows
-    return job
-
 
 def profile_env(path: str) -> dict:
     """The settings of a profile of ``export NAME=VALUE`` lines (the node's EFA profile),

@@ -16,14 +16,13 @@ shipped beside the supervisor (``bundle.SUPERVISOR``).
 from __future__ import annotations
 
 import enum
-import os
 from dataclasses import dataclass
 
 try:  # imported as clusterkit.node.watchers (the client, tests)
     from . import gpuwatch, interruption
     from .interruption import Notice, NoticeKind
     from .jobfile import JobFile, Sampling
-    from .nodefiles import write_json
+    from .samples import write_summary
     from .stall import StallWatch
     from .totals import Totals
 except ImportError:  # run from a job dir on a node: its modules lie beside it
@@ -31,11 +30,10 @@ except ImportError:  # run from a job dir on a node: its modules lie beside it
     import interruption
     from interruption import Notice, NoticeKind
     from jobfile import JobFile, Sampling
-    from nodefiles import write_json
+    from samples import write_summary
     from stall import StallWatch
     from totals import Totals
 
-SUMMARY = "summary.json"  # the job's running totals on this node (``totals``)
 
 
 class EventKind(str, enum.Enum):
@@ -91,7 +89,7 @@ class SamplerWatch:
                 return []
             self.totals.add(written)
             self.gpus_seen = len(written["gpus"]) if written.get("gpus") else self.gpus_seen
-            write_json(os.path.join(self.job_dir, SUMMARY), self.totals.to_json())
+            write_summary(self.job_dir, self.totals)
             if self.stall is not None and self.stall.update(written):
                 return [Event(EventKind.STALL, self.stall.reason(self.node))]
         except Exception as error:  # noqa: BLE001 (any: the job goes on without metrics)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit.bootstrap import efa
-from clusterkit.node import bundle
+from clusterkit.node import bundle, supervisor
 from clusterkit.node import supervisor_daemon as daemon
 
 JOB_ID = "j-20250101-120000-ab12"
@@ -113,13 +113,13 @@ def _job_dir(tmp_path: Path, **overrides: object) -> str:
 ])
 def test_load_job_refuses_names_that_could_leave_their_directory(tmp_path, overrides) -> None:
     with pytest.raises(ValueError):
-        daemon.load_job(_job_dir(tmp_path, **overrides))
+        supervisor.load_job(_job_dir(tmp_path, **overrides))
 
 
 def test_load_job_accepts_a_good_job(tmp_path: Path) -> None:
-    assert daemon.load_job(_job_dir(tmp_path)).job_id == JOB_ID
+    assert supervisor.load_job(_job_dir(tmp_path)).job_id == JOB_ID
     with pytest.raises(ValueError, match="no readable job.json"):
-        daemon.load_job(str(tmp_path))
+        supervisor.load_job(str(tmp_path))
 
 
 def test_write_json_is_private_and_atomic(tmp_path: Path) -> None:

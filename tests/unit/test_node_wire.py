@@ -32,6 +32,8 @@ WIRE_FILES: dict[str, str] = {
     "metrics.jsonl": "clusterkit/node/samples.py",  # the sampler's samples
     "metrics.1.jsonl": "clusterkit/node/samples.py",  # and their rotated file
     "report.json": "clusterkit/cluster/jobs/report.py",  # the job's report on the master
+    "summary.json": "clusterkit/node/samples.py",  # the job's running totals on a node
+    "stop.json": "clusterkit/node/nodestate.py",  # a stop's grace, for the daemon
 }
 
 
