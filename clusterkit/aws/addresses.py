@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import boto3
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
 from clusterkit.aws.tags import cluster_filter, tag_specs
+
+if TYPE_CHECKING:
+    import boto3
 
 GONE = frozenset({"InvalidAllocationID.NotFound", "InvalidAddress.NotFound"})
 

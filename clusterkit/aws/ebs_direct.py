@@ -16,16 +16,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any
-
-import boto3
-from botocore.config import Config
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.aws.clients import cached_client
 from clusterkit.aws.errors import THROTTLE_CODES, aws_call
 from clusterkit.aws.session import client as make_client
 from clusterkit.aws.tags import to_list
 from clusterkit.errors import AwsError
+
+if TYPE_CHECKING:
+    import boto3
 
 BLOCK_SIZE = 512 * 1024
 ZERO_BLOCK = bytes(BLOCK_SIZE)
@@ -56,6 +56,8 @@ Progress = Callable[[UploadProgress], None]
 def ebs_client(session: boto3.Session, region: str, threads: int) -> Any:
     """One client shared by the upload threads (botocore clients are thread-safe) with a
     connection pool as large as the thread count."""
+    from botocore.config import Config  # lazily, as in aws.session
+
     return make_client(session, "ebs", region,
                        config=Config(max_pool_connections=max(10, threads)))
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import boto3
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
+
+if TYPE_CHECKING:
+    import boto3
 
 
 def _targets(session: boto3.Session, region: str, fs_id: str) -> list[dict[str, Any]]:

@@ -10,9 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
-from botocore.loaders import create_loader
-from botocore.regions import EndpointResolver
-
 from clusterkit.catalog import regions as regions_catalog
 from clusterkit.errors import UsageError
 
@@ -20,6 +17,9 @@ from clusterkit.errors import UsageError
 @lru_cache(maxsize=1)
 def known_regions() -> tuple[str, ...]:
     """Every EC2 region of every partition botocore knows (aws, aws-cn, aws-us-gov, ...)."""
+    from botocore.loaders import create_loader  # lazily: ~0.1 s, as in aws.session
+    from botocore.regions import EndpointResolver
+
     resolver = EndpointResolver(create_loader().load_data("endpoints"))
     names: set[str] = set()
     for partition in resolver.get_available_partitions():

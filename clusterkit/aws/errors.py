@@ -14,7 +14,6 @@ from botocore.exceptions import (
     NoCredentialsError,
     ProfileNotFound,
 )
-from botocore.parsers import ResponseParserError
 
 from clusterkit.errors import (
     AwsError,
@@ -26,10 +25,16 @@ from clusterkit.errors import (
 )
 from clusterkit.netguard import sandbox_mode
 
+
 # What a botocore call can raise besides ClientError: no credentials, endpoint unreachable,
 # timeouts, unparsable responses. aws_call translates all of them, so the CLI never shows
 # a traceback for them.
-AWS_EXCEPTIONS = (ClientError, BotoCoreError, ResponseParserError)
+def aws_exceptions() -> tuple[type[BaseException], ...]:
+    """The types above; botocore.parsers is imported only once one is to be caught (it
+    costs ~0.1 s, which every command paid at start)."""
+    from botocore.parsers import ResponseParserError
+
+    return (ClientError, BotoCoreError, ResponseParserError)
 
 # Launch errors where another offer (AZ, type, region, market) may succeed.
 CAPACITY_CODES = frozenset({
@@ -144,7 +149,7 @@ class AwsCall:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:
-        if exc is None or not isinstance(exc, AWS_EXCEPTIONS):
+        if exc is None or not isinstance(exc, aws_exceptions()):
             return False
         code = error_code(exc)
         if code and code in self.expected and self.message in str(exc):

@@ -5,9 +5,7 @@ the spot requests / fleets that may belong to a cluster, and an instance's conso
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import boto3
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
@@ -15,6 +13,9 @@ from clusterkit.aws.tags import cluster_filter, tag_specs, to_dict, to_list
 from clusterkit.kinds import Market
 from clusterkit.plan.launch import BlockDevice, LaunchRequest, cloud_config
 from clusterkit.plan.nodes import LIVE_STATES, PRICE_TAG, Node, node_index
+
+if TYPE_CHECKING:
+    import boto3
 
 # DescribeInstances' InstanceLifecycle -> the market the instance bills in (none: on-demand)
 LIFECYCLE_MARKETS = {"spot": Market.SPOT, "capacity-block": Market.CAPACITY_BLOCK}

@@ -4,13 +4,14 @@ key pair; the private key never leaves the user's machine or agent."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-import boto3
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
 from clusterkit.aws.tags import cluster_filter, tag_specs
+
+if TYPE_CHECKING:
+    import boto3
 
 
 def _ec2(session: boto3.Session, region: str) -> Any:

@@ -4,12 +4,14 @@ the one form every encrypting call takes (the EBS direct StartSnapshot takes no 
 from __future__ import annotations
 
 import re
-
-import boto3
+from typing import TYPE_CHECKING
 
 from clusterkit.aws.clients import cached_client
 from clusterkit.aws.errors import aws_call
 from clusterkit.errors import ClusterkitError
+
+if TYPE_CHECKING:
+    import boto3
 
 KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$")
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import boto3
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
 from clusterkit.errors import AwsError
 from clusterkit.plan.images import ImageCandidate
 from clusterkit.spec.model import Image
+
+if TYPE_CHECKING:
+    import boto3
 
 
 def _ec2(session: boto3.Session, region: str) -> Any:

@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import boto3
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
 from clusterkit.errors import AwsError
 from clusterkit.plan.pinning import FOUND, MISSING, PinKind, Pinned
+
+if TYPE_CHECKING:
+    import boto3
 
 # kind -> (service, operation, the error codes meaning "no such resource here")
 _CALLS: dict[PinKind, tuple[str, str, tuple[str, ...]]] = {

@@ -8,9 +8,8 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
-
-from botocore.config import Config
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.aws.errors import aws_call
 from clusterkit.aws.session import client
@@ -18,8 +17,18 @@ from clusterkit.catalog import prices as snapshot
 from clusterkit.errors import AwsError
 
 PRICING_REGION = "us-east-1"  # the Pricing API's main endpoint
-LOOKUP_CONFIG = Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=5,
-                       read_timeout=20)
+
+if TYPE_CHECKING:
+    from botocore.config import Config
+
+
+@cache
+def lookup_config() -> Config:
+    """Few retries (botocore.config is imported when a lookup is made: see aws.session)."""
+    from botocore.config import Config
+
+    return Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=5,
+                  read_timeout=20)
 
 
 def pages(call: Callable[..., dict[str, Any]], key: str, **params: Any) -> Iterator[Any]:
@@ -65,7 +74,7 @@ class OnDemandPrices:
         self._lock = threading.Lock()
         # made here, in the caller's thread: boto3 sessions are not thread-safe
         self._client: Any = client(session, "pricing", PRICING_REGION,
-                                   config=LOOKUP_CONFIG) if use_api else None
+                                   config=lookup_config()) if use_api else None
         self.api_error: str | None = None if use_api else "Pricing API not asked"
         self.used_snapshot = False
         self.count_call: Callable[[str], None] = lambda _op: None
@@ -108,7 +117,7 @@ def placement_scores(ec2: Any, instance_type: str, regions: Sequence[str],
 
 def lookup_client(session: Any, region: str) -> Any:
     """An EC2 client for optional lookups (few retries)."""
-    return client(session, "ec2", region, config=LOOKUP_CONFIG)
+    return client(session, "ec2", region, config=lookup_config())
 
 
 def describe_instance_types(session: Any, region: str, names: Sequence[str]) -> list[dict]:

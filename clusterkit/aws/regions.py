@@ -3,12 +3,13 @@ a cluster when no local record says where it is."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import boto3
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
+
+if TYPE_CHECKING:
+    import boto3
 
 FALLBACK_REGION = "us-east-1"  # where to ask when the session has no region
 

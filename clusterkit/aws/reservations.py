@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
-
-import boto3
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
 from clusterkit.kinds import ReservationKind, ReservationState
 from clusterkit.plan.blocks import BlockOffering
 from clusterkit.plan.reservation import PLATFORM, TENANCY, Reservation
+
+if TYPE_CHECKING:
+    import boto3
 
 # What EC2 answers for an id it does not have in the region (or cannot read as one).
 NOT_FOUND = frozenset({"InvalidCapacityReservationId.NotFound",

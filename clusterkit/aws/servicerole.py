@@ -5,10 +5,13 @@ live and where the role's own IAM rights reach: it cannot change itself."""
 
 from __future__ import annotations
 
-import boto3
+from typing import TYPE_CHECKING
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
+
+if TYPE_CHECKING:
+    import boto3
 
 ROLE_NAME = "clusterkit-cloudformation"
 BOUNDARY_NAME = "clusterkit-node-boundary"  # the managed policy capping the node roles

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError
 
 from clusterkit import __version__
@@ -16,12 +15,27 @@ from clusterkit.aws.errors import aws_call
 from clusterkit.errors import UsageError
 from clusterkit.netguard import check_url
 
-RETRY_CONFIG = Config(
-    retries={"mode": "adaptive", "max_attempts": 10},
-    user_agent_extra=f"clusterkit/{__version__}",
-    connect_timeout=10,
-    read_timeout=60,
-)
+if TYPE_CHECKING:
+    import boto3
+    from botocore.config import Config
+
+
+# boto3 and botocore.config are imported once a session or a client is made: a command
+# that needs no AWS call (`train` on the nodes `up` kept, `top`, `logs`) never pays the
+# ~0.15 s their import takes.
+@cache
+def retry_config() -> Config:
+    from botocore.config import Config
+
+    return Config(retries={"mode": "adaptive", "max_attempts": 10},
+                  user_agent_extra=f"clusterkit/{__version__}", connect_timeout=10,
+                  read_timeout=60)
+
+
+def __getattr__(name: str) -> Any:  # RETRY_CONFIG, as it was before it became lazy
+    if name == "RETRY_CONFIG":
+        return retry_config()
+    raise AttributeError(name)
 
 
 # An endpoint that refuses the connection or has no address answers at once: two tries
@@ -33,6 +47,8 @@ def make_session(region: str | None = None, profile: str | None = None) -> boto3
     """A session in ``region``, else AWS_REGION, else what boto3 finds (AWS_DEFAULT_REGION,
     the profile's region): the AWS CLI's order, where boto3 alone ignores AWS_REGION."""
     region = region or os.environ.get("AWS_REGION") or None
+    import boto3
+
     with aws_call("open the session", profile):  # ProfileNotFound -> CredentialsError
         return boto3.Session(region_name=region, profile_name=profile)
 
@@ -65,8 +81,8 @@ def client(session: boto3.Session, service: str, region: str | None = None, *,
     try:
         with aws_call(f"make an AWS {service} client"):  # e.g. NoCredentialsError
             made = session.client(service, region_name=region or session.region_name,
-                                  config=_fresh(RETRY_CONFIG.merge(config) if config
-                                                else RETRY_CONFIG))
+                                  config=_fresh(retry_config().merge(config) if config
+                                                else retry_config()))
     except ValueError as exc:  # botocore's answer to a malformed endpoint URL
         raise UsageError(f"cannot make an AWS {service} client: {exc}",
                          "check AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_<SERVICE>") from exc

@@ -5,14 +5,16 @@ aws.volumes.describe_snapshot.)"""
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-import boto3
+from typing import TYPE_CHECKING
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
 from clusterkit.aws.tags import tag_specs, to_list
 from clusterkit.aws.volumes import to_snapshot
 from clusterkit.plan.dataset import Snapshot
+
+if TYPE_CHECKING:
+    import boto3
 
 
 def tagged_snapshots(session: boto3.Session, region: str, key: str,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from importlib import resources
-from typing import Any
-
-import boto3
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import AwsCall, aws_call
 from clusterkit.aws.tags import to_list
+
+if TYPE_CHECKING:
+    import boto3
 
 # templates/cluster.yaml, shipped in the package through the symlink clusterkit/resources/.
 TEMPLATE_RESOURCE = ("clusterkit.resources", "cluster.yaml")

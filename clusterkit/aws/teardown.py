@@ -5,14 +5,15 @@ CloudFormation) by their IAM path ``/clusterkit/<cluster>/``."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import boto3
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
 from clusterkit.aws.tags import cluster_filter, to_dict
 from clusterkit.plan.nodes import CLUSTER_TAG, REGION_TAG, RETAIN_TAG
+
+if TYPE_CHECKING:
+    import boto3
 
 GONE = frozenset({"InvalidGroup.NotFound", "InvalidLaunchTemplateId.NotFound",
                   "InvalidPlacementGroup.Unknown", "FileSystemNotFound", "MountTargetNotFound",

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import boto3
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
 from clusterkit.aws.tags import cluster_filter, tag_specs, to_dict
 from clusterkit.plan.dataset import CLONE_OF_TAG, NODE_INDEX_TAG, Clone, Snapshot, is_clone
+
+if TYPE_CHECKING:
+    import boto3
 
 DESCRIBE_BATCH = 200  # volume ids per DescribeVolumes call
 

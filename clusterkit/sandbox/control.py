@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 
 from clusterkit.errors import SandboxError
 from clusterkit.sandbox import disks, node
-from clusterkit.sandbox.server import cleanup_files
 from clusterkit.sandbox.state import (
     CAPS_FILE,
     DAEMON_MODULE,
@@ -25,6 +24,7 @@ from clusterkit.sandbox.state import (
     RUN_MARKER,
     STATE_FILE,
     TIMINGS_FILE,
+    cleanup_files,
     is_daemon,
     pid_alive,
     read_json_dict,

@@ -5,7 +5,6 @@ stops nodes, releases loop devices and removes ``run/`` and ``state.json``."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -27,14 +26,13 @@ from clusterkit.sandbox import (
     timed,
 )
 from clusterkit.sandbox.state import (
-    ADDRESSES_FILE,
     CAPS_FILE,
     LOG_FILE,
-    NODES_FILE,
     RUN_DIR,
     RUN_MARKER,
     STATE_FILE,
     TIMINGS_FILE,
+    cleanup_files,
     read_json,
     write_json,
 )
@@ -128,14 +126,6 @@ def _install_extras() -> None:
         spot_prices.install()
     except Exception:  # the endpoint must come up even if price seeding breaks
         log.exception("spot price install failed")
-
-
-def cleanup_files(state_dir: Path) -> None:
-    if (state_dir / RUN_DIR / RUN_MARKER).exists():
-        shutil.rmtree(state_dir / RUN_DIR, ignore_errors=True)
-    for name in (STATE_FILE, ADDRESSES_FILE, NODES_FILE):
-        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-            (state_dir / name).unlink()
 
 
 def main(argv: list[str]) -> int:

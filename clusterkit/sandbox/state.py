@@ -13,8 +13,10 @@ Layout of the state dir (default ``~/.clusterkit/sandbox``, or ``--dir`` /
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +80,12 @@ def running_state(directory: Path) -> dict[str, Any] | None:
     if isinstance(state.get("endpoint"), str) and is_daemon(state.get("pid"), directory):
         return state
     return None
+
+
+def cleanup_files(state_dir: Path) -> None:
+    """The daemon's files: its run dir (when marked as its own) and its state files."""
+    if (state_dir / RUN_DIR / RUN_MARKER).exists():
+        shutil.rmtree(state_dir / RUN_DIR, ignore_errors=True)
+    for name in (STATE_FILE, ADDRESSES_FILE, NODES_FILE):
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            (state_dir / name).unlink()

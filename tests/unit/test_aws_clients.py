@@ -4,6 +4,9 @@ Making a client sends nothing, so no endpoint is needed here."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import boto3
 import pytest
 
@@ -80,3 +83,20 @@ def test_no_credentials_at_call_time(monkeypatch, tmp_path):
         ec2.describe_regions()
     assert caught.value.message == "no AWS credentials found"
     assert caught.value.code == "NoCredentials"
+
+
+def test_commands_import_no_boto3_until_a_session_is_made():
+    """boto3, botocore.config and botocore.parsers (~0.15 s of every command's start) are
+    imported when a session or a client is made, not when the CLI and `train`'s module
+    load: `train` on the nodes `up` kept, `top` and `logs` make no AWS call. The sandbox's
+    client side (sandbox mode) loads none of the emulation's server either."""
+    code = ("import sys, clusterkit.cli.main, clusterkit.cluster.jobs.train, "
+            "clusterkit.cluster.jobs.observe, clusterkit.sandbox.client\n"
+            "heavy = ('boto3', 'botocore.config', 'botocore.parsers', 'botocore.regions', "
+            "'clusterkit.sandbox.server', 'moto')\n"
+            "print(sorted(m for m in sys.modules if m in heavy))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert loaded == "[]", loaded
+    session = aws_session.make_session("us-east-1")  # and made when asked for
+    assert type(session).__module__ == "boto3.session"
