@@ -9,7 +9,8 @@ Verbs:
   follow JOB_DIR [--follow] [--metrics] [--name N]... [--role R]...
                        every line of the selected processes' logs as ``L<name>\\t<line>``;
                        with --follow until the job has ended on this node (and with
-                       --metrics each new metric sample as ``M<sample>``); last line
+                       --metrics each new metric sample as ``M<sample>``, and at the
+                       end the job's totals here as ``T<summary.json>``); last line
                        ``S<state.json>``
   prepare [--ports COUNT] [--hosts] [--cd DIR]
                        what `train` needs before a start, as one JSON object: "jobs"
@@ -33,7 +34,7 @@ import time
 try:  # imported as clusterkit.node.follower (the client, tests)
     from . import jobfile, jobstate, nodestate, paths, wire
     from .nodefiles import options
-    from .samples import SAMPLES
+    from .samples import SAMPLES, read_summary
 except ImportError:  # sent over stdin: bundle.program puts these in sys.modules
     import jobfile
     import jobstate
@@ -41,7 +42,7 @@ except ImportError:  # sent over stdin: bundle.program puts these in sys.modules
     import paths
     import wire
     from nodefiles import options
-    from samples import SAMPLES
+    from samples import SAMPLES, read_summary
 
 JOBS = paths.JOBS_DIR
 ENDED = jobstate.FINAL
@@ -233,6 +234,17 @@ class MetricsTail:
                 sys.stdout.write("M" + line.decode("utf-8", "replace") + "\n")
 
 
+def tell_totals(job_dir):
+    """The job's running totals here (summary.json), as a "T" line before the final
+    state: `train` makes the job's report from them without asking every node again."""
+    try:
+        summary = read_summary(job_dir)
+    except ValueError:  # a newer record: the client asks with the observer, and says so
+        return
+    if summary is not None:
+        sys.stdout.write("T" + json.dumps(summary.to_json()) + "\n")
+
+
 def follow(job_dir, keep_following, names, roles, metrics_wanted=False):
     logs = selected(job_dir, names, roles)
     start, failing_since, last_pass = time.monotonic(), None, False
@@ -257,6 +269,8 @@ def follow(job_dir, keep_following, names, roles, metrics_wanted=False):
         last_pass = ended(state, failing_since)
         if not last_pass:
             changes.wait()
+    if keep_following:
+        tell_totals(job_dir)
     state = nodestate.read_raw(job_dir) or {"state": jobstate.JobStateName.UNKNOWN.value}
     sys.stdout.write("S" + json.dumps(state) + "\n")
     sys.stdout.flush()

@@ -35,6 +35,7 @@ from clusterkit.kinds import InstanceState
 from clusterkit.node import bundle, paths
 from clusterkit.node.jobstate import JobState, JobStateName
 from clusterkit.node.nodestate import state_from
+from clusterkit.node.totals import Summary
 from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node
 from clusterkit.plan.recovery import recoveries_of
@@ -275,6 +276,7 @@ class LogPrinter:
         self.lock = threading.Lock()
         self.tails: dict[tuple[str, str], deque[str]] = {}
         self.states: dict[str, JobState] = {}
+        self.totals: dict[int, Summary] = {}  # node index -> its totals at the job's end
 
     def __call__(self, label: str, line: str) -> None:
         node = self.jc.short(label)
@@ -286,6 +288,9 @@ class LogPrinter:
             return
         if line.startswith("M"):
             self._metrics(label, line[1:])
+            return
+        if line.startswith("T"):
+            self._totals(label, node, line[1:])
             return
         name, _, text = line[1:].partition("\t")
         with self.lock:
@@ -323,6 +328,17 @@ class LogPrinter:
         if isinstance(sample, dict) and "t" in sample:
             with self.lock:
                 self.on_metrics(index, sample)
+
+    def _totals(self, label: str, node: str, text: str) -> None:
+        """A node's running totals at the job's end (its summary.json): what the job's
+        report is made of. One this client cannot read is left for the report to ask."""
+        try:
+            summary = Summary.from_json(json.loads(text), f"{node}: job totals")
+        except ValueError:  # not JSON, or a WireError
+            return
+        index = next(t.node.index or 0 for t in self.jc.targets if t.hop.label == label)
+        with self.lock:
+            self.totals[index] = summary
 
     def _ended(self, label: str, node: str, text: str) -> None:
         try:
@@ -377,7 +393,7 @@ def outcome(jc: JobCluster, job_id: str, printer: LogPrinter) -> JobOutcome:
     state = final or unknown_state(job_id)
     cause, others = report_failures(state, jc.node_name, printer.tails)
     return JobOutcome(jc.name, job_id, state.state, state.reason, cause, others,
-                      final=final)
+                      final=final, totals=dict(printer.totals))
 
 
 def do_logs(target: str, *, job_id: str | None = None, follow: bool = False,

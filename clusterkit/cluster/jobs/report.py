@@ -59,6 +59,14 @@ def summaries(jc: JobCluster, job_id: str) -> dict[int, SummaryFrame]:
     return found
 
 
+def told_totals(jc: JobCluster, outcome: JobOutcome) -> dict[int, SummaryFrame]:
+    """Every node's totals as its follower told them at the job's end (no call), when
+    every node of ``jc`` did; else {} (the caller asks with ``summaries``)."""
+    if set(outcome.totals) != {n.index or 0 for n in jc.nodes}:
+        return {}
+    return {index: SummaryFrame(totals) for index, totals in outcome.totals.items()}
+
+
 def kept_report(jc: JobCluster, answers: dict[int, SummaryFrame]) -> report.JobReport | None:
     """The report kept on the master (report.json), if any."""
     kept = answers[0].report if 0 in answers else None
@@ -106,7 +114,7 @@ def with_report(rt: Runtime, outcome: JobOutcome, spec_file: str,
         return outcome
     try:
         jc = jobs.open_job_cluster(rt, spec_file, region, cached=True)  # `up`'s, if kept
-        answers = summaries(jc, outcome.job_id)
+        answers = told_totals(jc, outcome) or summaries(jc, outcome.job_id)
         if jc.cached and 0 not in answers:  # the kept nodes do not hold: ask AWS
             jc = jobs.open_job_cluster(rt, spec_file, region)
             answers = summaries(jc, outcome.job_id)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterkit.node.jobstate import Failure, JobState, JobStateName
+from clusterkit.node.totals import Summary
 from clusterkit.plan.recovery import Recovery
 from clusterkit.remote.results import GroupResult
 from clusterkit.training.report import JobReport
@@ -82,6 +83,8 @@ class JobOutcome:
     report: JobReport | None = field(default=None, compare=False, repr=False)  # once ended
     # what `train`'s diagnosis said while it followed the job (each kind once)
     findings: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, repr=False)
+    # each node's running totals at the end, as its follower told them (node index ->)
+    totals: Mapping[int, Summary] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
