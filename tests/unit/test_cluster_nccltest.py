@@ -112,7 +112,7 @@ def started(monkeypatch):
         for line in ["h:1:1 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>", *record["lines"]]:
             on_line("master", line)
         final = jobfiles.state_of({"job_id": job_id, "state": "succeeded"})
-        return SimpleNamespace(states={"master": final}, tails={})
+        return SimpleNamespace(states={"master": final}, tails={}, totals={})
 
     monkeypatch.setattr(train, "start", start)
     monkeypatch.setattr(jobs, "follow_logs", follow_logs)

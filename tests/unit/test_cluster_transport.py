@@ -227,7 +227,7 @@ def test_lines_that_are_not_nccls_are_not_kept_and_a_node_keeps_at_most_max_line
 
 def _printer(job_id: str) -> SimpleNamespace:
     final = jobfiles.state_of({"job_id": job_id, "state": "succeeded"})
-    return SimpleNamespace(states={"master": final}, tails={})
+    return SimpleNamespace(states={"master": final}, tails={}, totals={})
 
 
 def test_train_stops_a_job_on_sockets_under_efa_true(monkeypatch):
