@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -97,10 +98,16 @@ def busy_seconds() -> float:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # not idle, iowait
 
 
+# clusterkit's own lines that end a phase of its start (the time each is first printed)
+MARKS = {"starting": re.compile(r"^starting job "),  # imports, SSH, the nodes' prepare
+         "started": re.compile(r"^job \S+ started on ")}  # job files, supervisors up
+
+
 def timed(argv: list[str], run_id: str, want: int, **kwargs: object) -> dict[str, float]:
-    """Run ``argv``; when ``want`` processes of the run were first seen at once, when it
-    returned, the CPU the whole machine spent meanwhile, and its output (for the
-    check)."""
+    """Run ``argv``; when ``want`` processes of the run were first seen at once, when the
+    last of them was last seen (polled every 20 ms), when clusterkit printed each of
+    ``MARKS``, when it returned, the CPU the whole machine spent meanwhile, and its
+    output (for the check)."""
     seen: dict[str, float] = {}
     done = threading.Event()
     busy = busy_seconds()
@@ -108,21 +115,35 @@ def timed(argv: list[str], run_id: str, want: int, **kwargs: object) -> dict[str
 
     def watch() -> None:
         while not done.is_set():
-            if len(job_pids(run_id)) >= want:
-                seen["running"] = time.perf_counter() - start
-                return
+            alive = len(job_pids(run_id))
+            now = time.perf_counter() - start
+            if alive >= want and "running" not in seen:
+                seen["running"] = now
+            if alive and "running" in seen:
+                seen["ended"] = now
             time.sleep(0.02)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT,
-                          stdin=subprocess.DEVNULL, **kwargs)  # type: ignore[call-overload]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, stdin=subprocess.DEVNULL,
+                            **kwargs)  # type: ignore[call-overload]
+    out = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        out.append(line)
+        for mark, pattern in MARKS.items():
+            if mark not in seen and pattern.match(line):
+                seen[mark] = time.perf_counter() - start
+    proc.wait(timeout=TIMEOUT)
     wall = time.perf_counter() - start
     cpu = busy_seconds() - busy
     done.set()
     watcher.join()
-    return {"running": seen.get("running", float("nan")), "done": wall, "cpu": cpu,
-            "rc": proc.returncode, "out": proc.stdout + proc.stderr}
+    nan = float("nan")
+    return {"running": seen.get("running", nan), "done": wall, "cpu": cpu,
+            "ended": seen.get("ended", nan), "starting": seen.get("starting", nan),
+            "started": seen.get("started", nan), "rc": proc.returncode, "out": "".join(out)}
 
 
 def ssh_wrapper(tmp: Path, cluster: str) -> Path:
@@ -200,7 +221,9 @@ def bench(count: int, tmp: Path, steps: int, repeat: int) -> dict[str, object]:
         do_down(str(spec), yes=True, rt=_runtime())
         shutil.rmtree(work, ignore_errors=True)
     return {"nodes": count, **{f"{who} {what}": statistics.median(r[what] for r in runs)
-                               for who, runs in rows.items() for what in ("running", "done", "cpu")}}
+                               for who, runs in rows.items()
+                               for what in ("running", "done", "cpu", "ended", "starting",
+                                            "started")}}
 
 
 def report(rows: list[dict], steps: int, repeat: int) -> None:
@@ -220,6 +243,17 @@ def report(rows: list[dict], steps: int, repeat: int) -> None:
     print("ratio = clusterkit / launch.py (goal: at most 1.00, clusterkit no slower); cpu = "
           f"CPU seconds the whole machine ({os.cpu_count()} cores) spent during the run: "
           "the job's processes, the launcher, ssh/sshd, supervisors, the sandbox")
+    print("where the time goes (medians, seconds): clusterkit printed `starting job` "
+          "(its start, imports, SSH to every node, each node's prepare: running jobs, "
+          "free ports, $HOME), then `started` (job.json, the workdir and the supervisor "
+          "unpacked on each node, each supervisor daemonized); the job's processes "
+          "running, the last one gone, and the command's return")
+    for r in rows:
+        print(f"  {int(r['nodes'])} node(s): clusterkit starting {r['clusterkit starting']:.2f}"
+              f" started {r['clusterkit started']:.2f} running {r['clusterkit running']:.2f}"
+              f" last gone {r['clusterkit ended']:.2f} returned {r['clusterkit done']:.2f}"
+              f" | launch.py running {r['launch.py running']:.2f} last gone "
+              f"{r['launch.py ended']:.2f} returned {r['launch.py done']:.2f}")
 
 
 def main() -> None:
