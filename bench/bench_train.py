@@ -114,13 +114,15 @@ def timed(argv: list[str], run_id: str, want: int, **kwargs: object) -> dict[str
     start = time.perf_counter()
 
     def watch() -> None:
-        while not done.is_set():
-            alive = len(job_pids(run_id))
-            now = time.perf_counter() - start
-            if alive >= want and "running" not in seen:
-                seen["running"] = now
-            if alive and "running" in seen:
-                seen["ended"] = now
+        pids: set[int] = set()
+        while not done.is_set() and "running" not in seen:  # a scan of /proc each time
+            pids = job_pids(run_id)
+            if len(pids) >= want:
+                seen["running"] = time.perf_counter() - start
+            time.sleep(0.02)
+        while not done.is_set() and pids:  # then only those: as cheap as before
+            pids = {p for p in pids if Path(f"/proc/{p}").exists()}
+            seen["ended"] = time.perf_counter() - start
             time.sleep(0.02)
 
     watcher = threading.Thread(target=watch, daemon=True)

@@ -31,14 +31,30 @@ def files(names: tuple[str, ...] = SUPERVISOR) -> dict[str, str]:
     return {name: (HERE / name).read_text() for name in names}
 
 
+# Ahead of a program sent over stdin: a finder that compiles and runs a module of
+# _SOURCES only when the program first imports it (a `top` frame needs neither the GPU
+# health modules nor most records: each compiled module costs its node CPU on every call).
+_LAZY = """import importlib.machinery as _machinery, sys as _sys
+class _Sent:
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        return _machinery.ModuleSpec(name, cls) if name in _SOURCES else None
+    @staticmethod
+    def create_module(spec):
+        return None
+    @staticmethod
+    def exec_module(module):
+        text = _SOURCES.pop(module.__name__)
+        exec(compile(text, module.__name__ + ".py", "exec"), module.__dict__)
+_sys.meta_path.insert(0, _Sent)
+"""
+
+
 def program(name: str, modules: tuple[str, ...] = ("jobstate",)) -> bytes:
     """The node program ``name`` as sent over SSH stdin (``python3 - ARGS``), with
-    ``modules`` (of this package, in order) put in sys.modules first, so it imports the
-    same definitions the client uses."""
-    prelude = "import sys, types\n"
-    for module, text in files(tuple(f"{m}.py" for m in modules)).items():
-        module = module.removesuffix(".py")
-        prelude += (f"_m = sys.modules[{module!r}] = types.ModuleType({module!r})\n"
-                    f"exec(compile({text!r}, {module + '.py'!r}, 'exec'), _m.__dict__)\n")
-    prelude += "del _m\n" if modules else ""
+    ``modules`` (of this package) importable by name ahead of it, each compiled when the
+    program first imports it, so it uses the same definitions the client uses."""
+    sources = {m.removesuffix(".py"): text
+               for m, text in files(tuple(f"{m}.py" for m in modules)).items()}
+    prelude = f"_SOURCES = {sources!r}\n" + _LAZY if modules else ""
     return prelude.encode() + (HERE / name).read_bytes()

@@ -9,7 +9,6 @@ observer says it on stderr (naming the file and both versions) and exits
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 try:  # imported as clusterkit.node.frames
     from .samples import SAMPLES, SUMMARY, Sample
@@ -27,8 +26,8 @@ EXIT_UNREADABLE = 3  # the observer's exit: a record of a newer version than it 
 class Frame:
     """The ``observe`` verb's answer: a job's newest samples here (and its GPUs' health)."""
 
-    KIND: ClassVar[str] = "observer frame"
-    VERSION: ClassVar[int] = 1
+    KIND = "observer frame"
+    VERSION = 1
 
     job_id: str | None
     samples: tuple[Sample, ...] = ()
@@ -56,8 +55,8 @@ class SummaryFrame:
     """The ``summary`` verb's answer: the job's totals here, and the report kept (its
     JSON, read by the client: ``training/report.py`` is not on the nodes)."""
 
-    KIND: ClassVar[str] = "observer summary"
-    VERSION: ClassVar[int] = 1
+    KIND = "observer summary"
+    VERSION = 1
 
     totals: Summary | None = None
     report: dict | None = None

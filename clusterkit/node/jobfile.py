@@ -18,7 +18,6 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 try:  # imported as clusterkit.node.jobfile (the client, tests)
     from . import wire
@@ -40,8 +39,8 @@ class RecoveryRecord:
     `train --attach` starts it again. Empty (``first_job`` ""): a job started before
     records were kept."""
 
-    KIND: ClassVar[str] = "recovery record"
-    VERSION: ClassVar[int] = 1
+    KIND = "recovery record"
+    VERSION = 1
     first_job: str = ""
     restart_count: int = 0
     recoveries: tuple[Mapping, ...] = ()
@@ -149,8 +148,8 @@ class JobFile:
     ``block_end``: the end of the Capacity Block the node runs in (epoch seconds);
     ``efa_profile``: another file for the node's EFA settings (None: the node's)."""
 
-    KIND: ClassVar[str] = "job file"
-    VERSION: ClassVar[int] = 1
+    KIND = "job file"
+    VERSION = 1
     job_id: str
     node_index: int = 0
     node_name: str = ""

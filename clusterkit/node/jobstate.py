@@ -16,7 +16,10 @@ import re
 import signal
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+
+TYPE_CHECKING = False  # typing is ~10 ms of every node program's start
+if TYPE_CHECKING:
+    from typing import Any
 
 try:  # imported as clusterkit.node.jobstate (the client, tests)
     from . import wire
@@ -152,8 +155,8 @@ class Outcome:
     earliest failure) and the failures after it. The processes a node stopped itself are
     in neither. The same fields cross the link (``coord``'s stop message) and state.json."""
 
-    KIND: ClassVar[str] = "outcome"
-    VERSION: ClassVar[int] = 1
+    KIND = "outcome"
+    VERSION = 1
     state: JobStateName
     reason: str | None = None
     failed: Failure | None = None

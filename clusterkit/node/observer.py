@@ -26,13 +26,12 @@ import re
 import sys
 
 try:  # imported as clusterkit.node.observer (tests)
-    from . import gpuwatch, paths
+    from . import paths
     from .frames import EXIT_UNREADABLE, Frame, SummaryFrame
     from .nodefiles import options, read_json
     from .samples import read_samples, read_summary
     from .wire import WireError
 except ImportError:  # sent over stdin: bundle.program puts these in sys.modules
-    import gpuwatch
     import paths
     from frames import EXIT_UNREADABLE, Frame, SummaryFrame
     from nodefiles import options, read_json
@@ -40,6 +39,15 @@ except ImportError:  # sent over stdin: bundle.program puts these in sys.modules
     from wire import WireError
 
 JOBS = paths.JOBS_DIR
+
+
+def health_now():
+    """The GPUs' health (``gpuwatch``), imported only when asked for (--health)."""
+    try:
+        from . import gpuwatch
+    except ImportError:
+        import gpuwatch
+    return gpuwatch.read_health()
 
 
 def newest_job(base):
@@ -60,7 +68,7 @@ def observe(args):
     since = float((options(args, "--since") or ["0"])[0])
     last = int((options(args, "--last") or ["300"])[0])
     found = read_samples(os.path.join(base, job_id), since, last) if job_id else []
-    health = gpuwatch.read_health() if "--health" in args else None
+    health = health_now() if "--health" in args else None
     print(json.dumps(Frame(job_id, tuple(found), health).to_json()), flush=True)
 
 

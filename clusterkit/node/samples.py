@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import ClassVar
 
 try:  # imported as clusterkit.node.samples
     from .nodefiles import read_json, write_json
@@ -44,8 +43,8 @@ class Sample:
     groups (cpu, mem, net, disk, each GPU) are kept as the flat objects the sampler
     writes."""
 
-    KIND: ClassVar[str] = "metrics sample"
-    VERSION: ClassVar[int] = 1
+    KIND = "metrics sample"
+    VERSION = 1
 
     t: float
     node: int = 0

@@ -14,7 +14,6 @@ is the running sum the supervisor adds each sample to."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import ClassVar
 
 try:  # imported as clusterkit.node.totals
     from .wire import as_float, as_int, as_list, stamped, version_of
@@ -29,8 +28,8 @@ BUCKETS = 101  # 0..100 %
 class Summary:
     """A job's totals on one node (summary.json), as of its newest sample."""
 
-    KIND: ClassVar[str] = "job totals"
-    VERSION: ClassVar[int] = 1
+    KIND = "job totals"
+    VERSION = 1
 
     first_t: float | None = None
     last_t: float | None = None
