@@ -17,7 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from clusterkit.cli.context import leaf_commands
-from clusterkit.cli.main import cli
+from clusterkit.cli.main import load_all_commands
+
+cli = load_all_commands()  # every command (the CLI loads one when it runs)
 
 
 class Arg(Enum):

@@ -4,6 +4,7 @@ command's help shows an example of itself, --version, and the read commands answ
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import shlex
@@ -17,7 +18,9 @@ from click.testing import CliRunner
 
 from clusterkit import __version__
 from clusterkit.cli import help as cli_help
-from clusterkit.cli.main import cli
+from clusterkit.cli.main import load_all_commands
+
+cli = load_all_commands()  # every command (the CLI loads one when it runs)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -136,3 +139,21 @@ def test_ssh_print_json(monkeypatch):
     assert json.loads(result.stdout) == {"argv": argv, "command": shlex.join(argv)}
     plain = CliRunner().invoke(cli, ["ssh", "demo", "--print"])
     assert plain.stdout == shlex.join(argv) + "\n"
+
+
+def test_every_command_is_in_the_lazy_table_and_a_command_loads_only_its_own_module():
+    """COMMAND_MODULES names every command its modules define; `clusterkit train` loads
+    clusterkit.cli.train and none of the other commands' modules."""
+    from clusterkit.cli import main
+
+    defined = {c.name for m in set(main.COMMAND_MODULES.values())
+               for c in importlib.import_module(f"clusterkit.cli.{m}").COMMANDS}
+    assert defined | {"recovery-controller"} == set(main.COMMAND_MODULES)
+    probe = ("import sys; from clusterkit.cli.main import cli; import click; "
+             "cli.get_command(click.Context(cli), 'train'); "
+             "print(sorted(m for m in sys.modules if m.startswith('clusterkit.cli.')))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            check=True).stdout
+    assert "'clusterkit.cli.train'" in loaded
+    assert not any(f"'clusterkit.cli.{m}'" in loaded
+                   for m in set(main.COMMAND_MODULES.values()) - {"train"}), loaded
