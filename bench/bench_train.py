@@ -245,6 +245,16 @@ def report(rows: list[dict], steps: int, repeat: int) -> None:
     print("ratio = clusterkit / launch.py (goal: at most 1.00, clusterkit no slower); cpu = "
           f"CPU seconds the whole machine ({os.cpu_count()} cores) spent during the run: "
           "the job's processes, the launcher, ssh/sshd, supervisors, the sandbox")
+    cores = os.cpu_count() or 1
+    print(f"the emulation's share: every node and the client share these {cores} cores with "
+          "the job, so the CPU clusterkit spends beyond launch.py (client, supervisors, "
+          "followers; on a real cluster the client's machine and each node's own cores) "
+          "delays the job here by about (ck cpu - mx cpu) / cores:")
+    for r in rows:
+        extra = max(0.0, r["clusterkit cpu"] - r["launch.py cpu"]) / cores
+        done = r["clusterkit done"] - extra
+        print(f"  {int(r['nodes'])} node(s): {extra:.2f} s; done without it {done:.2f}, "
+              f"ratio {done / r['launch.py done']:.2f}")
     print("where the time goes (medians, seconds): clusterkit printed `starting job` "
           "(its start, imports, SSH to every node, each node's prepare: running jobs, "
           "free ports, $HOME), then `started` (job.json, the workdir and the supervisor "
