@@ -62,23 +62,14 @@ def share_botocore_models() -> None:
 # loopback block of its own (127.B.0.N:22), so processes run them side by side.
 SANDBOX_FIXTURES = frozenset({"sandbox"})
 
-# Kinds of test, longest first: each process starts on the long ones and the short ones
-# fill the end, so no long test starts last and holds the run up (a clean clone's CI
-# varied by a minute with the random order alone).
-KIND_ORDER = ("tests/e2e/", "tests/integration/")
 
 
-@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle: random within a kind
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`sandbox` is put on every test that uses the sandbox fixture, however indirectly,
-    so `-m sandbox` / `-m "not sandbox"` split the suite exactly; the kinds of test are
-    put in KIND_ORDER (a stable sort: the random order kept within each)."""
+    so `-m sandbox` / `-m "not sandbox"` split the suite exactly."""
     for item in items:
         if SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.sandbox)
-    items.sort(key=lambda item: next(
-        (i for i, prefix in enumerate(KIND_ORDER) if item.nodeid.startswith(prefix)),
-        len(KIND_ORDER)))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
