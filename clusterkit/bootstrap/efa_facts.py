@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clusterkit.bootstrap import efa
-from clusterkit.bootstrap.nodefact import NodeFact
-
-if TYPE_CHECKING:  # facts.py imports this module for ALL
-    from clusterkit.bootstrap.facts import NodeFacts
+from clusterkit.bootstrap.nodefact import NodeFact, NodeFacts
 
 # Where the EFA installer puts fi_info (and its libfabric): not on the PATH of a
 # non-login root shell (`sudo -n sh -c`, sudo's secure_path), so added to it

@@ -19,11 +19,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from clusterkit.bootstrap.efa_facts import EFA_FACTS
-from clusterkit.bootstrap.nodefact import FactNotGathered, NodeFact
+from clusterkit.bootstrap.nodefact import FactNotGathered as FactNotGathered  # raised by get
+from clusterkit.bootstrap.nodefact import NodeFact, NodeFacts
 from clusterkit.node import paths
 
 T = TypeVar("T")
@@ -393,21 +394,9 @@ ALL: tuple[NodeFact[Any], ...] = (HOSTNAME, BOOT_ID, BLOCK_DEVICES, DISKS_BY_ID,
 BY_NAME: dict[str, NodeFact[Any]] = {f.name: f for f in ALL}
 
 
-@dataclass(frozen=True)
-class NodeFacts:
-    """The parsed facts of one node, by fact name. ``get`` of a fact not gathered raises."""
-
-    values: Mapping[str, Any] = field(default_factory=dict)
-
-    def get(self, fact: NodeFact[T]) -> T:
-        if fact.name not in self.values:
-            raise FactNotGathered(fact.name)
-        return self.values[fact.name]
-
-    @classmethod
-    def from_outputs(cls, outputs: Mapping[str, Sequence[str] | None]) -> NodeFacts:
-        """Parse raw outputs by fact name (None = the command failed: the default)."""
-        return cls({name: BY_NAME[name].parse(lines) for name, lines in outputs.items()})
+def from_outputs(outputs: Mapping[str, Sequence[str] | None]) -> NodeFacts:
+    """Parse raw outputs by fact name (None = the command failed: the default)."""
+    return NodeFacts({name: BY_NAME[name].parse(lines) for name, lines in outputs.items()})
 
 
 BEGIN, END = "@@clusterkit-fact-begin", "@@clusterkit-fact-end"
@@ -431,7 +420,7 @@ def parse_gathered(lines: Sequence[str],
     for name, code, body in sections(lines, BEGIN, END):
         if name in outputs:
             outputs[name] = body if code == 0 else None
-    return NodeFacts.from_outputs(outputs)
+    return from_outputs(outputs)
 
 
 def sections(lines: Sequence[str], begin: str, end: str,

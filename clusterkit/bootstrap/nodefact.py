@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -30,3 +30,17 @@ class NodeFact(Generic[T]):
         if lines is None or not any(line.strip() for line in lines):
             return self.default
         return self.parser(list(lines))
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """The parsed facts of one node, by fact name (``facts.from_outputs`` parses them);
+    ``get`` of a fact not gathered raises. Here, not in ``facts.py``, so the fact modules
+    that ``facts.ALL`` registers (``efa_facts.py``) can read it without a cycle."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    def get(self, fact: NodeFact[T]) -> T:
+        if fact.name not in self.values:
+            raise FactNotGathered(fact.name)
+        return self.values[fact.name]

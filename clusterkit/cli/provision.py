@@ -78,7 +78,7 @@ def plan(spec_files: tuple[str, ...], offline: bool, out: str | None) -> None:
 def render_plan(console: Console, result: UpPlan, heading: str | None,
                 out: str | None) -> None:
     """A plan's lines, under ``heading`` (its spec file, when there are several)."""
-    from clusterkit.plan.up import plan_lines
+    from clusterkit.plan.spend import plan_lines
 
     if heading is not None:
         console.print(f"[bold]{escape(heading)}[/bold]", highlight=False)

@@ -14,6 +14,7 @@ from clusterkit.kinds import KeyPairAction, Market, MarketPolicy, StackAction
 from clusterkit.plan.dataset import dataset_cost
 from clusterkit.plan.network import efa_lines
 from clusterkit.plan.nodes import node_name
+from clusterkit.plan.reservation import held_lines
 from clusterkit.plan.stack import stack_contents
 from clusterkit.plan.up import UpPlan, launch_hourly
 from clusterkit.spec.model import Spec
@@ -138,3 +139,26 @@ def spend(plan: UpPlan, spec: Spec, dataset_gib: int | None = None) -> Spend:
                     if plan.existing else ""))
     lines.append(f"({ASSUMPTION})")
     return Spend(now, worst, volumes, tuple(lines))
+
+
+def plan_lines(plan: UpPlan) -> list[str]:
+    """What `plan` prints and `up` shows before it asks, line for line: the one renderer
+    of a plan (the spend lines above, the drift, warnings and notes)."""
+    assert plan.spec is not None, "a plan made by plan_up"
+    body = list(spend(plan, plan.spec, plan.dataset_gib).lines) if plan.mutates else [
+        f"cluster {plan.cluster} in {plan.region}: nothing to change"]
+    lines = [body[0], *(f"differs: {d.describe()}" for d in plan.drift)]
+    if plan.refused:
+        lines.append(f"`up` refuses this: `clusterkit down {plan.cluster}` first, then `up`")
+    lines += held_lines(plan.spec, plan.reservation, plan.refusal)
+    lines += body[1:]
+    if plan.nodes.retag:
+        lines.append(f"tag {len(plan.nodes.retag_ids)} node(s) with their role "
+                     f"({len(plan.nodes.retag)} call(s))")
+    if not plan.mutates:
+        total = plan.hourly_after()
+        lines.append("the cluster's nodes cost " + (f"${total:.4f}/h" if total is not None
+                                                    else "an unknown $/h"))
+    if not plan.nodes.launch:  # else the spend lines show them under the launch
+        lines += [f"warning: {w}" for w in plan.warnings]
+    return lines + [f"note: {n}" for n in plan.notes]

@@ -14,7 +14,7 @@ from clusterkit.plan.cost import hourly
 from clusterkit.plan.drift import Difference, refused, spec_drift
 from clusterkit.plan.nodes import Node, NodeActions, node_actions
 from clusterkit.plan.observed import Observed
-from clusterkit.plan.reservation import Reservation, held_lines, launch_refusal
+from clusterkit.plan.reservation import Reservation, launch_refusal
 from clusterkit.plan.stack import (
     changed_parameters,
     stack_action,
@@ -181,28 +181,3 @@ def gpu_warnings(spec: Spec, plan: UpPlan) -> tuple[str, ...]:
     else:
         types = sorted({n.instance_type for n in plan.existing if n.live})
     return tuple(w for t in types for w in cuda_warnings(spec, t))
-
-
-def plan_lines(plan: UpPlan) -> list[str]:
-    """What `plan` prints and `up` shows before it asks, line for line: the one renderer
-    of a plan (the spend lines of plan.spend, the drift, warnings and notes)."""
-    from clusterkit.plan.spend import spend
-
-    assert plan.spec is not None, "a plan made by plan_up"
-    body = list(spend(plan, plan.spec, plan.dataset_gib).lines) if plan.mutates else [
-        f"cluster {plan.cluster} in {plan.region}: nothing to change"]
-    lines = [body[0], *(f"differs: {d.describe()}" for d in plan.drift)]
-    if plan.refused:
-        lines.append(f"`up` refuses this: `clusterkit down {plan.cluster}` first, then `up`")
-    lines += held_lines(plan.spec, plan.reservation, plan.refusal)
-    lines += body[1:]
-    if plan.nodes.retag:
-        lines.append(f"tag {len(plan.nodes.retag_ids)} node(s) with their role "
-                     f"({len(plan.nodes.retag)} call(s))")
-    if not plan.mutates:
-        total = plan.hourly_after()
-        lines.append("the cluster's nodes cost " + (f"${total:.4f}/h" if total is not None
-                                                    else "an unknown $/h"))
-    if not plan.nodes.launch:  # else the spend lines show them under the launch
-        lines += [f"warning: {w}" for w in plan.warnings]
-    return lines + [f"note: {n}" for n in plan.notes]

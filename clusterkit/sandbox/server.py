@@ -24,6 +24,9 @@ from clusterkit.sandbox import (
     imds,
     spot_prices,
     timed,
+    timed_cfn,
+    timed_ebs,
+    timed_efs,
 )
 from clusterkit.sandbox.state import (
     CAPS_FILE,
@@ -92,7 +95,7 @@ def _serve(state_dir: Path) -> None:
     server = ThreadedMotoServer("127.0.0.1", 0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    recorder = timed.install(server, timings, state_dir / RUN_DIR)
+    recorder = install_timings(server, timings, state_dir / RUN_DIR)
     server._server.app = imds.Imds(server._server.app, state_dir)  # each node's metadata
     _install_extras()
     iam_seed.install()
@@ -126,6 +129,19 @@ def _install_extras() -> None:
         spot_prices.install()
     except Exception:  # the endpoint must come up even if price seeding breaks
         log.exception("spot price install failed")
+
+
+def install_timings(server: Any, timings: Timings, run_dir: Path) -> timed.Recorder:
+    """Put the timings into a started ThreadedMotoServer and moto's models; the
+    recorder (writing ``run/timeline.jsonl``, also when untimed: the calls are recorded
+    all the same, at no wait)."""
+    recorder = timed.Recorder(run_dir / timed.TIMELINE_FILE)
+    inner = server._server  # werkzeug's server: its ``app`` serves every request
+    inner.app = timed.timed_app(inner.app, timings, recorder)
+    timed.install_instance_waits(timings, recorder)
+    for module in (timed_cfn, timed_ebs, timed_efs):
+        module.install(timings, recorder)
+    return recorder
 
 
 def main(argv: list[str]) -> int:

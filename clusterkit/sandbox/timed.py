@@ -155,18 +155,3 @@ def install_instance_waits(timings: Timings, recorder: Recorder) -> None:
 
     run_instances._timed = True  # type: ignore[attr-defined]
     InstanceBackend.run_instances = run_instances
-
-
-def install(server: Any, timings: Timings, run_dir: Path) -> Recorder:
-    """Put the timings into a started ThreadedMotoServer and moto's models; the
-    recorder (writing ``run/timeline.jsonl``, also when untimed: the calls are recorded
-    all the same, at no wait)."""
-    from clusterkit.sandbox import timed_cfn, timed_ebs, timed_efs
-
-    recorder = Recorder(run_dir / TIMELINE_FILE)
-    inner = server._server  # werkzeug's server: its ``app`` serves every request
-    inner.app = timed_app(inner.app, timings, recorder)
-    install_instance_waits(timings, recorder)
-    for module in (timed_cfn, timed_ebs, timed_efs):
-        module.install(timings, recorder)
-    return recorder

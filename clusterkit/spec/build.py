@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+import clusterkit.spec.model as model
 from clusterkit.kinds import MarketPolicy
 from clusterkit.node.autostop_policy import duration_seconds
-from clusterkit.spec import model
 from clusterkit.spec.model import Location
 
 PLACEHOLDER_NAME = "invalid"  # only in a Spec that is never returned to callers

@@ -10,11 +10,11 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
 
+import clusterkit.spec.model as model
 from clusterkit.catalog import families, instances, prices, regions
 from clusterkit.errors import SpecIssue
 from clusterkit.kinds import MarketPolicy
 from clusterkit.node.autostop_policy import range_problem
-from clusterkit.spec import model
 from clusterkit.spec.model import Spec
 from clusterkit.spec.reserved import check_reservation
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+import clusterkit.spec.model as model
 from clusterkit.node import autostop_policy as policy
-from clusterkit.spec import model
 
 _HEX = "([0-9a-f]{8}|[0-9a-f]{17})"
 REGION_RE = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}$"

@@ -13,7 +13,7 @@ import pytest
 from clusterkit.cluster.provision.planning import do_plan
 from clusterkit.cluster.provision.up import up
 from clusterkit.errors import UsageError
-from clusterkit.plan.up import plan_lines
+from clusterkit.plan.spend import plan_lines
 from tests.integration.conftest import AMI, runtime
 
 SPEC = """\

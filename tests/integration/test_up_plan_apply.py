@@ -25,7 +25,7 @@ from clusterkit.cluster.provision.up import do_up
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, PlanDriftError, UsageError
 from clusterkit.events import Collect, Kind
-from clusterkit.plan.up import plan_lines
+from clusterkit.plan.spend import plan_lines
 from clusterkit.spec import load
 from tests import support
 from tests.integration.conftest import REGION, Calls, leftovers, live_instances, write_spec

@@ -98,7 +98,7 @@ def test_failed_or_empty_command_gives_the_default():
 
 
 def test_a_fact_not_gathered_fails_loudly():
-    facts = nf.NodeFacts.from_outputs({"hostname": ["ip-10-0-1-5"]})
+    facts = nf.from_outputs({"hostname": ["ip-10-0-1-5"]})
     assert facts.get(nf.HOSTNAME) == "ip-10-0-1-5"
     with pytest.raises(nf.FactNotGathered, match="mounts"):
         facts.get(nf.MOUNTS)

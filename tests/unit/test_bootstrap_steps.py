@@ -77,7 +77,7 @@ def plan(case: dict[str, Any]) -> steps.StepPlan:
     force = case.get("force", False)
 
     def once(digest: str) -> steps.StepPlan:
-        facts = nf.NodeFacts.from_outputs(outputs(case, digest))
+        facts = nf.from_outputs(outputs(case, digest))
         return steps.plan_step(case["step"], fn(facts, spec, cluster, index), facts,
                                PLAYBOOKS, force)
     first = once("$digest")  # the digest does not depend on the receipts
@@ -130,7 +130,7 @@ def test_digest_changes_with_playbook_text_args_stdin_and_boot():
 
 def test_plan_node_orders_steps_and_refuses_unknown_force():
     spec = loads(yaml.safe_dump(BASE_SPEC))
-    facts = nf.NodeFacts.from_outputs({f.name: None for f in nf.ALL})
+    facts = nf.from_outputs({f.name: None for f in nf.ALL})
     plans = steps.plan_node(facts, spec, cluster_view(CLUSTER), 0, PLAYBOOKS)
     assert [p.step for p in plans] == list(steps.STEP_NAMES)
     assert [p.action for p in plans] == ["run", "run", "run", "skip", "skip", "skip", "skip",
@@ -158,7 +158,7 @@ def _dataset_plan(**view: Any) -> steps.StepPlan:
     spec = loads(yaml.safe_dump(BASE_SPEC))
     cluster = steps.ClusterView("demo", "us-east-1", (steps.NodeView(0, "10.0.1.5"),),
                                 dataset=steps.DatasetView("/data", {0: VOL}, **view))
-    facts = nf.NodeFacts.from_outputs({"disks_by_id": None, "mounts": None, "receipts": None})
+    facts = nf.from_outputs({"disks_by_id": None, "mounts": None, "receipts": None})
     return steps.plan_step("dataset", steps.want_dataset(facts, spec, cluster, 0), facts,
                            PLAYBOOKS)
 

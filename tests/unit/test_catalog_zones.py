@@ -68,7 +68,7 @@ def test_offline_plan_marks_local_zone_and_never_picks_it(tmp_path) -> None:
     from pathlib import Path
 
     from clusterkit.cluster.provision.planning import do_plan
-    from clusterkit.plan.up import plan_lines
+    from clusterkit.plan.spend import plan_lines
 
     example = Path(__file__).parents[2] / "examples" / "imagenet-p4d-spot.yaml"
     spec = tmp_path / "p5.yaml"

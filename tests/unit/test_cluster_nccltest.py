@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from clusterkit.cluster.jobs import attempt, nccltest
 from clusterkit.cluster.jobs import control as jobs
-from clusterkit.cluster.jobs import nccltest, train
 from clusterkit.cluster.jobs.control import JobCluster
 from clusterkit.errors import UsageError
 from clusterkit.kinds import Market
@@ -100,10 +100,10 @@ def started(monkeypatch):
     """do_nccl_test with SSH replaced: the cluster given, the nodes ready, the start
     recorded, and the follow fed ``lines`` from the master (set by the test)."""
     record: dict = {"lines": [], "jc": cluster()}
-    ready = train.Ready({}, [20001, 20002, 20003], "/home/u", "", None)
+    ready = attempt.Ready({}, [20001, 20002, 20003], "/home/u", "", None)
     monkeypatch.setattr(jobs, "open_job_cluster", lambda *a, **k: record["jc"])
-    monkeypatch.setattr(train, "ready_cluster", lambda rt, stack, jc, wd, reopen: (jc, ready))
-    monkeypatch.setattr(train, "refuse_running", lambda *a: None)
+    monkeypatch.setattr(attempt, "ready_cluster", lambda rt, stack, jc, wd, reopen: (jc, ready))
+    monkeypatch.setattr(attempt, "refuse_running", lambda *a: None)
 
     def start(rt, jc, spec, command, job_id, cwd, ports, sync=None, restart=None, extra=None):
         record.update(spec=spec, command=command, job_id=job_id, cwd=cwd, extra=extra)
@@ -114,7 +114,7 @@ def started(monkeypatch):
         final = jobfiles.state_of({"job_id": job_id, "state": "succeeded"})
         return SimpleNamespace(states={"master": final}, tails={}, totals={})
 
-    monkeypatch.setattr(train, "start", start)
+    monkeypatch.setattr(attempt, "start", start)
     monkeypatch.setattr(jobs, "follow_logs", follow_logs)
     return record
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from clusterkit.cluster.jobs import standby as sb
-from clusterkit.cluster.jobs.train import Job
+from clusterkit.cluster.jobs.attempt import Job
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
 from clusterkit.kinds import InstanceState

@@ -19,11 +19,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from clusterkit.cluster.jobs import attempt, transport
 from clusterkit.cluster.jobs import control as jobs
-from clusterkit.cluster.jobs import train, transport
+from clusterkit.cluster.jobs.attempt import follow_job
 from clusterkit.cluster.jobs.control import JobCluster
 from clusterkit.cluster.jobs.results import NodeStop, StopResult
-from clusterkit.cluster.jobs.train import follow_job
 from clusterkit.cluster.jobs.transport import MAX_LINES, TransportWatch
 from clusterkit.kinds import Market
 from clusterkit.node.jobstate import JobStateName
@@ -306,7 +306,7 @@ def test_train_turns_on_nccls_start_up_lines_only_on_efa_types(monkeypatch, type
     monkeypatch.setattr(JobCluster, "run", lambda self, targets, calls, **_: sent.update(
         {label: call.stdin for label, call in calls.items()}))
     rt = SimpleNamespace(started=lambda *a, **k: None, done=lambda *a, **k: None)
-    train.start(rt, jc, jc.spec, "python3 train.py", JOB, "/work", [20001, 20002, 20003])  # type: ignore[arg-type]
+    attempt.start(rt, jc, jc.spec, "python3 train.py", JOB, "/work", [20001, 20002, 20003])  # type: ignore[arg-type]
     for data in sent.values():
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             job = json.load(tar.extractfile("job.json"))  # type: ignore[arg-type]

@@ -10,8 +10,8 @@ from clusterkit.cluster.provision.launch import capacity_hint
 from clusterkit.cluster.provision.running import running_lines
 from clusterkit.plan.drift import Apply, refused, spec_drift
 from clusterkit.plan.nodes import Node, wanted_tags
-from clusterkit.plan.spend import spend
-from clusterkit.plan.up import plan_lines, plan_up
+from clusterkit.plan.spend import plan_lines, spend
+from clusterkit.plan.up import plan_up
 from clusterkit.spec import loads
 from tests import support
 

@@ -12,7 +12,8 @@ import pytest
 from clusterkit.errors import ClusterkitError
 from clusterkit.plan.cost import cluster_hourly, hours_between, node_cost
 from clusterkit.plan.nodes import Node, wanted_tags
-from clusterkit.plan.up import plan_lines, plan_up
+from clusterkit.plan.spend import plan_lines
+from clusterkit.plan.up import plan_up
 from clusterkit.spec import loads
 from tests import support
 

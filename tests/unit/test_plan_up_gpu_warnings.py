@@ -13,7 +13,8 @@ from clusterkit.cli.main import cli
 from clusterkit.cluster.provision.up import _check_plan
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.events import Collect, Kind
-from clusterkit.plan.up import UpPlan, gpu_warnings, plan_lines, plan_up
+from clusterkit.plan.spend import plan_lines
+from clusterkit.plan.up import UpPlan, gpu_warnings, plan_up
 from clusterkit.spec import loads
 from clusterkit.spec.checks import cuda_warnings
 from tests import support

@@ -94,7 +94,7 @@ def _apply(root: Path, plans: list[steps.StepPlan]) -> None:
 
 def _facts_of(root: Path) -> nf.NodeFacts:
     receipts = root / "var/lib/clusterkit/steps"
-    return nf.NodeFacts.from_outputs({
+    return nf.from_outputs({
         "hostname": (root / "etc/hostname").read_text().splitlines(),
         "hosts_file": (root / "etc/hosts").read_text().splitlines(),
         "receipts": [f"{p.name} {p.read_text().strip()}" for p in sorted(receipts.iterdir())]
@@ -165,7 +165,7 @@ def _efa_facts_of(root: Path, receipts: list[str] | None = None) -> nf.NodeFacts
     command = efa_facts.EFA_PROFILE.command.replace(efa.PROFILE_PATH,
                                                     f"{root}{efa.PROFILE_PATH}")
     profile = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
-    return nf.NodeFacts.from_outputs({
+    return nf.from_outputs({
         "fi_info": (CAPTURES / "p4d.24xlarge.fi_info-efa-rdm.txt").read_text().splitlines(),
         "efa_module": ["efa 163840 0 - Live 0xffffffffc0a6a000"],
         "nvidia_smi": (CAPTURES / "unattributed/p4d.24xlarge-INFERRED.nvidia-smi.txt")
@@ -311,7 +311,7 @@ def test_efs_step_command_writes_the_tls_or_plain_fstab_line(tmp_path: Path,
     (tmp_path / "etc").mkdir()
     dns = "fs-0123456789abcdef0.efs.us-east-1.amazonaws.com"
     (tmp_path / "etc/fstab").write_text(f"{dns}:/ /efs nfs4 {steps.EFS_OPTIONS} 0 0\n")
-    facts = nf.NodeFacts.from_outputs({"efs_utils": efs_utils, "mounts": None,
+    facts = nf.from_outputs({"efs_utils": efs_utils, "mounts": None,
                                        "boot_id": ["b"], "receipts": None})
     [plan] = _plan(facts, {"efs"})
     assert bool(plan.warning) is (efs_utils is None)
@@ -701,7 +701,7 @@ def test_dataset_step_runs_through_the_node_script_and_leaves_its_receipt(
     view = steps.DatasetView(str(tmp_path / "data"), {1: VOL_A}, sha, "full", prewarm=True)
     cluster = steps.ClusterView("demo", "us-east-1", CLUSTER.nodes, dataset=view)
     playbooks = steps.read_playbooks()
-    facts = nf.NodeFacts.from_outputs({"disks_by_id": None, "mounts": None, "receipts": None})
+    facts = nf.from_outputs({"disks_by_id": None, "mounts": None, "receipts": None})
     plan = steps.plan_step("dataset", steps.want_dataset(facts, SPEC, cluster, 1), facts,
                            playbooks)
     script = bootstrap_run.node_script([plan], playbooks)

@@ -90,7 +90,7 @@ def _client_error(code: str, message: str) -> ClientError:
 
 
 def _troubles(monkeypatch: pytest.MonkeyPatch) -> list[ClusterkitError]:
-    from clusterkit.cluster.jobs import train
+    from clusterkit.cluster.jobs import attempt
     from clusterkit.cluster.provision.launch import capacity_hint
     from clusterkit.plan.dataset import check_snapshot
     from clusterkit.plan.pinning import MISSING, PinKind, Pinned, PinReport
@@ -110,11 +110,11 @@ def _troubles(monkeypatch: pytest.MonkeyPatch) -> list[ClusterkitError]:
     pin = Pinned(PinKind.SNAPSHOT, snap, "storage.dataset.snapshot")
     errors = [capacity, quota, UsageError(verdict.error, verdict.hint),
               PinReport(("us-east-1",), {pin: {"us-east-1": MISSING}}).failure()]
-    ready = train.Ready({"master": [state_of({"job_id": "JOB", "state": "running"})]},
+    ready = attempt.Ready({"master": [state_of({"job_id": "JOB", "state": "running"})]},
                         [1, 2, 3], "/root", "", None)
     with pytest.raises(ClusterkitError) as stale:
         master = SimpleNamespace(hop=SimpleNamespace(label="master"))
-        train.refuse_running(None, SimpleNamespace(name="NAME", master=master), ready,
+        attempt.refuse_running(None, SimpleNamespace(name="NAME", master=master), ready,
                              replace=False)
     errors.append(stale.value)
     return errors + [known_hosts.changed_error([known_hosts.KeyChange(

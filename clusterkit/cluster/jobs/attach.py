@@ -11,8 +11,8 @@ from typing import TextIO
 
 from clusterkit.cluster.jobs import control as jobs
 from clusterkit.cluster.jobs import controller, workdir
+from clusterkit.cluster.jobs.attempt import Job, follow_job
 from clusterkit.cluster.jobs.results import JobOutcome
-from clusterkit.cluster.jobs.train import Job, follow_job
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.events import Stage

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from clusterkit.catalog.instances import lookup as instance_type
+from clusterkit.cluster.jobs import attempt, transport
 from clusterkit.cluster.jobs import control as jobs
-from clusterkit.cluster.jobs import train, transport
 from clusterkit.cluster.jobs.control import JobCluster, job_dir
 from clusterkit.cluster.jobs.results import JobOutcome
 from clusterkit.cluster.runtime import Runtime
@@ -104,11 +104,11 @@ def do_nccl_test(spec_file: str, *, max_bytes: int | None = None, replace: bool 
         raise UsageError(f"{spec_file}: no spec", "give the cluster's spec file")
     spec = nccl_spec(jc.spec)
     with contextlib.ExitStack() as stack:
-        jc, ready = train.ready_cluster(rt, stack, jc, None, lambda: jobs.open_job_cluster(
+        jc, ready = attempt.ready_cluster(rt, stack, jc, None, lambda: jobs.open_job_cluster(
             rt, spec_file, region))
-        train.refuse_running(rt, jc, ready, replace)
+        attempt.refuse_running(rt, jc, ready, replace)
         job_id = topology.new_job_id(datetime.now(), secrets.token_hex(2))
-        train.start(rt, jc, spec, command, job_id, job_dir(job_id), ready.ports,
+        attempt.start(rt, jc, spec, command, job_id, job_dir(job_id), ready.ports,
                     extra={SCRIPT: Path(nccl_allreduce.__file__).read_text()})
         rt.started(Stage.TRAIN, f"all-reduce test {job_id} on {len(jc.targets)} node(s)")
         outcome, table = follow_test(jc, job_id, out)

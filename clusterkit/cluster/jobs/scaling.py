@@ -13,9 +13,9 @@ from types import MappingProxyType
 from clusterkit.catalog.instances import lookup as instance_type
 from clusterkit.cluster.jobs import control as jobs
 from clusterkit.cluster.jobs import workdir
+from clusterkit.cluster.jobs.attempt import Job, run_attempt, training_command
 from clusterkit.cluster.jobs.control import JobCluster
 from clusterkit.cluster.jobs.observe import Top
-from clusterkit.cluster.jobs.train import Job, run_attempt, training_command
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.events import Stage

@@ -26,7 +26,7 @@ from clusterkit.bootstrap import run
 from clusterkit.catalog.ranking import Offer
 from clusterkit.cluster.access import hostkeys
 from clusterkit.cluster.access.remote_ops import cluster_nodes, login_for, spec_login
-from clusterkit.cluster.jobs.train import Job
+from clusterkit.cluster.jobs.attempt import Job
 from clusterkit.cluster.provision import efsaccess, launch
 from clusterkit.cluster.provision.bootstrap import cluster_view
 from clusterkit.cluster.provision.reach import record_host_keys, wait_for_ssh

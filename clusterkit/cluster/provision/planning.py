@@ -80,7 +80,7 @@ def do_plan(spec_file: str, *, offline: bool = False, profile: str | None = None
             out: str | None = None) -> UpPlan:
     """``region`` (--region): plan for that one of the spec's regions, or exit 2.
     ``out``: save the plan there for `up --plan` (not with ``offline``: a saved plan is
-    checked against what it observed). The plan's lines (plan.up.plan_lines) and JSON
+    checked against what it observed). The plan's lines (plan.spend.plan_lines) and JSON
     (``to_json``) are how it is shown."""
     from clusterkit.spec import load
 

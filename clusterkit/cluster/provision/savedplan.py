@@ -20,7 +20,8 @@ from clusterkit.cluster.provision.observe import drift_error
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
 from clusterkit.plan.observed import Observed, differences
-from clusterkit.plan.up import UpPlan, plan_lines, plan_up
+from clusterkit.plan.spend import plan_lines
+from clusterkit.plan.up import UpPlan, plan_up
 from clusterkit.spec.model import Spec
 
 FORMAT = "clusterkit-plan"

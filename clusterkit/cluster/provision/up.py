@@ -51,8 +51,9 @@ from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.nodes import Node, node_actions, node_order
 from clusterkit.plan.observed import Observed
 from clusterkit.plan.provision import ProvisionRecord
+from clusterkit.plan.spend import plan_lines
 from clusterkit.plan.stack import stack_name
-from clusterkit.plan.up import UpPlan, plan_lines, plan_up
+from clusterkit.plan.up import UpPlan, plan_up
 from clusterkit.remote import sshhosts
 from clusterkit.remote.address import address_or_none
 from clusterkit.spec.model import Spec
@@ -149,7 +150,7 @@ def do_up(spec_file: str | None, *, rt: Runtime | None = None, profile: str | No
 
 
 def _check_plan(rt: Runtime, plan: UpPlan, *, yes: bool, confirm: Confirm | None) -> bool:
-    """Show what `up` will do and spend (plan.up.plan_lines, exactly what `clusterkit
+    """Show what `up` will do and spend (plan.spend.plan_lines, exactly what `clusterkit
     plan` prints) and ask; True when a question was asked and answered yes."""
     lines = plan_lines(plan)
     if not plan.asks:

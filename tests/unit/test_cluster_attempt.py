@@ -1,4 +1,4 @@
-"""The pure parts of cluster/jobs/train.py and cluster/jobs/control.py: the command, the job archive,
+"""The pure parts of cluster/jobs/attempt.py and cluster/jobs/control.py: the command, the job archive,
 which job is active or newest, the supervisor's stop report."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from clusterkit.cluster.jobs import attempt
 from clusterkit.cluster.jobs import control as jobs
-from clusterkit.cluster.jobs import train
 from clusterkit.cluster.jobs.results import NodeStop
 from clusterkit.errors import RemoteError, UsageError
 from clusterkit.node.jobfile import JobFile
@@ -27,15 +27,15 @@ def _spec(command: str | None) -> Spec:
 
 
 def test_command_after_dashes_wins_over_the_spec():
-    assert train.training_command(_spec("python3 a.py"), ("python3", "b.py")) == "python3 b.py"
-    assert train.training_command(_spec("python3 a.py"), ()) == "python3 a.py"
+    assert attempt.training_command(_spec("python3 a.py"), ("python3", "b.py")) == "python3 b.py"
+    assert attempt.training_command(_spec("python3 a.py"), ()) == "python3 a.py"
     with pytest.raises(UsageError, match="no training command"):
-        train.training_command(_spec(None), ())
+        attempt.training_command(_spec(None), ())
 
 
 def test_job_archive_keeps_job_json_private_and_ships_every_node_file():
     files = {"supervisor.py": "import coord", "coord.py": "print(1)"}
-    data = train.job_archive(JobFile("j").with_token("s3cret"), files)
+    data = attempt.job_archive(JobFile("j").with_token("s3cret"), files)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         members = {m.name: m for m in tar.getmembers()}
         assert set(members) == {"job.json", "supervisor.py", "coord.py"}
@@ -46,26 +46,26 @@ def test_job_archive_keeps_job_json_private_and_ships_every_node_file():
 
 
 def test_start_command_carries_no_secret_and_checks_the_id():
-    cmd = train.start_command("j-20250101-120000-ab12")
+    cmd = attempt.start_command("j-20250101-120000-ab12")
     assert "/var/lib/clusterkit/jobs/j-20250101-120000-ab12/supervisor.py start" in cmd
     assert "token" not in cmd
     with pytest.raises(UsageError):
-        train.start_command("j-1; rm -rf /")
+        attempt.start_command("j-1; rm -rf /")
 
 
 def test_the_workdir_rides_in_the_start_tar_and_is_swapped_in_before_the_supervisor():
-    data = train.job_archive(JobFile("j"), {"supervisor.py": ""}, b"\x1f\x8bcode")
+    data = attempt.job_archive(JobFile("j"), {"supervisor.py": ""}, b"\x1f\x8bcode")
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        member = tar.getmember(train.WORKDIR_MEMBER)
+        member = tar.getmember(attempt.WORKDIR_MEMBER)
         assert member.mode == 0o600
         assert tar.extractfile(member).read() == b"\x1f\x8bcode"  # type: ignore[union-attr]
-    cmd = train.start_command("j-20250101-120000-ab12", "/home/u/clusterkit-work/c1")
+    cmd = attempt.start_command("j-20250101-120000-ab12", "/home/u/clusterkit-work/c1")
     d = "/var/lib/clusterkit/jobs/j-20250101-120000-ab12"
-    swap = cmd.index(f"< {d}/{train.WORKDIR_MEMBER}")
+    swap = cmd.index(f"< {d}/{attempt.WORKDIR_MEMBER}")
     assert cmd.index("tar -x -C") < swap < cmd.index("supervisor.py start")
     assert "d=/home/u/clusterkit-work/c1;" in cmd and "(umask 022; " in cmd
-    assert f"rm -f -- {d}/{train.WORKDIR_MEMBER};" in cmd
-    assert train.WORKDIR_MEMBER not in train.start_command("j-20250101-120000-ab12")
+    assert f"rm -f -- {d}/{attempt.WORKDIR_MEMBER};" in cmd
+    assert attempt.WORKDIR_MEMBER not in attempt.start_command("j-20250101-120000-ab12")
 
 
 def test_ready_reads_each_nodes_answer_and_refuses_a_master_short_of_ports():
@@ -74,13 +74,13 @@ def test_ready_reads_each_nodes_answer_and_refuses_a_master_short_of_ports():
               "ports": [20001, 20002, 20003], "cwd": "/efs/p"}
     group = {"m": SimpleNamespace(stdout="noise\n" + json.dumps(answer) + "\n"),
              "w": SimpleNamespace(stdout=json.dumps({"jobs": [], "home": "/home/u"}))}
-    ready = train.read_ready(jc, group)  # type: ignore[arg-type]
-    assert ready == train.Ready({"m": [jobfiles.state_of({"job_id": "j", "state": "running"})],
+    ready = attempt.read_ready(jc, group)  # type: ignore[arg-type]
+    assert ready == attempt.Ready({"m": [jobfiles.state_of({"job_id": "j", "state": "running"})],
                                  "w": []}, [20001, 20002, 20003], "/home/u", "", "/efs/p")
     assert ready.jobs["m"][0].state is JobStateName.RUNNING
     group["m"] = SimpleNamespace(stdout=json.dumps({**answer, "ports": [20001, 20002]}))
     with pytest.raises(RemoteError, match="no 3 free ports on the master"):
-        train.read_ready(jc, group)  # type: ignore[arg-type]
+        attempt.read_ready(jc, group)  # type: ignore[arg-type]
 
 
 def test_active_and_latest_jobs_across_nodes():
@@ -118,7 +118,7 @@ def test_the_drain_after_the_masters_stream_never_holds_the_command_open():
 
 
 def test_the_nodes_watch_ec2s_metadata_or_in_the_sandbox_its_loopback_one(monkeypatch) -> None:
-    from clusterkit.cluster.jobs.train import metadata_endpoint
+    from clusterkit.cluster.jobs.attempt import metadata_endpoint
     from clusterkit.node.interruption import DEFAULT_ENDPOINT
 
     monkeypatch.delenv("CLUSTERKIT_SANDBOX", raising=False)
