@@ -101,11 +101,22 @@ def test_interrupted_pack_leaves_no_complete_looking_output(tmp_path, sig, code,
     write_image(f"{root}/big.png", photo(300, 400, 11))
     with open(tmp_path / "out.lst", "w") as fh:
         fh.writelines(f"{i}\t0.000000\tbig.png\n" for i in range(5000))
+    # SIGINT as a terminal gives it: a suite started in the background of a shell (which
+    # starts background jobs with SIGINT ignored) must not pass that on to the pack
     proc = subprocess.Popen([sys.executable, "-m", "clusterkit", "pack", "--encoding", ".png",
                              "--quality", "9", "--num-thread", "2", "out", str(root)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        _interrupt(proc, tmp_path, sig, code, said)
+    finally:
+        if proc.poll() is None:  # a failed check leaves no pack running on
+            proc.kill()
+            proc.wait()
 
+
+def _interrupt(proc: subprocess.Popen, tmp_path, sig: int, code: int, said: str) -> None:
     def started() -> bool:
         """The temporary .rec is there: the pack has opened its output and is encoding."""
         return any(n.startswith("out.rec.tmp-") for n in os.listdir(tmp_path))

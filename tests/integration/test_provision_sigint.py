@@ -50,6 +50,12 @@ def _read_until(parts: queue.Queue, seen: list[str], done: Callable[[str], bool]
         seen.append(part)
 
 
+def default_sigint() -> None:
+    """SIGINT as a terminal gives it to a command (a suite started in the background of a
+    shell, which ignores SIGINT there, must not pass that on)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt_when(proc: subprocess.Popen, trigger: str) -> str:
     """Read the progress (stdout) until ``trigger`` shows, send SIGINT; all the output."""
     lines: queue.Queue = queue.Queue()
@@ -71,7 +77,8 @@ def test_sigint_to_up_then_down_leaves_nothing_then_up_works(cli_env, tmp_path, 
     spec = str(write_spec(tmp_path, name=name, count=2, extra="  port: 2\n"))
     proc = subprocess.Popen([str(CLUSTERKIT), "up", spec, "--yes", "--timeout", "120"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+                            preexec_fn=default_sigint)
     try:
         err = _interrupt_when(proc, trigger)
     finally:
@@ -154,7 +161,8 @@ def test_ctrl_c_to_up_on_a_terminal_shows_what_still_runs(cli_env, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     proc = subprocess.Popen([str(CLUSTERKIT), "up", spec, "--yes", "--timeout", "120"],
                             stdin=secondary, stdout=secondary, stderr=secondary,
-                            start_new_session=True, env={**env, "TERM": "xterm-256color"})
+                            start_new_session=True, env={**env, "TERM": "xterm-256color"},
+                            preexec_fn=default_sigint)
     os.close(secondary)
     try:
         shown = _impatient_ctrl_c(proc, primary, "waiting for SSH on 2 node(s)")
