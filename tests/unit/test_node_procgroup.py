@@ -5,6 +5,7 @@ stopped TERM -> grace -> KILL. Real (tiny) processes, no cgroup, no root."""
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import time
 from pathlib import Path
@@ -16,7 +17,10 @@ from clusterkit.node.jobfile import JobFile
 from clusterkit.node.jobstate import ProcStateName
 from tests.support import wait_for
 
-JOB_ID = "j-20250101-120000-ab12"
+# this process's own job id: the group's stop kills every process whose environment
+# names it, so a fixed id shared with another test (the torchrun example's) would kill
+# that test's processes when both run at once
+JOB_ID = f"j-20240202-000000-{secrets.token_hex(2)}"
 # saves on the checkpoint signal (a file), then exits 0; ignores nothing else; {1}: its
 # traps are set
 SAVER = 'trap "echo saved > {0}; exit 0" USR1; touch {1}; while :; do sleep 0.05; done'
