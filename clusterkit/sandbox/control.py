@@ -34,7 +34,10 @@ from clusterkit.sandbox.state import (
 )
 from clusterkit.sandbox.timings import Timings
 
-START_TIMEOUT = 15.0
+# The daemon imports moto and starts its nodes first: a few seconds of CPU on an idle
+# machine, many times that on a loaded one (a CI run's suite beside it). It is waited for
+# while it lives; a daemon that dies is reported at once.
+START_TIMEOUT = 90.0
 SECRET_PREFIXES = ("AWS_", "SSH_")  # credentials and agent: the emulator needs none of them
 
 
@@ -77,8 +80,21 @@ def do_start(directory: str | os.PathLike[str] | None = None,
         time.sleep(0.02)
     if proc.poll() is None:
         proc.kill()
-    raise SandboxError(f"the sandbox did not start (state dir {where})",
-                       f"see {where / LOG_FILE}")
+        proc.wait()
+    why = "it exited" if proc.returncode != -signal.SIGKILL else (
+        f"no answer in {START_TIMEOUT:.0f} s")
+    raise SandboxError(f"the sandbox did not start ({why}; state dir {where})"
+                       + _log_tail(where / LOG_FILE), f"see {where / LOG_FILE}")
+
+
+def _log_tail(log: Path, lines: int = 8) -> str:
+    """The end of the daemon's log, for the error: what went wrong shows where the user
+    looks first (and in a CI log that keeps no files)."""
+    try:
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return "".join(f"\n  {line}" for line in tail)
 
 
 def _check_usable(where: Path) -> None:

@@ -161,7 +161,25 @@ class Timings:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Timings:
-        return cls(float(data.get("scale", 0.0))) if data else cls()
+        """The table ``to_json`` wrote, its figures included (a table with a figure of
+        its own, as a test may start, reaches the daemon whole)."""
+        if not data:
+            return cls()
+        waits = {w.value: w for w in Wait}
+        return cls(float(data.get("scale", 0.0)),
+                   _figures(data.get("round_trips"), ROUND_TRIPS, {k: k for k in ROUND_TRIPS}),
+                   _figures(data.get("waits"), WAITS, waits))
+
+
+def _figures(rows: Any, default: Mapping[Any, Figure],
+             keys: Mapping[str, Any]) -> Mapping[Any, Figure]:
+    """``default`` with each figure that ``rows`` (to_json's rows) states for a known key."""
+    table = dict(default)
+    for name, row in rows.items() if isinstance(rows, Mapping) else ():
+        if name in keys and isinstance(row, Mapping) and isinstance(row.get("aws_s"),
+                                                                     (int, float)):
+            table[keys[name]] = Figure(float(row["aws_s"]), str(row.get("source", "")))
+    return MappingProxyType(table)
 
 
 def parse(text: str | None) -> Timings:

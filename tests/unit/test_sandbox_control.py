@@ -53,3 +53,15 @@ def test_unusable_state_dir_is_a_sandbox_error(tmp_path):
         do_start(tmp_path / "file" / "sub")
     assert "--dir" in (info.value.hint or "")
     assert do_stop(tmp_path / "file" / "sub")["was_running"] is False
+
+
+def test_a_daemon_that_dies_at_start_is_reported_at_once_with_its_log(tmp_path, monkeypatch):
+    """A daemon that is gone is not waited for (the error says it exited, not that it
+    gave no answer), and the error carries the log's end (a CI log keeps no state dir
+    to look in)."""
+    from clusterkit.sandbox import control
+    monkeypatch.setattr(control, "DAEMON_MODULE", "clusterkit.sandbox.no_such_daemon")
+    with pytest.raises(SandboxError, match=r"\(it exited; state dir") as info:
+        do_start(tmp_path)
+    assert "No module named clusterkit.sandbox.no_such_daemon" in str(info.value)
+    assert str(tmp_path / "sandbox.log") in (info.value.hint or "")

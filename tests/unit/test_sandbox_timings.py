@@ -53,6 +53,24 @@ def test_status_json_round_trips_the_scale():
     assert Timings().to_json()["profile"] == "none"
 
 
+def test_a_table_with_a_figure_of_its_own_reaches_the_daemon_whole():
+    """What do_start writes is what the daemon reads: a changed figure included, and a
+    row it does not know (or a broken one) leaves the table's own figure."""
+    from types import MappingProxyType
+
+    from clusterkit.sandbox.timings import ROUND_TRIPS, Figure
+    mine = Timings(0.5, waits=MappingProxyType(
+        {**WAITS, Wait.VOLUME_FROM_SNAPSHOT: Figure(99.0, "a test's own")}))
+    back = Timings.from_json(mine.to_json())
+    assert back == mine and back.wait(Wait.VOLUME_FROM_SNAPSHOT) == 49.5
+    table = Timings(0.5).to_json()
+    table["waits"]["no such wait"] = {"aws_s": 1.0}
+    table["waits"][Wait.SSH_ANSWERS.value] = {"aws_s": "soon"}
+    table["round_trips"] = "garbage"
+    back = Timings.from_json(table)
+    assert back == Timings(0.5) and dict(back.round_trips) == dict(ROUND_TRIPS)
+
+
 def test_each_stack_resource_type_has_its_figure_and_others_a_default():
     from clusterkit.sandbox.timings import STACK_RESOURCES, stack_wait
 
