@@ -3,7 +3,9 @@
 # CI runs.
 #
 # One pytest session over every test, in CK_TEST_WORKERS processes (pytest-xdist, 4 by
-# default: on 2 cores, a test waiting for a node or a timer leaves a core to another). Each
+# default: on 2 cores, a test waiting for a node or a timer leaves a core to another); the
+# tests of a module that share a module-scoped fixture go to one process (loadgroup), so
+# the fixture is made once. Each
 # process that runs a sandbox test starts a sandbox of its own, on a loopback block of
 # its own (127.B.0.0/16), so they never share an address; the pipeline tests start theirs.
 # Random order (pytest-randomly); CK_TEST_SEED=N repeats an order.
@@ -29,5 +31,15 @@ loopback_only() {
     fi
 }
 
+# pytest rewrites every test module's asserts on import (about 8 s of CPU): with
+# PYTHONDONTWRITEBYTECODE set (as on this machine) each of the xdist processes did it
+# again. A collection first writes the rewritten modules (tests/**/__pycache__, ignored
+# by git), on both cores; every process of the run then reads them.
+for part in tests/unit "tests/integration tests/e2e"; do
+    # shellcheck disable=SC2086  # the second part is two paths
+    PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest -q -p no:cacheprovider \
+        -p no:randomly --collect-only $part >/dev/null &
+done
+wait
 loopback_only .venv/bin/python -m pytest -q -p no:cacheprovider -p randomly \
-    "--randomly-seed=$seed" -n "$workers" --durations=25 "$@"
+    "--randomly-seed=$seed" -n "$workers" --dist loadgroup --durations=25 "$@"

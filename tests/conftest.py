@@ -34,6 +34,7 @@ CLUSTER_TAG = "clusterkit:cluster"
 def pytest_configure(config: pytest.Config) -> None:
     netsafety.install()
     share_botocore_models()
+    share_client_classes()
 
 
 def share_botocore_models() -> None:
@@ -58,6 +59,28 @@ def share_botocore_models() -> None:
     botocore.session.create_loader = shared_loader
 
 
+def share_client_classes() -> None:
+    """Every client of one service and API version in a test process is an instance of
+    one class. botocore builds a client's class anew for each client (a method per
+    operation: half of the cost of a client, and the tests make thousands, as every CLI
+    process makes its own). The class holds no session state: its methods only name
+    their operation, and the per-client events (clusterkit's guards, a test's fault
+    hook) live on the instance. The class event is still emitted once per class, so a
+    handler that adds methods (boto3 does for S3) adds them to the shared class."""
+    import botocore.client
+
+    made: dict[tuple, type] = {}
+    create = botocore.client.ClientCreator._create_client_class
+
+    def shared_class(self, service_name, service_model):
+        key = (service_name, service_model.api_version)
+        if key not in made:
+            made[key] = create(self, service_name, service_model)
+        return made[key]
+
+    botocore.client.ClientCreator._create_client_class = shared_class
+
+
 # Fixtures that start a sandbox daemon: one per pytest process that uses it, each on a
 # loopback block of its own (127.B.0.N:22), so processes run them side by side.
 SANDBOX_FIXTURES = frozenset({"sandbox"})
@@ -70,6 +93,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.sandbox)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With `--dist loadgroup` (scripts/test.sh): the tests of a module that defines a
+    module-scoped fixture (a sandbox cluster, a packed dataset) go to one process, which
+    makes the fixture once; plain load scheduling made it in every process that drew one
+    of the module's tests. Every other test is scheduled alone, as `load` does. (xdist's
+    own loadgroup marks tests by rewriting their node ids, which pytest 9 no longer
+    allows, so the grouping is done here, where the scheduler sees the ids.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    grouped = modules_with_module_fixtures(Path(str(config.rootpath)))
+
+    class ModuleFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in grouped else nodeid
+
+    return ModuleFixtureScheduling(config, log)
+
+
+def modules_with_module_fixtures(root: Path) -> frozenset[str]:
+    """Test modules (paths relative to ``root``, as in node ids) that define a fixture
+    with ``scope="module"``."""
+    return frozenset(str(path.relative_to(root)) for path in (root / "tests").rglob("test_*.py")
+                     if 'scope="module"' in path.read_text())
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

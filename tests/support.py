@@ -145,6 +145,9 @@ def moto_server() -> Iterator[str]:
     bind-then-close race). In one process every server shares moto's backends."""
     from moto.server import ThreadedMotoServer
 
+    from clusterkit.sandbox import moto_speed
+
+    moto_speed.install()  # as the sandbox's emulator does
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

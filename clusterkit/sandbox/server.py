@@ -22,6 +22,7 @@ from clusterkit.sandbox import (
     ec2_gaps,
     iam_seed,
     imds,
+    moto_speed,
     spot_prices,
     timed,
     timed_cfn,
@@ -123,6 +124,7 @@ def _serve(state_dir: Path) -> None:
 
 def _install_extras() -> None:
     """Teach the in-process emulator what clusterkit's real-AWS paths expect."""
+    moto_speed.install()
     ec2_gaps.install()
     capacity.install()  # capacity reservations and Capacity Blocks, which moto lacks
     try:

@@ -11,7 +11,9 @@ throttling after retries, no capacity, or Ctrl-C): every other call is real HTTP
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -107,9 +109,20 @@ def calls(moto_env: str) -> Calls:
     return Calls()
 
 
+@functools.lru_cache(maxsize=64)
+def _client(service: str, region: str | None, endpoint: str | None) -> Any:
+    return boto3.client(service, region, endpoint_url=endpoint)
+
+
+def checker(service: str, region: str | None = REGION) -> Any:
+    """The tests' own client of ``service`` (one per endpoint: the checks below run after
+    every `up` and `down`, and a new client costs more than the calls it makes)."""
+    return _client(service, region, os.environ.get("AWS_ENDPOINT_URL"))
+
+
 def live_instances(cluster: str) -> list[dict]:
     """The cluster's pending and running instances, as EC2 describes them."""
-    ec2 = boto3.client("ec2", REGION)
+    ec2 = checker("ec2")
     res = ec2.describe_instances(Filters=[
         {"Name": "tag:clusterkit:cluster", "Values": [cluster]},
         {"Name": "instance-state-name", "Values": ["pending", "running"]}])
@@ -127,7 +140,7 @@ def node_index(inst: dict) -> int:
 def leftovers(cluster: str, region: str = REGION) -> dict[str, list[str]]:
     """Every resource type clusterkit creates that still carries (or, for IAM instance
     profiles, is named or pathed after) the cluster. Independent of clusterkit's own sweep."""
-    ec2 = boto3.client("ec2", region)
+    ec2 = checker("ec2", region)
     flt = [{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]}]
     out: dict[str, list[str]] = {}
     out["instances"] = [i["InstanceId"] for r in ec2.describe_instances(Filters=flt + [
@@ -150,18 +163,18 @@ def leftovers(cluster: str, region: str = REGION) -> dict[str, list[str]]:
                      == cluster]
     # placement groups: moto has no placement-group API and its CloudFormation skips the
     # resource, so none can exist in the emulator (see README, provision).
-    cf = boto3.client("cloudformation", region)
+    cf = checker("cloudformation", region)
     out["stacks"] = [s["StackName"] for s in cf.describe_stacks()["Stacks"]
                      if s["StackName"] == f"clusterkit-{cluster}"
                      and s["StackStatus"] != "DELETE_COMPLETE"]
-    efs = boto3.client("efs", region)
+    efs = checker("efs", region)
     fss = [f for f in efs.describe_file_systems()["FileSystems"]
            if {t["Key"]: t["Value"] for t in f.get("Tags", [])}.get(CLUSTER_TAG) == cluster]
     out["file_systems"] = [f["FileSystemId"] for f in fss]
     out["mount_targets"] = [m["MountTargetId"] for f in fss for m in
                             efs.describe_mount_targets(FileSystemId=f["FileSystemId"])[
                                 "MountTargets"]]
-    iam = boto3.client("iam")
+    iam = checker("iam", None)
     out["iam_roles"] = [r["RoleName"] for r in iam.list_roles()["Roles"]
                         if f"clusterkit-{cluster}-" in r["RoleName"]
                         or r["Path"] == f"/clusterkit/{cluster}/"]
