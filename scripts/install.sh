@@ -51,7 +51,7 @@ fi
 # modules too, which an editable install leaves as source: else every `clusterkit`
 # command compiles ~250 modules again (0.4 s of CPU a command).
 [ -x .venv/bin/uv ] || .venv/bin/python -m pip install -q --disable-pip-version-check uv
-.venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -e '.[mxnet,test]'
+.venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -e '.[mxnet,charts,test]'
 .venv/bin/python -m compileall -q -j 0 clusterkit >/dev/null
 
 # torch for the torch-marked tests (torchrun, the all-reduce check): a CPU build in a venv

@@ -117,7 +117,7 @@ def install_tools() -> str:
     return ("Both install with `scripts/install.sh`, from the one list in `scripts/tools.txt`: "
             f"`apt-get install` of whichever of these OS packages are missing ({packages}, "
             "and `python3-venv` where `venv` is missing), then a virtual environment in "
-            "`.venv` with `uv pip install -e '.[mxnet,test]'` (uv is pip-installed there "
+            "`.venv` with `uv pip install -e '.[mxnet,charts,test]'` (uv is pip-installed there "
             "first: it installs the same versions in a third of pip's time), which brings "
             "the test tools "
             f"{wheels}, and a virtual environment of its own for {venvs} (a CPU build, for "

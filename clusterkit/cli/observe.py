@@ -228,7 +228,7 @@ def scaling(spec_file: str, command: tuple[str, ...], node_counts: str, duration
     """
     from pathlib import Path
 
-    from clusterkit.cli.scalechart import png
+    from clusterkit.cli import charts, scalechart
     from clusterkit.cluster.jobs.scaling import do_scaling
     from clusterkit.errors import UsageError
     from clusterkit.node.autostop_policy import duration_seconds
@@ -242,6 +242,7 @@ def scaling(spec_file: str, command: tuple[str, ...], node_counts: str, duration
         raise UsageError(f"--nodes {node_counts} / --duration {duration} / --rate-wait "
                          f"{rate_wait}: {exc}",
                          "e.g. --nodes 1,2,4 --duration 60s --rate-wait 5m") from exc
+    charts.require()  # the chart is drawn at the end: say now what is missing
     ctx = get_ctx()
     rt = Runtime.make(region=ctx.region, profile=ctx.profile,
                       report=ctx.reporter(ctx.err_console))
@@ -252,7 +253,7 @@ def scaling(spec_file: str, command: tuple[str, ...], node_counts: str, duration
     base = Path(out_dir) / f"scaling-{result.cluster}{'-io' if input_only else ''}"
     base.with_suffix(".csv").write_text(csv_text(result.rows))
     title = f"{result.cluster} {'input pipeline' if input_only else 'scaling'}"
-    base.with_suffix(".png").write_bytes(png(result.rows, title))
+    scalechart.write(base.with_suffix(".png"), result.rows, title)
     if ctx.json:
         print(json.dumps({"cluster": result.cluster, "input_only": input_only,
                           "jobs": list(result.jobs),

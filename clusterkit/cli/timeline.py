@@ -1,35 +1,34 @@
-"""A timeline chart as a PNG: one row per node, AWS resource or stage, a bar per stage
-or wait, so a reader sees at a glance what overlapped and what waited in series
-(bench/bench_first_step.py's charts; `clusterkit up --timeline FILE.png` to come).
+"""A timeline chart, drawn by matplotlib (cli/charts.py): one row per node, AWS resource
+or stage, a bar per stage or wait, so a reader sees at a glance what overlapped and what
+waited in series (`clusterkit up --timeline`, `status --timeline`, bench_first_step's
+charts). PNG or SVG by the file's suffix.
 
 The input is a list of bars ``(row, label, start, end)``: a tuple, a ``Bar`` or any
-object with those four attributes. Rows are drawn in the order they first appear; a
-label has one colour wherever it appears, and the legend names it. Times are seconds
-on any one clock (wall-clock or since the command started): the axis counts from the
-earliest bar (or ``origin``) to the latest bar's end (or ``end``), and that end is
-labelled with its own time (``4.3s``), as a title that gives the command's duration."""
+object with those four attributes. Rows are drawn top to bottom in the order they first
+appear; a label has one colour wherever it appears, and the legend names it. Times are
+seconds on any one clock (wall-clock or since the command started): the axis counts
+from the earliest bar (or ``origin``) to the latest bar's end (or ``end``), and that end
+is labelled with its own time (``4.3s``), as a title that gives the command's duration."""
 
 from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from clusterkit.cli.pixels import GLYPH_H, Canvas, Color, text_width
+from clusterkit.cli import charts
 
-MARGIN, ROW_H, BAR_H, LEGEND_H = 10, 14, 10, 14
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+ROW_PX, LEGEND_PX, MARK_PX, CHAR_PX = 22, 18, 14, 6.5  # sizes in pixels at charts.DPI
 MAX_ROW_NAME, MAX_LEGEND = 44, 40  # characters of a row's name, of a legend entry shown
-MARK_LINES, MARK_H = 3, GLYPH_H + 3  # lines for the marks' names, staggered when close
-PALETTE: tuple[Color, ...] = (
-    (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189),
-    (140, 86, 75), (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207),
-    (57, 59, 121), (173, 73, 74), (174, 199, 232), (255, 187, 120), (152, 223, 138),
-    (255, 152, 150), (197, 176, 213), (196, 156, 148), (247, 182, 210), (219, 219, 141),
-)
-INK, GRID, STRIPE, MARK = (20, 20, 20), (215, 215, 215), (244, 244, 246), (200, 0, 0)
+MARK_LINES = 3  # lines for the marks' names, staggered when close
+INK, MARK = "#141414", "#c80000"
+END_GAP = 0.04  # a round tick this close to the axis's end (of the span) loses its label
 
 
 class Bar(NamedTuple):
@@ -48,161 +47,153 @@ def as_bar(item: Any) -> Bar:
     return Bar(str(row), str(label), float(start), float(end))
 
 
-def tick_step(span: float, most: int = 12) -> float:
-    """A round step (1, 2 or 5 times a power of ten) giving at most ``most`` ticks."""
-    if span <= 0:
-        return 1.0
-    rough = span / most
-    power = 10 ** math.floor(math.log10(rough))
-    return next(m * power for m in (1, 2, 5, 10) if m * power >= rough)
+def _short(name: str, most: int) -> str:
+    return name if len(name) <= most else name[:most - 1] + "~"
+
+
+class Layout(NamedTuple):
+    """Rows, labels (in colour order), the axis's origin and span, the legend's columns
+    and the figure's size in pixels."""
+
+    rows: list[str]
+    labels: list[str]
+    t0: float
+    span: float
+    per_line: int
+    left_px: float
+    top_px: float
+    bottom_px: float
+    height: int
+
+    @classmethod
+    def of(cls, bars: list[Bar], width: int, title: str, marks: int,
+           origin: float | None, end: float | None) -> Layout:
+        rows = list(dict.fromkeys(b.row for b in bars))
+        labels = list(dict.fromkeys(b.label for b in bars))
+        t0 = origin if origin is not None else min(b.start for b in bars)
+        last = max(b.end for b in bars) if end is None else end
+        longest = min(max(len(label) for label in labels), MAX_LEGEND)
+        per_line = max(1, int((width - 20) // (28 + CHAR_PX * longest)))
+        left_px = 16 + CHAR_PX * max(len(_short(r, MAX_ROW_NAME)) for r in rows)
+        top_px = 12 + (28 if title else 0) + (MARK_LINES * MARK_PX + 6 if marks else 8)
+        bottom_px = 44 + LEGEND_PX * math.ceil(len(labels) / per_line)
+        height = int(top_px + ROW_PX * len(rows) + bottom_px)
+        return cls(rows, labels, t0, max(last - t0, 1e-9), per_line, left_px, top_px,
+                   bottom_px, height)
+
+    def color(self, label: str) -> Any:
+        from matplotlib import colormaps
+        return colormaps["tab20"](self.labels.index(label) % 20)
+
+
+def figure(bars: Iterable[Any], *, title: str = "", width: int = 1100,
+           marks: Sequence[tuple[str, float]] = (), origin: float | None = None,
+           end: float | None = None) -> Figure:
+    """The chart as a matplotlib Figure. ``marks``: (name, time) drawn as vertical
+    lines (the end of `up`, the first step); ``origin``: the time the axis counts from;
+    ``end``: the time it ends at (the command's end)."""
+    items = [as_bar(b) for b in bars]
+    if not items:
+        raise ValueError("a timeline needs at least one bar")
+    lay = Layout.of(items, width, title, len(marks), origin, end)
+    fig = charts.new_figure(width, lay.height)
+    fig.subplots_adjust(left=lay.left_px / width, right=1 - 12 / width,
+                        top=1 - lay.top_px / lay.height, bottom=lay.bottom_px / lay.height)
+    ax = fig.add_subplot()
+    _rows(ax, lay)
+    _bars(ax, lay, items, width)
+    _axis(ax, lay)
+    _marks(ax, lay, marks, width)
+    if title:
+        fig.text(0.01, 1 - 10 / lay.height, title, va="top", fontsize=12,
+                 fontweight="bold", color=INK)
+    _legend(fig, lay)
+    return fig
+
+
+def _rows(ax: Axes, lay: Layout) -> None:
+    """A row per name, top to bottom, every other one striped."""
+    ax.set_ylim(len(lay.rows) - 0.5, -0.5)
+    ax.set_yticks(range(len(lay.rows)),
+                  labels=[_short(r, MAX_ROW_NAME) for r in lay.rows], fontsize=8)
+    for k in range(1, len(lay.rows), 2):
+        ax.axhspan(k - 0.5, k + 0.5, color="#f4f4f6", zorder=0)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
+def _bars(ax: Axes, lay: Layout, bars: list[Bar], width: int) -> None:
+    """Each bar at its times; a bar too short to see is drawn a pixel wide; its label
+    inside it where it fits."""
+    per_px = lay.span / max(width - lay.left_px - 12, 1)
+    for b in bars:
+        left, length = b.start - lay.t0, max(b.end - b.start, per_px)
+        row = lay.rows.index(b.row)
+        color = lay.color(b.label)
+        ax.barh(row, length, left=left, height=0.7, color=color, zorder=2, gid="bar")
+        if len(b.label) * CHAR_PX + 4 <= length / per_px:
+            ax.text(left + 2 * per_px, row, b.label, va="center", fontsize=7, zorder=3,
+                    color=_ink_on(color))
+
+
+def _ink_on(color: Any) -> str:
+    """Black on a light colour, white on a dark one."""
+    r, g, b = color[:3]
+    return INK if 0.299 * r + 0.587 * g + 0.114 * b > 150 / 255 else "white"
+
+
+def _axis(ax: Axes, lay: Layout) -> None:
+    """Round ticks from the origin, and the axis's end labelled with its own time (a
+    round tick too close to it loses its label)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlim(0, lay.span)
+    ticks = [t for t in MaxNLocator(nbins=12, steps=[1, 2, 5, 10]).tick_values(0, lay.span)
+             if 0 <= t <= lay.span * (1 - END_GAP)]
+    ax.set_xticks([*ticks, lay.span], labels=[*(_fmt(t) for t in ticks), f"{lay.span:.1f}s"],
+                  fontsize=8)
+    ax.grid(axis="x", color="#d7d7d7", zorder=1)
+    ax.set_axisbelow(True)
 
 
 def _fmt(seconds: float) -> str:
     return f"{seconds:g}s" if seconds == int(seconds) else f"{seconds:.1f}s"
 
 
-def _short(name: str) -> str:
-    return name if len(name) <= MAX_ROW_NAME else name[:MAX_ROW_NAME - 1] + "~"
-
-
-class _Layout:
-    """Where everything goes: rows, the plot's x range, the time scale, the legend."""
-
-    def __init__(self, bars: list[Bar], width: int, title: str, origin: float | None,
-                 marks: int = 0, end: float | None = None) -> None:
-        self.rows = list(dict.fromkeys(b.row for b in bars))
-        self.labels = list(dict.fromkeys(b.label for b in bars))
-        self.t0 = origin if origin is not None else min(b.start for b in bars)
-        last = max(b.end for b in bars) if end is None else end
-        self.span = max(last - self.t0, 1e-9)
-        self.left = MARGIN + max(text_width(_short(r)) for r in self.rows) + 8
-        self.right = width - MARGIN
-        self.top = (MARGIN + (2 * GLYPH_H + 10 if title else 0)
-                    + (MARK_LINES * MARK_H + 4 if marks else 4))
-        self.axis_y = self.top + ROW_H * len(self.rows)
-        longest = min(max(len(label) for label in self.labels), MAX_LEGEND)
-        self.column = 14 + text_width("x" * longest) + 12  # a legend entry's width
-        self.per_line = max(1, (width - 2 * MARGIN) // self.column)
-        self.legend_y = self.axis_y + 22
-        self.height = (self.legend_y + LEGEND_H * math.ceil(len(self.labels) / self.per_line)
-                       + MARGIN)
-
-    def x(self, t: float) -> int:
-        return self.left + round((t - self.t0) / self.span * (self.right - self.left))
-
-    def color(self, label: str) -> Color:
-        return PALETTE[self.labels.index(label) % len(PALETTE)]
-
-
-def _frame(c: Canvas, lay: _Layout, title: str) -> None:
-    """Title, row stripes and names, the time grid and its labels."""
-    if title:
-        c.text(MARGIN, MARGIN, title, INK, scale=2)
-    for k, row in enumerate(lay.rows):
-        y = lay.top + k * ROW_H
-        if k % 2:
-            c.rect(lay.left, y, lay.right - lay.left, ROW_H, STRIPE)
-        c.text(MARGIN, y + (ROW_H - GLYPH_H) // 2, _short(row), INK)
-    _ticks(c, lay)
-    c.rect(lay.left, lay.axis_y, lay.right - lay.left, 1, INK)
-
-
-def _ticks(c: Canvas, lay: _Layout) -> None:
-    """Round ticks, and the axis's end labelled with its own time (a round tick too
-    close to it loses its label)."""
-    step = tick_step(lay.span)
-    end_label = _fmt_end(lay.span)
-    end_left = lay.right - text_width(end_label)
-    for n in range(int(lay.span / step + 1e-9) + 1):
-        x = lay.x(lay.t0 + n * step)
-        c.rect(x, lay.top, 1, lay.axis_y - lay.top, GRID)
-        label = _fmt(n * step)
-        left = x - text_width(label) // 2
-        if left + text_width(label) + 4 <= end_left:
-            c.text(left, lay.axis_y + 4, label, INK)
-    c.rect(lay.right - 1, lay.top, 1, lay.axis_y - lay.top, GRID)
-    c.text(end_left, lay.axis_y + 4, end_label, INK)
-
-
-def _fmt_end(seconds: float) -> str:
-    """The axis's end as a title says a duration: one decimal (``4.0s``)."""
-    return f"{seconds:.1f}s"
-
-
-def _bars(c: Canvas, lay: _Layout, bars: list[Bar]) -> None:
-    for b in bars:
-        x0, x1 = lay.x(b.start), lay.x(max(b.end, b.start))
-        y = lay.top + lay.rows.index(b.row) * ROW_H + (ROW_H - BAR_H) // 2
-        c.rect(x0, y, max(x1 - x0, 1), BAR_H, lay.color(b.label))
-        if text_width(b.label) + 4 <= x1 - x0:
-            c.text(x0 + 2, y + (BAR_H - GLYPH_H) // 2, b.label, _ink_on(lay.color(b.label)))
-
-
-def _ink_on(color: Color) -> Color:
-    """Black on a light colour, white on a dark one."""
-    r, g, b = color
-    return INK if 0.299 * r + 0.587 * g + 0.114 * b > 150 else (255, 255, 255)
-
-
-def _marks(c: Canvas, lay: _Layout, marks: Sequence[tuple[str, float]]) -> None:
+def _marks(ax: Axes, lay: Layout, marks: Sequence[tuple[str, float]], width: int) -> None:
     """A red line across every row at each mark's time, its name above the rows: on the
     lowest of MARK_LINES lines where it overlaps no other name."""
-    taken: list[list[tuple[int, int]]] = [[] for _ in range(MARK_LINES)]
-    names = []
+    from matplotlib.transforms import blended_transform_factory
+
+    per_px = lay.span / max(width - lay.left_px - 12, 1)
+    on_top = blended_transform_factory(ax.transData, ax.transAxes)
+    plot_px = ROW_PX * len(lay.rows)
+    ends = [-math.inf] * MARK_LINES  # where each line's last name ends, in seconds
     for name, at in sorted(marks, key=lambda m: m[1]):
-        x = lay.x(at)
-        left = max(min(x + 2, lay.right - text_width(name)), MARGIN)
-        span = (left - 2, left + text_width(name) + 1)
-        line = next((k for k, used in enumerate(taken)
-                     if all(span[1] <= a or b <= span[0] for a, b in used)), MARK_LINES - 1)
-        taken[line].append(span)
-        y = lay.top - 4 - (line + 1) * MARK_H
-        c.rect(x, y, 1, lay.axis_y - y, MARK)
-        names.append((span, y, left, name))
-    for (a, b), y, left, name in names:  # over the lines: a name stays readable
-        c.rect(a, y - 1, b - a, GLYPH_H + 2, (255, 255, 255))
-        c.text(left, y, name, MARK)
+        x = at - lay.t0
+        line = next((k for k in range(MARK_LINES) if ends[k] < x), MARK_LINES - 1)
+        ends[line] = x + (len(name) * CHAR_PX + 8) * per_px
+        ax.axvline(x, color=MARK, linewidth=1, zorder=4)
+        ax.text(x, 1 + (4 + line * MARK_PX) / plot_px, name, transform=on_top, color=MARK,
+                fontsize=8, va="bottom", ha="left", clip_on=False,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})
 
 
-def _legend(c: Canvas, lay: _Layout) -> None:
-    for k, label in enumerate(lay.labels):
-        x = MARGIN + (k % lay.per_line) * lay.column
-        y = lay.legend_y + (k // lay.per_line) * LEGEND_H
-        c.rect(x, y, 10, 10, lay.color(label))
-        c.text(x + 14, y + 2, label if len(label) <= MAX_LEGEND
-               else label[:MAX_LEGEND - 1] + "~", INK)
+def _legend(fig: Figure, lay: Layout) -> None:
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=lay.color(label), label=_short(label, MAX_LEGEND))
+               for label in lay.labels]
+    fig.legend(handles=handles, loc="lower left", ncol=lay.per_line, fontsize=8,
+               frameon=False, bbox_to_anchor=(0.0, 0.0), handlelength=1.0)
 
 
-def render(bars: Iterable[Any], *, title: str = "", width: int = 1100,
-           marks: Sequence[tuple[str, float]] = (), origin: float | None = None,
-           end: float | None = None) -> bytes:
-    """The chart as PNG bytes. ``marks``: (name, time) drawn as vertical lines (the end
-    of `up`, the first step); ``origin``: the time the axis counts from; ``end``: the
-    time it ends at (the command's end)."""
-    items = [as_bar(b) for b in bars]
-    if not items:
-        raise ValueError("a timeline needs at least one bar")
-    lay = _Layout(items, width, title, origin, len(marks), end)
-    canvas = Canvas(width, lay.height)
-    _frame(canvas, lay, title)
-    _bars(canvas, lay, items)
-    _marks(canvas, lay, marks)
-    _legend(canvas, lay)
-    return canvas.png()
+def render(bars: Iterable[Any], *, fmt: str = "png", **options: Any) -> bytes:
+    """``figure(bars, **options)`` as PNG (or SVG) bytes."""
+    return charts.render(figure(bars, **options), fmt)
 
 
 def write(path: str | os.PathLike[str], bars: Iterable[Any], **options: Any) -> Path:
-    """``render(bars, **options)`` written to ``path`` whole or not at all (a temp file
-    renamed into place)."""
-    target = Path(path)
-    data = render(bars, **options)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a chart from its readers
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    """``figure(bars, **options)`` written to ``path``, PNG or SVG by its suffix, whole
+    or not at all."""
+    return charts.save(figure(bars, **options), path)

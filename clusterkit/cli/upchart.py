@@ -1,7 +1,8 @@
-"""`clusterkit up --timeline FILE.png` and `clusterkit status NAME --timeline FILE.png`:
-the last `up` of a cluster on this machine (cluster.ops.uprecord) drawn as a timeline
-(plan.uptimeline's bars, cli.timeline's PNG): a row per stage and per node (master,
-worker-N), the axis from the command's start to its end, as long as the title says."""
+"""`clusterkit up --timeline FILE.png|FILE.svg` and `clusterkit status NAME --timeline
+FILE`: the last `up` of a cluster on this machine (cluster.ops.uprecord) drawn as a
+timeline (plan.uptimeline's bars, cli.timeline's chart, PNG or SVG by the suffix): a row
+per stage and per node (master, worker-N), the axis from the command's start to its
+end, as long as the title says."""
 
 from __future__ import annotations
 
@@ -11,29 +12,28 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from clusterkit.cli import charts
 from clusterkit.errors import ClusterkitError, UsageError
-
-SUFFIXES = (".png",)  # what cli.timeline writes
 
 TIMELINE_OPTION = click.option(
     "--timeline", "timeline", type=click.Path(dir_okay=False), default=None,
-    metavar="FILE.png", help="Draw what the last `up` of the cluster waited for, as a PNG "
-    "timeline (the name must end in .png): a row per stage and per node.")
+    metavar="FILE.png|.svg", help="Draw what the last `up` of the cluster waited for, as a "
+    "timeline (PNG or SVG by the name's suffix; needs the charts extra): a row per stage "
+    "and per node.")
 
 
 def check_path(path: str | None) -> None:
-    """UsageError (exit 2) before anything runs when the chart cannot be written there,
-    or not in a format its suffix names."""
+    """Before anything runs: UsageError (exit 2) when the chart cannot be written there
+    or in a format its suffix names; ClusterkitError (exit 1) naming the extra when
+    matplotlib is missing."""
     if path is None:
         return
-    if Path(path).suffix.lower() not in SUFFIXES:
-        raise UsageError(f"--timeline {path}: the chart is a PNG; the file name must end "
-                         f"in {' or '.join(SUFFIXES)}",
-                         f"e.g. --timeline {Path(path).with_suffix('.png').name}")
+    charts.format_of(path, "--timeline")
     folder = Path(path).expanduser().parent
     if not folder.is_dir() or not os.access(folder, os.W_OK):
         raise UsageError(f"--timeline {path}: {folder} is not a directory you can write to",
                          "give a path in an existing, writable directory")
+    charts.require()
 
 
 def draw(console: Console, cluster: str, path: str) -> Path:

@@ -1,20 +1,19 @@
 """moto's per-request work that never changes, done once: the emulator's CPU is most of
-a sandbox `up`, and moto repeats three things on every call.
+a sandbox `up`, and moto repeats two costly things on every call.
 
 - ``list_of_moto_modules`` lists moto's package directory (a ``stat`` per service) to
   route each request: the directory does not change while the server runs.
-- ``method_names_from_class`` walks a response class's members (``inspect``) to find
-  the action's handler: a class's methods do not change either.
 - CloudFormation parses each template with PyYAML's pure-Python loader; the C loader
   (libyaml, when PyYAML has it) builds the same objects, with moto's tag constructor
   registered on it too.
 
+(The handler lookup, ``method_names_from_class``, is left alone: the sandbox adds
+actions moto lacks to its response classes, at any time, so a class's methods do.)
 Each is the function moto would call, memoised or given the faster equivalent; nothing
 moto returns changes. ``install()`` is idempotent."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 _installed = False
@@ -31,14 +30,9 @@ def install() -> None:
 
 def _memoise_routing() -> None:
     import moto.backends
-    import moto.core.responses
-    import moto.core.utils
 
     modules = tuple(moto.backends.list_of_moto_modules())
     moto.backends.list_of_moto_modules = lambda: iter(modules)
-    names = functools.lru_cache(maxsize=None)(moto.core.utils.method_names_from_class)
-    moto.core.utils.method_names_from_class = names
-    moto.core.responses.method_names_from_class = names  # imported there by name
 
 
 def _c_yaml_templates() -> None:

@@ -170,7 +170,7 @@ def test_every_pip_tool_comes_from_an_extra_install_sh_installs():
     for command, (how, package) in support.listed_tools().items():
         if how == "pip":
             assert f'"{package}' in extras, f"{command}: {package} is not in the test extra"
-    assert "-e '.[mxnet,test]'" in (ROOT / "scripts/install.sh").read_text()
+    assert "-e '.[mxnet,charts,test]'" in (ROOT / "scripts/install.sh").read_text()
 
 
 def test_the_torch_venv_is_the_listed_version_kept_outside_the_dirs_nodes_get_empty():

@@ -1,16 +1,13 @@
 """training/scaling.py's table (speedup, efficiency, $ per million samples, CSV) and
-cli/scalechart.py's PNG."""
+cli/scalechart.py's chart."""
 
 from __future__ import annotations
 
 import csv
 import io
-import struct
-import zlib
 
 import pytest
 
-from clusterkit.cli.scalechart import png
 from clusterkit.training.scaling import Measure, csv_text, lines, rows
 
 RUNS = [Measure(4, 32, 5600.0, 4 * 32.77), Measure(1, 8, 1500.0, 32.77),
@@ -36,45 +33,43 @@ def test_a_run_without_throughput_or_price_is_kept_blank():
     assert parsed[0][0] == "nodes" and parsed[1] == ["1", "0", "", "", "", ""]
 
 
-def test_the_chart_is_a_valid_png():
-    data = png(rows(RUNS), "c1 scaling")
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = struct.unpack(">II", data[16:24])
-    assert width > 100 and height > 100
-    start = data.index(b"IDAT") + 4
-    length = struct.unpack(">I", data[start - 8:start - 4])[0]
-    raw = zlib.decompress(data[start:start + length])
-    assert len(raw) == height * (1 + 3 * width)
-    assert bytes((40, 110, 200)) in raw  # the measured bars are drawn
+def test_the_chart_is_a_png_of_ideal_and_measured_bars(tmp_path):
+    from clusterkit.cli import scalechart
+    from tests.unit.test_cli_timeline import png_size
+
+    written = scalechart.write(tmp_path / "s.png", rows(RUNS), "c1 scaling")
+    assert png_size(written.read_bytes()) == (scalechart.WIDTH, scalechart.HEIGHT)
+    ax = scalechart.figure(rows(RUNS), "c1 scaling").axes[0]
+    ideal, measured = ax.containers
+    assert [p.get_height() for p in ideal] == [1.0, 2.0, 4.0]
+    assert [p.get_height() for p in measured] == pytest.approx([1.0, 2900 / 1500, 5600 / 1500])
+    assert [t.get_text() for t in ax.texts] == ["1.00x 100%", "1.93x 97%", "3.73x 93%"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4"]
 
 
 @pytest.mark.parametrize("count", [1, 3, 12])
 def test_the_chart_has_a_sensible_size_and_its_legend_inside(count: int):
-    """720 x 440 however many runs (3 runs made a 252-pixel chart that cut its legend
-    off); the legend's swatches and words lie inside the plot, and every run's bars are
-    drawn inside the image."""
+    """720 x 440 however many runs (3 runs once made a 252-pixel chart that cut its
+    legend off); the legend lies inside the plot, and every run's bars inside the
+    image."""
     from clusterkit.cli import scalechart
 
     runs = [Measure(k, 0, 1000.0 * k ** 0.9, None) for k in range(1, count + 1)]
-    data = png(rows(runs), "c1 scaling")
-    width, height = struct.unpack(">II", data[16:24])
-    assert (width, height) == (scalechart.WIDTH, scalechart.HEIGHT)
-    start = data.index(b"IDAT") + 4
-    length = struct.unpack(">I", data[start - 8:start - 4])[0]
-    raw = zlib.decompress(data[start:start + length])
-    stride = 1 + 3 * width
-
-    def at(x: int, y: int) -> bytes:
-        return raw[y * stride + 1 + 3 * x:y * stride + 4 + 3 * x]
-
-    x, y = scalechart.LEFT + 10, scalechart.TOP + 8
-    assert at(x + 2, y + 2) == bytes(scalechart.IDEAL)
-    assert at(x + 2, y + 18) == bytes(scalechart.MEASURED)
-    words = "measured (% of linear)"
-    assert x + scalechart.SWATCH + 6 + len(words) * 6 < width - scalechart.RIGHT
-    measured = [i for i in range(width) if at(i, height - scalechart.BOTTOM - 1)
-                == bytes(scalechart.MEASURED)]
-    assert measured and max(measured) < width - scalechart.RIGHT
+    fig = scalechart.figure(rows(runs), "c1 scaling")
+    assert tuple(fig.get_size_inches() * fig.dpi) == pytest.approx((scalechart.WIDTH,
+                                                                   scalechart.HEIGHT))
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    ax = fig.axes[0]
+    plot = ax.get_window_extent(renderer)
+    legend = ax.get_legend().get_window_extent(renderer)
+    assert plot.x0 <= legend.x0 and legend.x1 <= plot.x1
+    assert plot.y0 <= legend.y0 and legend.y1 <= plot.y1
+    for bars in ax.containers:
+        assert len(bars) == count
+        for bar in bars:
+            box = bar.get_window_extent(renderer)
+            assert box.x0 >= 0 and box.x1 <= scalechart.WIDTH and box.y1 <= plot.y1
 
 
 def test_io_only_gives_every_process_the_variable_and_adds_the_words():
