@@ -75,6 +75,7 @@ class Agent:
         self.timings = timings or Timings()
         self.recorder = recorder or Recorder(None)
         self.running_since: dict[str, float] = {}  # instance id -> when it was seen running
+        self.finished: set[str] = set()  # terminated instances whose nodes are gone
         self.block = block
         self.caps = caps
         self.addresses: dict[str, str] = {
@@ -128,7 +129,7 @@ class Agent:
     def tick(self) -> None:
         self._interruptions()
         self._power_offs()
-        views, volumes, snapshots = read_instances()
+        views, volumes, snapshots = read_instances(self.finished)
         if self.timings.on:
             volumes = self._settled(volumes)
         booting = [node for view in views if (node := self._follow(view)) is not None]
@@ -217,6 +218,7 @@ class Agent:
         node = self.nodes.get(view.instance_id)
         if node is None:
             if view.state == "terminated":
+                self.finished.add(view.instance_id)
                 return None
             node = EmulatedNode(view, self._address(view.instance_id),
                         self.run_dir / "nodes" / view.instance_id)
@@ -233,6 +235,8 @@ class Agent:
                 self._halt(node)
             shutil.rmtree(node.root, ignore_errors=True)
             node.state = "terminated"
+        if view.state == "terminated":
+            self.finished.add(view.instance_id)  # for good: not read again
         return None
 
     def _ssh_due(self, iid: str) -> bool:

@@ -20,6 +20,7 @@ events).
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,14 +152,19 @@ def shut_down_by_os(instance_id: str) -> str | None:
     return None
 
 
-def read_instances() -> tuple[list[InstanceView], list[VolumeView], dict[str, str | None]]:
-    """Tagged instances, non-root volume attachments, snapshots -> source volume."""
+def read_instances(finished: Container[str] = ()) -> tuple[
+        list[InstanceView], list[VolumeView], dict[str, str | None]]:
+    """Tagged instances, non-root volume attachments, snapshots -> source volume.
+    ``finished``: terminated instances the caller is done with, left out (moto keeps
+    every terminated instance: read each time, they made the agent's tick grow with
+    every instance the sandbox ever ran)."""
     views: list[InstanceView] = []
     volumes: list[VolumeView] = []
     snapshots: dict[str, str | None] = {}
     for region, backend in _backends():
         views += [v for inst in list(backend.all_instances())
-                  if (v := _view(backend, inst, region)) is not None]
+                  if not (inst.id in finished and inst.state == "terminated")
+                  and (v := _view(backend, inst, region)) is not None]
         for vol in list(backend.volumes.values()):
             att = vol.attachment
             iid = None
