@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_bootstrap import _runtime, _start  # noqa: E402
 from bench.sandbox_spec import spec_text  # noqa: E402
-from clusterkit.cluster.jobs.control import open_job_cluster  # noqa: E402
+from clusterkit.cluster.jobs.nodejobs import open_job_cluster  # noqa: E402
 from clusterkit.cluster.provision.down import do_down  # noqa: E402
 from clusterkit.cluster.provision.up import do_up  # noqa: E402
 

@@ -86,7 +86,7 @@ def spot(spec_file: str | None, instance_types: str | None, regions: str | None,
                       --regions us-east-1,us-west-2 --count 4
     """
     from clusterkit.catalog.report import report_footer, report_json
-    from clusterkit.cluster.provision.spot import do_spot
+    from clusterkit.cluster.ops.price_search import do_spot
 
     ctx = get_ctx()
     with _progress(ctx.err_console) as progress:

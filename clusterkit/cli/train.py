@@ -313,7 +313,7 @@ def logs(name: str, follow: bool, nodes: tuple[str, ...], roles: tuple[str, ...]
     Example:
       clusterkit logs sandbox -f --role worker
     """
-    from clusterkit.cluster.jobs.control import do_logs
+    from clusterkit.cluster.jobs.nodejobs import do_logs
 
     ctx = get_ctx()
     outcome = do_logs(name, job_id=job_id, follow=follow, nodes=nodes, roles=roles,
@@ -363,7 +363,7 @@ def stop(name: str, job_id: str | None, grace: float | None) -> None:
     Example:
       clusterkit stop sandbox --grace 30
     """
-    from clusterkit.cluster.jobs.control import do_stop
+    from clusterkit.cluster.jobs.nodejobs import do_stop
 
     ctx = get_ctx()
     _render_stop(do_stop(name, job_id=job_id, grace=grace, region=ctx.region,
@@ -381,7 +381,7 @@ def recovery_controller(directory: str) -> None:
     from rich.console import Console
 
     from clusterkit.cli.events import ConsoleReporter
-    from clusterkit.cluster.jobs.controlled import run
+    from clusterkit.cluster.jobs.controller_daemon import run
 
     reporter = ConsoleReporter(Console(stderr=True, no_color=True, width=200))
     try:

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from clusterkit.cluster.access.remote_ops import do_exec
-from clusterkit.cluster.jobs.control import node_jobs, open_job_cluster
+from clusterkit.cluster.jobs.nodejobs import node_jobs, open_job_cluster
 from clusterkit.cluster.jobs.train import do_train
 from clusterkit.errors import ClusterkitError
 from clusterkit.sandbox.node import PRIVATE_DIRS
@@ -87,7 +87,7 @@ class Cluster:
                               stdin=subprocess.DEVNULL, env=os.environ.copy())
 
     def active(self) -> list[str]:
-        from clusterkit.cluster.jobs.control import active_jobs
+        from clusterkit.cluster.jobs.nodejobs import active_jobs
 
         return active_jobs(node_jobs(open_job_cluster(runtime(), self.name)))
 

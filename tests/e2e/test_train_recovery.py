@@ -24,7 +24,7 @@ import pytest
 
 from bench import resumable
 from clusterkit.cluster.access.remote_ops import do_exec
-from clusterkit.cluster.jobs.control import job_summary
+from clusterkit.cluster.jobs.nodejobs import job_summary
 from clusterkit.cluster.jobs.results import JobOutcome
 from clusterkit.cluster.provision.up import do_up
 from clusterkit.sandbox import imds
@@ -294,7 +294,7 @@ def test_a_detached_job_recovers_with_the_client_gone(sandbox, cluster: Cluster)
     replaces that node only and restarts the job, which resumes from its checkpoint and
     ends as an uninterrupted run would; then the controller exits."""
     from clusterkit.cluster.jobs import controller
-    from clusterkit.cluster.jobs.control import open_job_cluster
+    from clusterkit.cluster.jobs.nodejobs import open_job_cluster
 
     before = whole(cluster)
     started = cluster.train(detach=True, max_recoveries=1)
@@ -342,7 +342,7 @@ def checkpoints(cluster: Cluster) -> int:
 
 def job_log_text(cluster: Cluster, job_id: str) -> str:
     """Every worker's log of ``job_id``, as `train` prints it (``[node/worker-0] line``)."""
-    from clusterkit.cluster.jobs.control import follow_logs, open_job_cluster
+    from clusterkit.cluster.jobs.nodejobs import follow_logs, open_job_cluster
 
     out = io.StringIO()
     follow_logs(open_job_cluster(runtime(), cluster.name), job_id, keep_following=False,

@@ -1,4 +1,4 @@
-"""The pure parts of cluster/jobs/attempt.py and cluster/jobs/control.py: the command, the job archive,
+"""The pure parts of cluster/jobs/attempt.py and cluster/jobs/nodejobs.py: the command, the job archive,
 which job is active or newest, the supervisor's stop report."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from clusterkit.cluster.jobs import attempt
-from clusterkit.cluster.jobs import control as jobs
+from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.results import NodeStop
 from clusterkit.errors import RemoteError, UsageError
 from clusterkit.node.jobfile import JobFile

@@ -35,7 +35,7 @@ def test_the_archive_holds_settings_spec_known_hosts_and_the_package_only():
         assert json.load(tar.extractfile(controller.SETTINGS)) == values
         assert tar.extractfile("home/clusters/c1/known_hosts").read() == b"host key\n"
         assert all(m.mode == 0o600 for m in tar.getmembers())
-    assert "lib/clusterkit/cluster/jobs/controlled.py" in names
+    assert "lib/clusterkit/cluster/jobs/controller_daemon.py" in names
     # what a checkout links in (the playbooks the controller's `up` runs, the template)
     assert "lib/clusterkit/resources/playbooks/hostname.sh" in names
     assert "lib/clusterkit/resources/cluster.yaml" in names
@@ -117,7 +117,7 @@ def test_the_controller_command_imports_only_its_dependencies():
     import importlib.metadata as md
     import re
 
-    probe = ("import sys; import clusterkit.cli.main, clusterkit.cluster.jobs.controlled,"
+    probe = ("import sys; import clusterkit.cli.main, clusterkit.cluster.jobs.controller_daemon,"
              " clusterkit.cluster.jobs.attach, clusterkit.cluster.jobs.recovery;"
              # boto3 is imported once a session is made, as the controller makes one
              " import clusterkit.aws.session as s; s.make_session('us-east-1');"

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from clusterkit.cluster.jobs import attempt, nccltest
-from clusterkit.cluster.jobs import control as jobs
-from clusterkit.cluster.jobs.control import JobCluster
+from clusterkit.cluster.jobs import nodejobs as jobs
+from clusterkit.cluster.jobs.nodejobs import JobCluster
 from clusterkit.errors import UsageError
 from clusterkit.kinds import Market
 from clusterkit.node import nccl_allreduce as script

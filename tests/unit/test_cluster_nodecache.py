@@ -10,7 +10,7 @@ import pytest
 
 from clusterkit import statedir
 from clusterkit.cluster.access import nodecache
-from clusterkit.cluster.jobs import control as jobs
+from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.kinds import Market
 from clusterkit.plan.nodes import Node

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from clusterkit.cluster.jobs.control import JobCluster
+from clusterkit.cluster.jobs.nodejobs import JobCluster
 from clusterkit.cluster.jobs.observe import FindingsTeller, TopFrame, row_of
 from clusterkit.kinds import Market
 from clusterkit.plan.nodes import Node

@@ -20,9 +20,9 @@ from types import SimpleNamespace
 import pytest
 
 from clusterkit.cluster.jobs import attempt, transport
-from clusterkit.cluster.jobs import control as jobs
+from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.attempt import follow_job
-from clusterkit.cluster.jobs.control import JobCluster
+from clusterkit.cluster.jobs.nodejobs import JobCluster
 from clusterkit.cluster.jobs.results import NodeStop, StopResult
 from clusterkit.cluster.jobs.transport import MAX_LINES, TransportWatch
 from clusterkit.kinds import Market

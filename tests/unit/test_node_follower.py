@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.cluster.jobs.control import FOLLOWER_MODULES
+from clusterkit.cluster.jobs.nodejobs import FOLLOWER_MODULES
 from clusterkit.node import bundle, follower
 
 SOURCE = bundle.program("follower.py", FOLLOWER_MODULES)  # as follower_call sends it

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
-from clusterkit.cluster.jobs import control as jobs
 from clusterkit.cluster.jobs import controller, workdir
+from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.attempt import Job, follow_job
 from clusterkit.cluster.jobs.results import JobOutcome
 from clusterkit.cluster.runtime import Runtime

@@ -15,7 +15,7 @@ report around it): one job on every node of a running cluster.
 5. every node's job.json (0600) and the supervisor's files (``node.bundle.files``)
    sent as one tar over SSH stdin into the job dir, and the node's supervisor started,
    every node at once;
-6. unless ``detach``, every log streamed live until the job ends (``cluster/jobs/control.py``).
+6. unless ``detach``, every log streamed live until the job ends (``cluster/jobs/nodejobs.py``).
 
 Two SSH round trips per node before the job runs (three with EFS), on one connection
 each.
@@ -37,9 +37,9 @@ from typing import TextIO
 
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.catalog.instances import lookup as instance_type
-from clusterkit.cluster.jobs import control as jobs
 from clusterkit.cluster.jobs import ending, observe, transport, workdir
-from clusterkit.cluster.jobs.control import JobCluster, JobOutcome, job_dir, node_python
+from clusterkit.cluster.jobs import nodejobs as jobs
+from clusterkit.cluster.jobs.nodejobs import JobCluster, JobOutcome, job_dir, node_python
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, RemoteError, UsageError
 from clusterkit.events import Stage

@@ -1,6 +1,6 @@
 """The master's recovery controller: `train --detach` with recoveries allowed leaves a
 process on the master that follows the job and recovers it as `train` would
-(``cluster/jobs/attach.py``) with no client connected (``controlled.py`` is that
+(``cluster/jobs/attach.py``) with no client connected (``controller_daemon.py`` is that
 process's side).
 
 What the client sets up (``start``), once the job runs:
@@ -33,7 +33,7 @@ from typing import Any
 import clusterkit
 from clusterkit.aws import instances
 from clusterkit.aws import stack as aws_stack
-from clusterkit.cluster.jobs.control import JobCluster
+from clusterkit.cluster.jobs.nodejobs import JobCluster
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, UsageError
 from clusterkit.events import Stage

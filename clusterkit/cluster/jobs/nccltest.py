@@ -22,8 +22,8 @@ from typing import Any, TextIO
 
 from clusterkit.catalog.instances import lookup as instance_type
 from clusterkit.cluster.jobs import attempt, transport
-from clusterkit.cluster.jobs import control as jobs
-from clusterkit.cluster.jobs.control import JobCluster, job_dir
+from clusterkit.cluster.jobs import nodejobs as jobs
+from clusterkit.cluster.jobs.nodejobs import JobCluster, job_dir
 from clusterkit.cluster.jobs.results import JobOutcome
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterkit.catalog.instances import lookup as instance_type
-from clusterkit.cluster.jobs import control as jobs
-from clusterkit.cluster.jobs.control import JobCluster, node_python
+from clusterkit.cluster.jobs import nodejobs as jobs
+from clusterkit.cluster.jobs.nodejobs import JobCluster, node_python
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError
 from clusterkit.node import bundle

@@ -31,9 +31,9 @@ from typing import TextIO
 from clusterkit.aws import instances
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.cluster.access.remote_ops import cluster_nodes, login_for
-from clusterkit.cluster.jobs import control as jobs
+from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.attempt import Job, Restart, follow_job, run_attempt
-from clusterkit.cluster.jobs.control import JobCluster
+from clusterkit.cluster.jobs.nodejobs import JobCluster
 from clusterkit.cluster.jobs.results import JobOutcome
 from clusterkit.cluster.jobs.standby import Standbys, swap_in
 from clusterkit.cluster.runtime import Runtime

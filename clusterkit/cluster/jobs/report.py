@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusterkit.catalog.prices import on_demand_price
-from clusterkit.cluster.jobs import control as jobs
-from clusterkit.cluster.jobs.control import JobCluster, job_dir
+from clusterkit.cluster.jobs import nodejobs as jobs
+from clusterkit.cluster.jobs.nodejobs import JobCluster, job_dir
 from clusterkit.cluster.jobs.observe import observer_call, unreadable
 from clusterkit.cluster.jobs.results import JobOutcome, recovery_json
 from clusterkit.cluster.runtime import Runtime

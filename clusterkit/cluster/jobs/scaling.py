@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from clusterkit.catalog.instances import lookup as instance_type
-from clusterkit.cluster.jobs import control as jobs
+from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs import workdir
 from clusterkit.cluster.jobs.attempt import Job, run_attempt, training_command
-from clusterkit.cluster.jobs.control import JobCluster
+from clusterkit.cluster.jobs.nodejobs import JobCluster
 from clusterkit.cluster.jobs.observe import Top
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError

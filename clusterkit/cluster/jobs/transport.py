@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from clusterkit.catalog.instances import lookup as instance_type
-from clusterkit.cluster.jobs import control as jobs
-from clusterkit.cluster.jobs.control import JobCluster
+from clusterkit.cluster.jobs import nodejobs as jobs
+from clusterkit.cluster.jobs.nodejobs import JobCluster
 from clusterkit.cluster.jobs.results import JobOutcome
 from clusterkit.node.jobstate import JobStateName
 from clusterkit.spec.model import Spec

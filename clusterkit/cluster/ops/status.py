@@ -184,7 +184,7 @@ def do_status(name: str | None, *, region: str | None = None, profile: str | Non
     cluster, regions = ref.name, list(ref.regions)
     result = status(rt, cluster, regions)
     if cluster and result.nodes and all(r.state == InstanceState.RUNNING for r in result.nodes):
-        from clusterkit.cluster.jobs.control import job_summary
+        from clusterkit.cluster.jobs.nodejobs import job_summary
 
         where = region or result.nodes[0].region  # found already: no second search
         result = dataclasses.replace(result, job=job_summary(rt, name or cluster, where),
