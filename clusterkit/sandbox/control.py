@@ -78,11 +78,11 @@ def do_start(directory: str | os.PathLike[str] | None = None,
         if proc.poll() is not None:
             break
         time.sleep(0.02)
-    if proc.poll() is None:
+    unanswered = proc.poll() is None
+    if unanswered:
         proc.kill()
         proc.wait()
-    why = "it exited" if proc.returncode != -signal.SIGKILL else (
-        f"no answer in {START_TIMEOUT:.0f} s")
+    why = f"no answer in {START_TIMEOUT:.0f} s" if unanswered else "it exited"
     raise SandboxError(f"the sandbox did not start ({why}; state dir {where})"
                        + _log_tail(where / LOG_FILE), f"see {where / LOG_FILE}")
 
