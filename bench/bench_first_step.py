@@ -21,7 +21,7 @@ another); the CLI's start (~0.3 s) is not in it. ``--compare`` also runs `up` ->
 step as before the changes of issue 25 item 3 (``as_before``) at each size, in the same
 run, on a cluster of its own.
 
-The limit and overhead are defined in clusterkit/plan/critical.py; each command's
+The limit and overhead are defined in clusterkit/timeline/critical.py; each command's
 stages (from its progress events: each stage from its first start to the next stage's)
 get theirs too, so a missed goal names the stage that holds the time. Every command
 writes a PNG timeline (clusterkit/cli/timeline.py) to ``--out``: a row per stage, per
@@ -62,7 +62,7 @@ from bench.first_step_report import BEFORE_DEPLOY, BEFORE_UP, charts, report  # 
 from clusterkit.cli import timeline as chart  # noqa: E402
 from clusterkit.cluster.runtime import Runtime  # noqa: E402
 from clusterkit.events import Event, Kind  # noqa: E402
-from clusterkit.plan import critical  # noqa: E402
+from clusterkit.timeline import critical  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

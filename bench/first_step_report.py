@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clusterkit.cli import timeline as chart
-from clusterkit.plan import critical
+from clusterkit.timeline import critical
 
 if TYPE_CHECKING:
     from bench.bench_first_step import Run

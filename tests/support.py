@@ -203,12 +203,12 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def observed(spec: Any, *, region: str = REGION, nodes: Any = (), stack: str | None = None,
              params: Any = "wanted", key_pair_missing: bool = False, candidates: Any = (),
              offers: Any = ()) -> Any:
-    """A plan.observed.Observed for planning tests: ``stack`` its status (None: no
+    """A plan.world.Observed for planning tests: ``stack`` its status (None: no
     stack), its parameters those the spec wants (``params="wanted"``) or the mapping given;
     ``offers`` the search's answer (ranked by plan_up); ``candidates`` offers that are
     also the fallback (a plan that launches at the first of them whatever the ranking)."""
-    from clusterkit.plan.observed import Observed, StackSeen
     from clusterkit.plan.stack import Facts, stack_parameters
+    from clusterkit.plan.world import Observed, StackSeen
 
     facts = Facts(vpc_id="vpc-0123456789abcdef0", image_id="ami-0123456789abcdef0",
                   root_device="/dev/sda1", key_name=f"clusterkit-{spec.name}",

@@ -30,7 +30,7 @@ COMMAND_MODULES = {
     "status": "provision", "down": "provision", "exec": "remote", "ssh": "remote",
     "pack": "pack", "snapshot-dataset": "publish", "deploy-dataset": "dataset",
     "train": "train", "logs": "train", "stop": "train", "recovery-controller": "train",
-    "top": "observe", "job": "observe", "scaling": "observe", "sandbox": "sandbox",
+    "top": "top", "job": "top", "scaling": "top", "sandbox": "sandbox",
     "autostop": "autostop",
 }
 INTERRUPTED = 130  # the exit code of Ctrl-C (128 + SIGINT), as a shell's

@@ -41,7 +41,7 @@ def draw(console: Console, cluster: str, path: str) -> Path:
     1) when this machine has no record of one."""
     from clusterkit.cli import timeline as chart
     from clusterkit.cluster.ops import uprecord
-    from clusterkit.plan.uptimeline import bars
+    from clusterkit.timeline.uptimeline import bars
 
     last = uprecord.load(cluster)
     drawn = bars(last["marks"], end=last["seconds"], names=last["names"]) if last else []

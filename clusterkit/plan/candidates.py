@@ -1,6 +1,6 @@
 """Where `up` may launch missing nodes, in the order it tries them: the observed offers
 ranked by the spec, or (nodes already running) the running nodes' region, AZ and type.
-PURE: the offer search is observed once (plan.observed), ranked here."""
+PURE: the offer search is observed once (plan.world), ranked here."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from clusterkit.catalog.ranking import Offer, cheapest_excluded, launch_candidat
 from clusterkit.errors import ClusterkitError
 from clusterkit.kinds import Market
 from clusterkit.plan.nodes import Node, node_order
-from clusterkit.plan.observed import Observed
 from clusterkit.plan.reservation import reservation_offer
+from clusterkit.plan.world import Observed
 from clusterkit.spec.checks import MIXED_HINT, mixed_types
 from clusterkit.spec.model import Spec
 

@@ -13,7 +13,6 @@ from clusterkit.plan.candidates import mixed_warnings, plan_candidates
 from clusterkit.plan.cost import hourly
 from clusterkit.plan.drift import Difference, refused, spec_drift
 from clusterkit.plan.nodes import Node, NodeActions, node_actions
-from clusterkit.plan.observed import Observed
 from clusterkit.plan.reservation import Reservation, launch_refusal
 from clusterkit.plan.stack import (
     changed_parameters,
@@ -21,6 +20,7 @@ from clusterkit.plan.stack import (
     stack_contents,
     stack_parameters,
 )
+from clusterkit.plan.world import Observed
 from clusterkit.spec.checks import cuda_warnings
 from clusterkit.spec.model import Spec
 

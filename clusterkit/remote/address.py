@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from clusterkit.errors import ClusterkitError, NotEmulated, RemoteError, SandboxError
 from clusterkit.kinds import InstanceState
 from clusterkit.netguard import check_address
-from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node
+from clusterkit.remote import selection
 from clusterkit.remote.connect import Hop, Target
 from clusterkit.remote.incluster import controller_key
 

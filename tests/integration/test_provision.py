@@ -18,7 +18,7 @@ from clusterkit.cluster.provision.down import do_down
 from clusterkit.cluster.provision.up import do_up
 from clusterkit.errors import ClusterkitError, QuotaError, UsageError
 from clusterkit.events import Event, Kind, Stage
-from clusterkit.plan.selection import select
+from clusterkit.remote.selection import select
 from tests import support
 from tests.integration.conftest import (
     REGION,

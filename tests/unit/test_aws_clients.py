@@ -91,7 +91,7 @@ def test_commands_import_no_boto3_until_a_session_is_made():
     load: `train` on the nodes `up` kept, `top` and `logs` make no AWS call. The sandbox's
     client side (sandbox mode) loads none of the emulation's server either."""
     code = ("import sys, clusterkit.cli.main, clusterkit.cluster.jobs.train, "
-            "clusterkit.cluster.jobs.observe, clusterkit.sandbox.client\n"
+            "clusterkit.cluster.jobs.top, clusterkit.sandbox.client\n"
             "heavy = ('boto3', 'botocore.config', 'botocore.parsers', 'botocore.regions', "
             "'clusterkit.sandbox.server', 'moto')\n"
             "print(sorted(m for m in sys.modules if m in heavy))")

@@ -16,7 +16,7 @@ from clusterkit.cli import charts, timeline, upchart
 from clusterkit.cli.main import cli
 from clusterkit.cluster.ops import uprecord
 from clusterkit.events import Collect, Event, Kind, Stage
-from clusterkit.plan.uptimeline import Mark
+from clusterkit.timeline.uptimeline import Mark
 
 
 def test_the_axis_ends_where_the_title_says_the_command_ended():

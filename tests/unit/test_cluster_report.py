@@ -13,7 +13,7 @@ from clusterkit.errors import ClusterkitError
 from clusterkit.node.frames import EXIT_UNREADABLE, SummaryFrame
 from clusterkit.node.totals import Summary
 from clusterkit.training.report import JobReport, build
-from tests.unit.test_cluster_observe import answering
+from tests.unit.test_cluster_top import answering
 
 JOB = "j-20260101-120000-abcd"
 

@@ -8,7 +8,7 @@ from clusterkit.cluster.ops import uprecord
 from clusterkit.events import Collect, Event, Kind, Stage
 from clusterkit.kinds import InstanceState, Market
 from clusterkit.plan.nodes import Node
-from clusterkit.plan.uptimeline import Mark
+from clusterkit.timeline.uptimeline import Mark
 
 
 def test_recording_keeps_marks_and_passes_events_on(tmp_path, monkeypatch):

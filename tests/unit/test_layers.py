@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).parents[2] / "clusterkit"
-PURE = ("spec", "plan", "catalog")
+PURE = ("spec", "plan", "catalog", "timeline")
 # The pure halves of impure packages (DESIGN.md: facts -> steps -> run; topology and
 # diagnose beside the supervisor); checked from the moment each file exists.
 PURE_FILES = ("bootstrap/facts.py", "bootstrap/steps.py", "bootstrap/stepdata.py",
@@ -22,7 +22,8 @@ PURE_FILES = ("bootstrap/facts.py", "bootstrap/steps.py", "bootstrap/stepdata.py
               "node/totals.py", "node/stall.py", "node/jobstate.py", "node/paths.py",
               "node/autostop_policy.py", "training/nccl.py", "training/allreduce.py",
               "bootstrap/efa.py", "bootstrap/efa_facts.py", "bootstrap/nodefact.py",
-              "node/wire.py", "node/jobfile.py")
+              "node/wire.py", "node/jobfile.py", "cluster/access/console_keys.py",
+              "remote/selection.py")
 # top-level module -> the only sub-packages of clusterkit that may import it
 ONLY_IN = {
     "boto3": ("aws", "sandbox"),

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from clusterkit.cluster.jobs.observe import OBSERVER_MODULES
+from clusterkit.cluster.jobs.top import OBSERVER_MODULES
 from clusterkit.node import bundle
 from clusterkit.node.frames import EXIT_UNREADABLE
 from clusterkit.node.samples import Sample

@@ -16,10 +16,10 @@ import yaml
 from clusterkit.kinds import Market, ReservationKind, ReservationState
 from clusterkit.plan.launch import launch_request
 from clusterkit.plan.nodes import BLOCK_END_TAG, Node, wanted_tags
-from clusterkit.plan.observed import Observed, differences
 from clusterkit.plan.reservation import Reservation, refusal, reservation_lines
 from clusterkit.plan.spend import plan_lines
 from clusterkit.plan.up import plan_up
+from clusterkit.plan.world import Observed, differences
 from clusterkit.spec import loads
 from tests import support
 

@@ -75,7 +75,7 @@ CASES = sorted((Path(__file__).parent / "plan_up_cases").glob("*.json"))
 
 
 def _observed(spec, seen: dict):
-    """plan_up_cases' "observed" as a plan.observed.Observed (tags as `up` writes them)."""
+    """plan_up_cases' "observed" as a plan.world.Observed (tags as `up` writes them)."""
     nodes = [Node(f"i-{n['index']}", n["index"], n["state"], n["type"], n["az"], n["market"],
                   seen["region"], (NOW - timedelta(hours=1)).isoformat(), price=n.get("price"),
                   tags=wanted_tags(spec.name, n["index"])) for n in seen["nodes"]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 
-from clusterkit.plan import console_keys
+from clusterkit.cluster.access import console_keys
 from clusterkit.sandbox import console
 from tests import support
 

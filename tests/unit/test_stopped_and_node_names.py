@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from clusterkit.errors import UsageError
-from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node, node_actions, wanted_tags
+from clusterkit.remote import selection
 
 
 def node(iid: str, index: int, state: str = "running") -> Node:

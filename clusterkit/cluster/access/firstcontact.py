@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from clusterkit.cluster.access import console_keys
+from clusterkit.cluster.access.console_keys import ConsoleKeys, Fingerprint, Verdict
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError, RemoteError
 from clusterkit.events import Stage
-from clusterkit.plan import console_keys
-from clusterkit.plan.console_keys import ConsoleKeys, Fingerprint, Verdict
 from clusterkit.plan.nodes import Node
 
 # cloud-init prints the keys in its final stage, seconds after sshd answers (clusterkit

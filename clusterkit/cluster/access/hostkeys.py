@@ -13,9 +13,8 @@ from clusterkit.cluster.access import firstcontact
 from clusterkit.cluster.access.firstcontact import ConsoleReader
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, RemoteError
-from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node
-from clusterkit.remote import known_hosts
+from clusterkit.remote import known_hosts, selection
 from clusterkit.remote.address import ssh_address
 from clusterkit.remote.probe import presented_keys
 

@@ -12,9 +12,8 @@ from clusterkit.cluster.access.target import find_nodes, open_cluster
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.kinds import InstanceState
-from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node
-from clusterkit.remote import fanout, sshcmd
+from clusterkit.remote import fanout, selection, sshcmd
 from clusterkit.remote.address import targets
 from clusterkit.remote.connect import Login
 from clusterkit.remote.incluster import controller_key

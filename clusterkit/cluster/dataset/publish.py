@@ -317,8 +317,7 @@ def probe_volume(rt: Runtime, target: str, node: str | None, path: str,
 
     from clusterkit.cluster.access import hostkeys
     from clusterkit.cluster.access.remote_ops import cluster_nodes, login_for, require_running
-    from clusterkit.plan import selection
-    from clusterkit.remote import fanout
+    from clusterkit.remote import fanout, selection
     from clusterkit.remote.address import targets
 
     login, regions = login_for(target, region)

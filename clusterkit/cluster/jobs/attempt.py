@@ -37,7 +37,7 @@ from typing import TextIO
 
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.catalog.instances import lookup as instance_type
-from clusterkit.cluster.jobs import ending, observe, transport, workdir
+from clusterkit.cluster.jobs import ending, top, transport, workdir
 from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.nodejobs import JobCluster, JobOutcome, job_dir, node_python
 from clusterkit.cluster.runtime import Runtime
@@ -348,7 +348,7 @@ def follow_job(jc: JobCluster, job_id: str, out: TextIO | None,
     Ctrl-C asks ``confirm_stop`` whether to stop it. While active, its NCCL transport
     is checked on EFA-capable nodes (``transport.py``: a job not on EFA under
     ``network.efa: true`` is stopped)."""
-    teller = observe.FindingsTeller(jc, lambda line: out.write(line + "\n")) \
+    teller = top.FindingsTeller(jc, lambda line: out.write(line + "\n")) \
         if active and out is not None else None
     watch = transport.watch_for(jc, out) if active else None
     try:

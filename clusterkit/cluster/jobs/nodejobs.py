@@ -36,9 +36,9 @@ from clusterkit.node import bundle, paths
 from clusterkit.node.jobstate import JobState, JobStateName
 from clusterkit.node.nodestate import state_from
 from clusterkit.node.totals import Summary
-from clusterkit.plan import selection
 from clusterkit.plan.nodes import Node
 from clusterkit.plan.recovery import recoveries_of
+from clusterkit.remote import selection
 from clusterkit.remote.address import ssh_address
 from clusterkit.remote.address import targets as dial_targets
 from clusterkit.remote.channels import Call, run_calls

@@ -16,8 +16,8 @@ from typing import Any
 from clusterkit.catalog.prices import on_demand_price
 from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.nodejobs import JobCluster, job_dir
-from clusterkit.cluster.jobs.observe import observer_call, unreadable
 from clusterkit.cluster.jobs.results import JobOutcome, recovery_json
+from clusterkit.cluster.jobs.top import observer_call, unreadable
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError
 from clusterkit.events import Stage

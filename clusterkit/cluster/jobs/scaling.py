@@ -15,7 +15,7 @@ from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs import workdir
 from clusterkit.cluster.jobs.attempt import Job, run_attempt, training_command
 from clusterkit.cluster.jobs.nodejobs import JobCluster
-from clusterkit.cluster.jobs.observe import Top
+from clusterkit.cluster.jobs.top import Top
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.events import Stage

@@ -19,7 +19,6 @@ from clusterkit.errors import ClusterkitError, GroupError, UsageError
 from clusterkit.events import Stage
 from clusterkit.kinds import InstanceState
 from clusterkit.node import autostop_policy as policy
-from clusterkit.plan import selection
 from clusterkit.plan.autostop import (
     SHUTDOWN_TAG,
     Clock,
@@ -31,6 +30,7 @@ from clusterkit.plan.autostop import (
     to_change,
 )
 from clusterkit.plan.nodes import Node
+from clusterkit.remote import selection
 from clusterkit.remote.address import ssh_address, targets
 from clusterkit.remote.archive import tar_bytes
 from clusterkit.remote.channels import Call, run_calls

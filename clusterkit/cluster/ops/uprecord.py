@@ -13,7 +13,7 @@ from typing import Any
 from clusterkit import statedir
 from clusterkit.events import Event, Reporter
 from clusterkit.plan.nodes import Node, node_order
-from clusterkit.plan.uptimeline import Mark, role_name
+from clusterkit.timeline.uptimeline import Mark, role_name
 
 FILE = "up-timeline.json"
 VERSION = 1

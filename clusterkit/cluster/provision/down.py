@@ -62,7 +62,7 @@ class DownResult:
 
 # -- observe ------------------------------------------------------------------------------
 
-def observe_region(rt: Runtime, cluster: str, region: str) -> RegionSeen:
+def survey_region(rt: Runtime, cluster: str, region: str) -> RegionSeen:
     """What the cluster has in ``region`` (IAM, which is global, is read apart)."""
     s = rt.session
     fss = teardown.file_systems(s, region, cluster)
@@ -82,7 +82,7 @@ def observe_region(rt: Runtime, cluster: str, region: str) -> RegionSeen:
 def observe(rt: Runtime, cluster: str, searched: Sequence[str]) -> DownObserved:
     """One read of the cluster in ``searched`` (in parallel); its IAM names only when no
     region holds anything (they then say whether the cluster exists at all)."""
-    seen = per_region(searched, lambda r: observe_region(rt, cluster, r))
+    seen = per_region(searched, lambda r: survey_region(rt, cluster, r))
     empty = not any(r.found or r.kept_efs for r in seen.values())
     iam = _iam_names(rt, cluster) if empty else None
     return DownObserved(cluster, tuple(searched), tuple(seen.values()),
@@ -345,7 +345,7 @@ def _left(rt: Runtime, plan: DownPlan) -> DownPlan:
     """What is still there after the teardown, as a plan of the planned regions (kept EFS
     aside unless deleted)."""
     after = per_region([r.region for r in plan.regions],
-                       lambda r: observe_region(rt, plan.cluster, r))
+                       lambda r: survey_region(rt, plan.cluster, r))
     return plan_down(DownObserved(plan.cluster, plan.searched, tuple(after.values()), True),
                      plan.delete_efs)
 

@@ -11,15 +11,15 @@ from clusterkit.catalog.prices import on_demand_price, spot_snapshot
 from clusterkit.catalog.ranking import Offer
 from clusterkit.catalog.zones import ZoneType, label, zone_block, zone_type
 from clusterkit.cluster.provision import launch, savedplan
-from clusterkit.cluster.provision.observe import observe_up
 from clusterkit.cluster.provision.pins import checked_regions
+from clusterkit.cluster.provision.survey import survey_up
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
 from clusterkit.kinds import Market
 from clusterkit.plan.candidates import plan_candidates
-from clusterkit.plan.observed import Observed
 from clusterkit.plan.pinning import offline_lines, pinned_resources
 from clusterkit.plan.up import UpPlan, plan_up
+from clusterkit.plan.world import Observed
 from clusterkit.spec.model import Spec
 
 
@@ -71,7 +71,7 @@ def plan_online(rt: Runtime, spec: Spec, only_region: str | None = None,
                 ) -> tuple[UpPlan, Observed]:
     """What `up` would do, from the same observation `up` makes (cluster.observe); a
     line per pinned resource says where it was found."""
-    observed = observe_up(rt, spec, only_region)
+    observed = survey_up(rt, spec, only_region)
     return plan_up(spec, observed), observed
 
 

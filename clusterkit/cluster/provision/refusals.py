@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from clusterkit.errors import ClusterBusyError, UsageError
 from clusterkit.plan.drift import refused, spec_drift
 from clusterkit.plan.nodes import Node
-from clusterkit.plan.observed import Observed
+from clusterkit.plan.world import Observed
 from clusterkit.spec.model import Spec
 
 

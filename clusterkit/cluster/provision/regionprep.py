@@ -22,10 +22,10 @@ from clusterkit.events import Stage
 from clusterkit.kinds import KeyPairAction, StackAction
 from clusterkit.plan.launch import base_tags
 from clusterkit.plan.nodes import Node
-from clusterkit.plan.observed import Observed, StackSeen
 from clusterkit.plan.provision import StackRecord, launch_outputs
 from clusterkit.plan.stack import key_pair_name, stack_action, stack_name, stack_parameters
 from clusterkit.plan.up import UpPlan
+from clusterkit.plan.world import Observed, StackSeen
 from clusterkit.remote.probe import local_public_key
 from clusterkit.spec.model import Spec
 

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from clusterkit.cluster.access.record import spec_hash
-from clusterkit.cluster.provision.observe import drift_error
+from clusterkit.cluster.provision.survey import drift_error
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
-from clusterkit.plan.observed import Observed, differences
 from clusterkit.plan.spend import plan_lines
 from clusterkit.plan.up import UpPlan, plan_up
+from clusterkit.plan.world import Observed, differences
 from clusterkit.spec.model import Spec
 
 FORMAT = "clusterkit-plan"

@@ -27,7 +27,6 @@ from clusterkit.cluster.provision import (
 from clusterkit.cluster.provision.bootstrap import bootstrap_nodes, check_steps
 from clusterkit.cluster.provision.caller import ssh_source_cidr
 from clusterkit.cluster.provision.locks import cluster_lock
-from clusterkit.cluster.provision.observe import observe_up, recheck
 from clusterkit.cluster.provision.reach import record_host_keys, wait_for_ssh, write_ssh_hosts
 from clusterkit.cluster.provision.refusals import refuse_busy, refuse_drift
 from clusterkit.cluster.provision.regionprep import (
@@ -39,6 +38,7 @@ from clusterkit.cluster.provision.regionprep import (
 )
 from clusterkit.cluster.provision.running import Trail, report_failure
 from clusterkit.cluster.provision.savedplan import SavedPlan
+from clusterkit.cluster.provision.survey import recheck, survey_up
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import (
     ClusterBusyError,
@@ -49,11 +49,11 @@ from clusterkit.events import Kind, Stage
 from clusterkit.kinds import InstanceState
 from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.nodes import Node, node_actions, node_order
-from clusterkit.plan.observed import Observed
 from clusterkit.plan.provision import ProvisionRecord
 from clusterkit.plan.spend import plan_lines
 from clusterkit.plan.stack import stack_name
 from clusterkit.plan.up import UpPlan, plan_up
+from clusterkit.plan.world import Observed
 from clusterkit.remote import sshhosts
 from clusterkit.remote.address import address_or_none
 from clusterkit.spec.model import Spec
@@ -259,10 +259,10 @@ def _up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tr
                     f"{region}")
         refuse_drift(spec, region, nodes)  # before any other call
 
-    observed = observe_up(rt, spec, only_region, on_nodes)
+    observed = survey_up(rt, spec, only_region, on_nodes)
     if observed.stack is not None and observed.stack.in_progress:  # not ours: we hold the lock
         observed = _after_other(rt, spec, observed, timeout,
-                                lambda: observe_up(rt, spec, only_region, on_nodes))
+                                lambda: survey_up(rt, spec, only_region, on_nodes))
         deadline = rt.clock() + timeout
     refuse_busy(spec, observed)  # in progress again: one more began meanwhile
     if saved is not None:  # PlanDriftError naming what changed (or: already applied)

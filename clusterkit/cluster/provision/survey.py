@@ -1,4 +1,4 @@
-"""`up`'s and `plan`'s one read of the world (plan.observed.Observed): the cluster's
+"""`up`'s and `plan`'s one read of the world (plan.world.Observed): the cluster's
 nodes, then, in the region it runs in or would be created in, the pinned resources, the
 offer search (only when nodes are to be launched), the stack, VPC and subnets, AMI,
 key pair and dataset snapshot. Read calls only; every decision is plan.up's."""
@@ -23,14 +23,14 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError, PlanDriftError
 from clusterkit.plan.candidates import plan_candidates
 from clusterkit.plan.nodes import Node, node_actions
-from clusterkit.plan.observed import (
+from clusterkit.plan.stack import stack_name
+from clusterkit.plan.world import (
     DatasetSeen,
     Observed,
     StackSeen,
     node_differences,
     stack_differences,
 )
-from clusterkit.plan.stack import stack_name
 from clusterkit.spec.model import Spec
 
 
@@ -57,7 +57,7 @@ def _dataset(rt: Runtime, spec: Spec, region: str) -> DatasetSeen | None:
     return DatasetSeen(ds.snapshot, verdict.size_gib, tuple(verdict.warnings))
 
 
-def observe_launch(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
+def survey_launch(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[Node],
                    allowed: Sequence[str]) -> Observed:
     """The nodes and, when nodes are to be launched, where they may go: pinned resources
     looked up in the cluster's region (or every allowed one), offers searched there (or
@@ -83,7 +83,7 @@ def observe_launch(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[
     return seen
 
 
-def observe_region(rt: Runtime, spec: Spec, seen: Observed) -> Observed:
+def survey_region(rt: Runtime, spec: Spec, seen: Observed) -> Observed:
     """The rest of the observation, in ``seen.region``: stack, VPC, AMI, kept EFS, key
     pair; subnets and the dataset snapshot when nodes are to be launched."""
     region = seen.region
@@ -98,7 +98,7 @@ def observe_region(rt: Runtime, spec: Spec, seen: Observed) -> Observed:
                    dataset=_dataset(rt, spec, region) if launching else None)
 
 
-def observe_up(rt: Runtime, spec: Spec, only_region: str | None,
+def survey_up(rt: Runtime, spec: Spec, only_region: str | None,
                on_nodes: Callable[[str | None, list[Node]], None] | None = None) -> Observed:
     """The whole observation: regions checked before any call, the nodes found by tag
     (``on_nodes`` sees them first: `up` refuses a spec it cannot apply before reading
@@ -110,8 +110,8 @@ def observe_up(rt: Runtime, spec: Spec, only_region: str | None,
         on_nodes(region, nodes)
     notes = [f"--region {only_region}: only {only_region} of the spec's regions"] \
         if only_region else []
-    seen = observe_launch(rt, spec, region, nodes, allowed)
-    return observe_region(rt, spec, replace(seen, notes=(*seen.notes, *notes)))
+    seen = survey_launch(rt, spec, region, nodes, allowed)
+    return survey_region(rt, spec, replace(seen, notes=(*seen.notes, *notes)))
 
 
 def recheck(rt: Runtime, spec: Spec, observed: Observed) -> None:

@@ -1,4 +1,4 @@
-"""plan.observed: the observation a saved plan keeps survives JSON unchanged, and
+"""plan.world: the observation a saved plan keeps survives JSON unchanged, and
 ``differences`` names each change between two observations (none: the plan holds)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from clusterkit.plan.nodes import Node, wanted_tags
-from clusterkit.plan.observed import DatasetSeen, Observed, StackSeen, differences
+from clusterkit.plan.world import DatasetSeen, Observed, StackSeen, differences
 from clusterkit.spec import loads
 from tests import support
 
@@ -38,7 +38,7 @@ def test_json_round_trip_is_exact():
 
 
 def test_an_observation_of_a_running_cluster_saves_again_once_read_back():
-    """Read back, tags and stack parameters are read-only mappings (what observe_up
+    """Read back, tags and stack parameters are read-only mappings (what survey_up
     holds for a cluster that exists): saving them again must not deep-copy them."""
     back = Observed.from_json(json.loads(json.dumps(_observed().to_json())))
     assert isinstance(back.nodes[0].tags, MappingProxyType)

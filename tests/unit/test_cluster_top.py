@@ -1,4 +1,4 @@
-"""cluster/jobs/observe.py's pure parts: a node's row from its samples, the frame's JSON,
+"""cluster/jobs/top.py's pure parts: a node's row from its samples, the frame's JSON,
 the follower's lines read, and `train`'s findings teller (each kind said once, when it
 first appears, naming the nodes)."""
 
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from clusterkit.cluster.jobs.nodejobs import JobCluster
-from clusterkit.cluster.jobs.observe import FindingsTeller, TopFrame, row_of
+from clusterkit.cluster.jobs.top import FindingsTeller, TopFrame, row_of
 from clusterkit.kinds import Market
 from clusterkit.plan.nodes import Node
 from clusterkit.remote.connect import Login
@@ -76,7 +76,7 @@ def test_top_s_job_cpu_column_and_its_finding_say_the_same_figure():
     the same two figures, and it says there is no throughput data (not healthy)."""
     from rich.console import Console
 
-    from clusterkit.cli.observe import findings_text, table
+    from clusterkit.cli.top import findings_text, table
     from clusterkit.training import diagnose
 
     cpus = {0: [1.6, 0.9] + [0.04] * 8, 1: [1.7, 1.0] + [0.21] * 8}
@@ -128,7 +128,7 @@ def test_top_names_the_node_whose_records_are_newer_than_this_client_reads():
     """worker-1's observer refused a newer sample (its exit 3, its stderr); worker-2
     answered a frame of a newer version: each row says it, naming its node, the file
     and both versions; the master's row is as ever."""
-    from clusterkit.cluster.jobs.observe import Top
+    from clusterkit.cluster.jobs.top import Top
     from clusterkit.node.frames import EXIT_UNREADABLE, Frame
     from clusterkit.node.samples import Sample
 

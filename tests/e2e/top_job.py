@@ -1,5 +1,5 @@
-"""A real MXNet job for `top`'s e2e tests (tests/e2e/test_observe.py), copied into the
-job's workdir and run on every worker as ``python3 observe_job.py MODE SECONDS``:
+"""A real MXNet job for `top`'s e2e tests (tests/e2e/test_top.py), copied into the
+job's workdir and run on every worker as ``python3 top_job.py MODE SECONDS``:
 dist_async push/pull rounds of one small array, MXNet's own Speedometer printing
 ``Speed: N samples/sec`` every 5 batches. MODE ``burn``: node 1 spins the CPU between
 batches (the others sleep), at the same pace; ``straggler``: node 2 takes 5x as long per

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from clusterkit.plan import console_keys as ck
+from clusterkit.cluster.access import console_keys as ck
 
 CASES = sorted((Path(__file__).parent / "plan_console_keys").glob("*.json"))
 

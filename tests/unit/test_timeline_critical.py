@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.plan.critical import Interval, Kind, by_window, critical_path, intervals
+from clusterkit.timeline.critical import Interval, Kind, by_window, critical_path, intervals
 
 CASES = sorted((Path(__file__).parent / "critical_cases").glob("*.json"))
 

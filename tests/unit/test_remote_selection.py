@@ -4,7 +4,7 @@ import pytest
 
 from clusterkit.errors import UsageError
 from clusterkit.plan.nodes import Node
-from clusterkit.plan.selection import gateway, labels, select, select_one
+from clusterkit.remote.selection import gateway, labels, select, select_one
 
 
 def node(index, iid=None, name=None):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clusterkit.plan.uptimeline import Bar, Mark, bars
+from clusterkit.timeline.uptimeline import Bar, Mark, bars
 
 
 def test_stage_rows_and_node_rows():

@@ -1,4 +1,4 @@
-"""`clusterkit top`: option wiring and rendering only (cluster/jobs/observe.py)."""
+"""`clusterkit top`: option wiring and rendering only (cluster/jobs/top.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from clusterkit.cluster.runtime import Runtime
 if TYPE_CHECKING:  # the job layer imports paramiko: loaded by the command that uses it
     from rich.table import Table
 
-    from clusterkit.cluster.jobs.observe import NodeRow, TopFrame
+    from clusterkit.cluster.jobs.top import NodeRow, TopFrame
 
 
 def _rate(value: float | None, unit: str = "") -> str:
@@ -101,7 +101,7 @@ def top(name: str, gpus: bool, once: bool, interval: float, job_id: str | None) 
     Example:
       clusterkit top sandbox --once
     """
-    from clusterkit.cluster.jobs.observe import open_top
+    from clusterkit.cluster.jobs.top import open_top
 
     ctx = get_ctx()
     rt = Runtime.make(region=ctx.region, profile=ctx.profile,

@@ -23,15 +23,15 @@ from tests.e2e.clusters import running, sandbox_spec, user_session
 from tests.e2e.test_train import Cluster
 from tests.integration.conftest import runtime
 
-# the job's batch size and its least time per batch (observe_job.py runs on the nodes)
+# the job's batch size and its least time per batch (top_job.py runs on the nodes)
 BATCH, PAUSE = ast.literal_eval(re.search(
-    r"^BATCH, PAUSE = (.+)$", Path(__file__).with_name("observe_job.py").read_text(),
+    r"^BATCH, PAUSE = (.+)$", Path(__file__).with_name("top_job.py").read_text(),
     re.M).group(1))
 SECTIONS = """\
 train:
   framework: mxnet
   python: /usr/bin/python3
-  command: python3 observe_job.py burn 30
+  command: python3 top_job.py burn 30
   servers_per_node: 1
   workers_per_node: 1
   env: {{OMP_NUM_THREADS: 1, PYTHONPATH: {site}}}
@@ -50,8 +50,8 @@ def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clust
                                  extra=SECTIONS.format(site=sysconfig.get_paths()["purelib"])))
     work = where / "work"
     work.mkdir()
-    script = Path(__file__).with_name("observe_job.py")
-    (work / "observe_job.py").write_text(script.read_text())
+    script = Path(__file__).with_name("top_job.py")
+    (work / "top_job.py").write_text(script.read_text())
     cl = Cluster(name, spec, work)
     with user_session(sandbox, where), running(cl.spec, cl.name):
         yield cl
@@ -86,7 +86,7 @@ def test_top_shows_every_node_the_job_cpu_of_the_busy_one_and_the_throughput(
     node 1's job CPU at least 4x each other's, every node's samples/s
     (the Speedometer's), their sum as the cluster's, and no GPU (said in a note)."""
     # the job outlasts both waits below (up to 150 s on a loaded machine); stopped at the end
-    started = do_train(str(cluster.spec), command=["python3", "observe_job.py", "burn", "300"],
+    started = do_train(str(cluster.spec), command=["python3", "top_job.py", "burn", "300"],
                        workdir_option=str(cluster.work), detach=True, rt=runtime())
 
     def busy_stands_out() -> dict | None:
@@ -123,7 +123,7 @@ def test_top_shows_every_node_the_job_cpu_of_the_busy_one_and_the_throughput(
 def test_a_slow_node_is_reported_as_a_straggler(cluster: Cluster):
     """Node 2's worker takes five times as long per batch (dist_async: the others go on
     at their pace): the diagnosis names worker-2 a straggler, with the numbers."""
-    started = do_train(str(cluster.spec), command=["python3", "observe_job.py", "straggler", "40"],
+    started = do_train(str(cluster.spec), command=["python3", "top_job.py", "straggler", "40"],
                        workdir_option=str(cluster.work), detach=True, rt=runtime())
     try:
         def straggler() -> dict | None:
@@ -153,7 +153,7 @@ def test_a_finished_job_has_a_report_kept_on_the_master(cluster: Cluster):
     again and lists the job."""
     # 20 s: the spinning outweighs every node's start-up (an MXNet import per process, three
     # on the master) in the run's mean even on a loaded machine (8 s did not, once)
-    outcome = do_train(str(cluster.spec), command=["python3", "observe_job.py", "burn", "20"],
+    outcome = do_train(str(cluster.spec), command=["python3", "top_job.py", "burn", "20"],
                        workdir_option=str(cluster.work), rt=runtime())
     assert outcome.ok, outcome
     made = outcome.report
@@ -177,7 +177,7 @@ def test_scaling_runs_on_1_2_3_nodes_and_writes_the_table(cluster: Cluster, tmp_
     launched), three rows with the measured samples/s, and the CSV and a valid PNG."""
     run = cluster.cli("scaling", str(cluster.spec), "--nodes", "1,2,3", "--duration", "2s",
                       "--out", str(tmp_path), "--workdir", str(cluster.work), "--json",
-                      "--", "python3", "observe_job.py", "burn", "60", timeout=600)
+                      "--", "python3", "top_job.py", "burn", "60", timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout)
     assert [r["nodes"] for r in result["rows"]] == [1, 2, 3]
@@ -194,7 +194,7 @@ def test_scaling_io_only_runs_the_input_pipeline_alone(cluster: Cluster, tmp_pat
     kvstore) and the words of --io-args; the table and files say it is the input side."""
     run = cluster.cli("scaling", str(cluster.spec), "--nodes", "1,2", "--duration", "2s",
                       "--io-only", "--io-args", "60", "--out", str(tmp_path), "--workdir",
-                      str(cluster.work), "--json", "--", "python3", "observe_job.py", "burn",
+                      str(cluster.work), "--json", "--", "python3", "top_job.py", "burn",
                       timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout)
