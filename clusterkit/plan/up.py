@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any
 
 from clusterkit.catalog.ranking import Offer
 from clusterkit.errors import SpecIssue
@@ -20,6 +21,7 @@ from clusterkit.plan.stack import (
     stack_contents,
     stack_parameters,
 )
+from clusterkit.plan.wire import WIRE_OFF, from_plain, to_plain
 from clusterkit.plan.world import Observed
 from clusterkit.spec.checks import cuda_warnings
 from clusterkit.spec.model import Spec
@@ -61,7 +63,8 @@ class UpPlan:
     dataset_gib: int | None = None  # each dataset clone's size, from the snapshot's check
     reservation: Reservation | None = None  # nodes.capacity_reservation, as read
     refusal: SpecIssue | None = None  # why `up` refuses to launch into it (plan.reservation)
-    spec: Spec | None = field(default=None, compare=False, repr=False)  # what it plans for
+    # what it plans for: not saved (a saved plan names the spec file and its digest)
+    spec: Spec | None = field(default=None, compare=False, repr=False, metadata=WIRE_OFF)
 
     @property
     def mutates(self) -> bool:
@@ -95,6 +98,15 @@ class UpPlan:
                 return None
             total += new
         return round(total, 4)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The whole plan as JSON values, read back by ``from_wire`` (a saved plan)."""
+        return to_plain(self)
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any], spec: Spec) -> UpPlan:
+        """The plan ``to_wire`` wrote, for ``spec`` (WireError when it is not one)."""
+        return replace(from_plain(cls, data), spec=spec)
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -1,11 +1,13 @@
 """Saved plans (`clusterkit plan SPEC --out plan.json`, `clusterkit up --plan plan.json`),
-after Terraform's: the file keeps the observation the plan was made from, the spec (where
-it lies beside the plan, where it was made from, and what it means: ``record.spec_hash``)
-and the plan as shown. `up --plan` refuses a spec that means something else since (exit
-2; comments and layout do not count), observes again and refuses any difference (exit 1,
-each named), else applies the plan made from the saved observation: the plan the user
-read is the plan applied. A plan already applied (the cluster is as it makes it) changes
-nothing and says so."""
+after Terraform's: the file keeps the typed plan itself (``UpPlan.to_wire``), the
+observation it was made from, the clusterkit version that wrote it, and the spec (where
+it lies beside the plan, where it was made from, and what it means: ``record.spec_hash``,
+the digest of its values). A plan another clusterkit version wrote is refused (exit 2,
+naming both versions); so is a spec that means something else since (comments and
+layout do not count). `up --plan` observes again, only to refuse any difference (exit 1,
+each named), and then applies the saved plan as read back, without planning again: the
+plan the user read is the plan applied. A plan already applied (the cluster is as it
+makes it) changes nothing and says so."""
 
 from __future__ import annotations
 
@@ -15,17 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clusterkit import __version__
 from clusterkit.cluster.access.record import spec_hash
 from clusterkit.cluster.provision.survey import drift_error
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
 from clusterkit.plan.spend import plan_lines
 from clusterkit.plan.up import UpPlan, plan_up
+from clusterkit.plan.wire import WireError
 from clusterkit.plan.world import Observed, differences
 from clusterkit.spec.model import Spec
 
 FORMAT = "clusterkit-plan"
-VERSION = 2  # 2: the spec by its meaning, found beside the plan or where it was made from
+# 2: the spec by its meaning, found beside the plan or where it was made from; 3: the
+# typed plan itself, and the clusterkit version that wrote it
+VERSION = 3
 MAKE_ONE = "make one: `clusterkit plan SPEC --out FILE`"
 
 
@@ -40,7 +46,14 @@ class SavedPlan:
     spec_hash: str
     region: str | None  # --region the plan was made with
     observed: Observed
-    plan: dict[str, Any]  # UpPlan.to_json() as saved, for people and for the ceiling
+    wire: dict[str, Any]  # UpPlan.to_wire() as saved: ``plan()`` reads it back
+
+    def plan(self, spec: Spec) -> UpPlan:
+        """The saved plan, typed (UsageError, exit 2, when it does not read back)."""
+        try:
+            return UpPlan.from_wire(self.wire, spec)
+        except (WireError, TypeError, ValueError) as exc:
+            raise UsageError(f"{self.path}: a damaged plan file ({exc})", MAKE_ONE) from None
 
     def spec_path(self) -> str:
         """Where the spec is: beside the plan as it was (the two moved together, e.g.
@@ -68,43 +81,43 @@ class SavedPlan:
                              f"{self.path}`, read it, then `clusterkit up --plan {self.path}`")
         return spec
 
-    def applied(self, spec: Spec, now: Observed) -> bool:
-        """The plan changed something, and the cluster is now as it makes it: planned
-        again from ``now``, nothing is left to change (it was applied, or the same
-        change was made another way)."""
-        return plan_up(spec, self.observed).mutates and not plan_up(spec, now).mutates
+    def applied(self, plan: UpPlan, spec: Spec, now: Observed) -> bool:
+        """The plan changes something, and the cluster is now as it makes it: planned
+        from ``now`` (to tell, never to apply), nothing is left to change."""
+        return plan.mutates and not plan_up(spec, now).mutates
 
-    def checked(self, spec: Spec, now: Observed) -> Observed:
-        """The saved observation when ``now`` matches it; PlanDriftError otherwise. The
-        candidates and the $/h ceiling are the saved plan's, planned again from the saved
-        observation by the same pure function (``spec``: the unchanged spec's)."""
-        choice = self.plan.get("choice") or {}
-        ceiling = choice.get("worst_price") or choice.get("price")
-        candidates = plan_up(spec, self.observed).candidates
-        changed = differences(self.observed, now, candidates, ceiling)
+    def checked(self, plan: UpPlan, spec: Spec, now: Observed) -> None:
+        """PlanDriftError unless ``now`` matches the saved observation (the candidates
+        and the $/h ceiling are the saved plan's)."""
+        choice = plan.choice
+        ceiling = (choice.worst_price or choice.price) if choice else None
+        changed = differences(self.observed, now, plan.candidates, ceiling)
         if changed:
-            raise drift_error(spec, changed, f"make the plan again (`clusterkit plan "
-                                             f"{spec.file} --out {self.path}`)")
-        return self.observed
+            raise drift_error(spec, changed,
+                              f"make the plan again (`clusterkit plan "
+                              f"{self.spec_path()} --out {self.path}`)")
 
-    def to_apply(self, rt: Runtime, spec: Spec, now: Observed) -> Observed:
-        """What `up --plan` plans from: the saved observation (``checked``), or ``now``
-        when the plan was already applied (nothing to change; said once)."""
-        if self.applied(spec, now):
+    def to_apply(self, rt: Runtime, spec: Spec, now: Observed) -> tuple[Observed, UpPlan]:
+        """What `up --plan` applies, and the observation it was made from: the saved
+        plan as read back (``checked`` first), or, when it was already applied, the
+        empty plan of ``now`` (nothing to change; said once)."""
+        plan = self.plan(spec)
+        if self.applied(plan, spec, now):
             rt.info(f"{self.path} was already applied: the cluster is as the plan makes "
                     "it, nothing to change")
-            return now
-        return self.checked(spec, now)
+            return now, plan_up(spec, now)
+        self.checked(plan, spec, now)
+        return self.observed, plan
 
 
 def save(path: str, spec_file: str, spec: Spec, region: str | None, observed: Observed,
          plan: UpPlan) -> None:
     """Write the plan file (atomically: a reader never sees half of it)."""
     made_from = os.path.abspath(spec_file)
-    data = {"format": FORMAT, "version": VERSION,
+    data = {"format": FORMAT, "version": VERSION, "clusterkit": __version__,
             "spec_file": os.path.relpath(made_from, os.path.dirname(os.path.abspath(path))),
             "made_from": made_from, "spec_hash": spec_hash(spec), "region": region,
-            "observed": observed.to_json(), "plan": plan.to_json(),
+            "observed": observed.to_json(), "plan": plan.to_wire(),
             "lines": plan_lines(plan)}
     target = Path(path)
     tmp = target.with_name(f".{target.name}.tmp")
@@ -124,13 +137,26 @@ def load(path: str) -> SavedPlan:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UsageError(f"{path} is not a clusterkit plan file (no \"format\": \"{FORMAT}\")",
                          MAKE_ONE)
-    if data.get("version") != VERSION:
-        raise UsageError(f"{path}: plan format version {data.get('version')!r}, this "
-                         f"clusterkit reads {VERSION}", "make the plan again with this version")
+    _check_version(path, data)
     try:
         observed = Observed.from_json(data["observed"])
+        if not isinstance(data["plan"], dict):
+            raise TypeError("its plan is not an object")
         return SavedPlan(path, data["spec_file"], data["made_from"], data["spec_hash"],
                          data.get("region"), observed, data["plan"])
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{path}: a damaged plan file ({exc!r})",
                          "make the plan again: `clusterkit plan SPEC --out FILE`") from None
+
+
+def _check_version(path: str, data: dict[str, Any]) -> None:
+    """UsageError (exit 2) naming both versions when another clusterkit wrote the plan."""
+    wrote = data.get("clusterkit")
+    if data.get("version") == VERSION and wrote == __version__:
+        return
+    who = f"clusterkit {wrote}" if wrote else \
+        f"an older clusterkit (plan format {data.get('version')!r})"
+    raise UsageError(f"{path} was written by {who}; this is clusterkit {__version__}, "
+                     "which applies only its own plans",
+                     "make the plan again with this version: `clusterkit plan SPEC --out "
+                     f"{path}`")

@@ -265,9 +265,10 @@ def _up(rt: Runtime, spec: Spec, *, timeout: float = 1800.0, wait_ssh: bool = Tr
                                 lambda: survey_up(rt, spec, only_region, on_nodes))
         deadline = rt.clock() + timeout
     refuse_busy(spec, observed)  # in progress again: one more began meanwhile
-    if saved is not None:  # PlanDriftError naming what changed (or: already applied)
-        observed = saved.to_apply(rt, spec, observed)
-    plan = plan_up(spec, observed)
+    if saved is not None:  # the saved plan as read back; PlanDriftError naming a change
+        observed, plan = saved.to_apply(rt, spec, observed)
+    else:
+        plan = plan_up(spec, observed)
     reserved.refuse(plan, wait=wait_start)  # exit 2 (or 1: --no-wait) before asking
     for line in plan_lines(plan) if saved is not None else ():  # applied as saved: shown
         rt.info(line)
