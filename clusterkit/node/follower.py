@@ -33,7 +33,7 @@ import time
 
 try:  # imported as clusterkit.node.follower (the client, tests)
     from . import jobfile, jobstate, nodestate, paths, wire
-    from .nodefiles import options
+    from .nodefiles import options, run_program
     from .samples import SAMPLES, read_summary
 except ImportError:  # sent over stdin: bundle.program puts these in sys.modules
     import jobfile
@@ -41,7 +41,7 @@ except ImportError:  # sent over stdin: bundle.program puts these in sys.modules
     import nodestate
     import paths
     import wire
-    from nodefiles import options
+    from nodefiles import options, run_program
     from samples import SAMPLES, read_summary
 
 JOBS = paths.JOBS_DIR
@@ -324,7 +324,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except BrokenPipeError:  # the client went away
-        sys.exit(0)
+    run_program(main)

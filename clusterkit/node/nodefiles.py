@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from collections.abc import Callable
 
 
 def read_json(path: str, default: object = None) -> object:
@@ -33,3 +35,12 @@ def write_json(path: str, data: object, mode: int = 0o600) -> None:
 def options(args: list, flag: str) -> list:
     """Every value given after ``flag`` in ``args`` (``--job A --job B``: [A, B])."""
     return [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == flag]
+
+
+def run_program(main: Callable[[list], int]) -> None:
+    """How a program sent over SSH stdin ends (the follower, the observer): exit with
+    ``main(sys.argv[1:])``, and 0 when the client went away (a broken pipe)."""
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except BrokenPipeError:  # the client went away
+        sys.exit(0)

@@ -28,13 +28,13 @@ import sys
 try:  # imported as clusterkit.node.observer (tests)
     from . import paths
     from .frames import EXIT_UNREADABLE, Frame, SummaryFrame
-    from .nodefiles import options, read_json
+    from .nodefiles import options, read_json, run_program
     from .samples import read_samples, read_summary
     from .wire import WireError
 except ImportError:  # sent over stdin: bundle.program puts these in sys.modules
     import paths
     from frames import EXIT_UNREADABLE, Frame, SummaryFrame
-    from nodefiles import options, read_json
+    from nodefiles import options, read_json, run_program
     from samples import read_samples, read_summary
     from wire import WireError
 
@@ -95,7 +95,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except BrokenPipeError:  # the client went away
-        sys.exit(0)
+    run_program(main)
