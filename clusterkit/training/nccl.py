@@ -71,13 +71,20 @@ _CHANNEL_VIA = re.compile(r"via NET/([^/\s]+(?: [^/\s]+)*)(?:/\d+)?(/GDRDMA)?")
 # fabric is efa (found 4 nics)", "Selected Provider is tcp (found 1 nics)"
 _PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is ([\w;-]+)(?:, fabric is ([^\s(]+))?"
                        r"(?: \(found (\d+) nics?\))?")
-_PLUGIN_VERSION = re.compile(r"NET/OFI (?:Using|Initializing) aws-ofi-nccl (\S+)")
-_LIBFABRIC_VERSION = re.compile(r"NET/OFI Using Libfabric version (\S+)")
-_NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)")
-_NO_PLUGIN = re.compile(r"NET/Plugin ?: (?:No plugin found|Could not find: libnccl-net)")
-_PLUGIN_FAILED = re.compile(r"aws-ofi-nccl initialization failed|Initializing plugin failed"
-                            r"|NET/OFI Could not find any optimal provider")
-_NO_GDR = re.compile(r"GDR disabled on GDR-supported instance type")
+# Transport's version fields -> the line that names the version (its one group)
+_VERSIONS = {
+    "plugin_version": re.compile(r"NET/OFI (?:Using|Initializing) aws-ofi-nccl (\S+)"),
+    "libfabric_version": re.compile(r"NET/OFI Using Libfabric version (\S+)"),
+    "nccl_version": re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)"),
+}
+# Transport's failure fields -> the line that says the failure (the first one is kept)
+_FAILURES = {
+    "no_plugin": re.compile(r"NET/Plugin ?: (?:No plugin found|Could not find: libnccl-net)"),
+    "plugin_failed": re.compile(r"aws-ofi-nccl initialization failed"
+                                r"|Initializing plugin failed"
+                                r"|NET/OFI Could not find any optimal provider"),
+    "no_gdr": re.compile(r"GDR disabled on GDR-supported instance type"),
+}
 # aws-ofi-nccl#663 (security group without the self rule) and libfabric's EFA errors
 # for a peer it cannot reach
 _UNREACHABLE = re.compile(r"Unable to insert remote address into address vector"
@@ -202,20 +209,15 @@ class _Seen:
             self.nics = nics if self.nics is None else min(self.nics, nics)
 
     def _versions(self, line: str) -> None:
-        for pattern, name in ((_PLUGIN_VERSION, "plugin_version"),
-                              (_LIBFABRIC_VERSION, "libfabric_version"),
-                              (_NCCL_VERSION, "nccl_version")):
+        for name, pattern in _VERSIONS.items():
             found = pattern.search(line)
             if found and getattr(self, name) is None:
                 setattr(self, name, found.group(1))
 
     def _failures(self, line: str) -> None:
-        if self.no_plugin is None and _NO_PLUGIN.search(line):
-            self.no_plugin = line
-        if self.plugin_failed is None and _PLUGIN_FAILED.search(line):
-            self.plugin_failed = line
-        if self.no_gdr is None and _NO_GDR.search(line):
-            self.no_gdr = line
+        for name, pattern in _FAILURES.items():
+            if getattr(self, name) is None and pattern.search(line):
+                setattr(self, name, line)
         if _UNREACHABLE.search(line):
             self.unreachable.append(line)
 
