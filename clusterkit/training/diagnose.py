@@ -294,13 +294,27 @@ def _stalled(n: _Node, ctx: Context, now: float) -> float | None:
     return idle if idle is not None and idle >= ctx.stall_after else None
 
 
+def _starved_fix(threads: str, less_work: str) -> str:
+    """The data-starved fix in a framework's words: its decoding ``threads`` setting and
+    how to make each sample cheaper to load."""
+    return (f"the input pipeline is CPU-bound: set {threads} ({{per_gpu}}) and no more, "
+            f"{less_work}, or pick a type with more vCPUs per GPU")
+
+
+def _no_throughput_fix(printer: str) -> str:
+    """The no-throughput fix, ``printer``: who prints the samples/s, and how."""
+    return (f"print the samples/s on every {printer}, or set train.throughput_pattern to a "
+            "regex whose one group captures what your script prints; without it nothing "
+            "judges the job's speed (stragglers by samples/s, the report's samples, "
+            "`scaling`)")
+
+
 _FIXES = {  # (kind, "torch" | "mxnet" | None: either; "lazy" for a fresh clone) -> fix
-    (Kind.DATA_STARVED, "torch"): "the input pipeline is CPU-bound: set the DataLoader's "
-    "num_workers to the vCPUs per GPU process ({per_gpu}) and no more, pre-resize/pre-decode "
-    "the dataset, or pick a type with more vCPUs per GPU",
-    (Kind.DATA_STARVED, "mxnet"): "the input pipeline is CPU-bound: set --data-nthreads to the "
-    "vCPUs per GPU ({per_gpu}) and no more, pre-resize the RecordIO (im2rec --resize), or pick "
-    "a type with more vCPUs per GPU",
+    (Kind.DATA_STARVED, "torch"): _starved_fix(
+        "the DataLoader's num_workers to the vCPUs per GPU process",
+        "pre-resize/pre-decode the dataset"),
+    (Kind.DATA_STARVED, "mxnet"): _starved_fix(
+        "--data-nthreads to the vCPUs per GPU", "pre-resize the RecordIO (im2rec --resize)"),
     (Kind.COMMUNICATION_BOUND, "torch"): "gradient all-reduce fills the network: a larger "
     "batch per GPU (or gradient accumulation) exchanges less per sample; or a type with more "
     "bandwidth (EFA)",
@@ -313,14 +327,9 @@ _FIXES = {  # (kind, "torch" | "mxnet" | None: either; "lazy" for a fresh clone)
     "storage.dataset.throughput, or copy the dataset to storage.scratch (instance store)",
     (Kind.GPU_MEMORY_HEADROOM, None): "the GPUs are busy with memory to spare: raise the batch "
     "size (about 2x, scaling the learning rate with it) for more samples/s",
-    (Kind.NO_THROUGHPUT, "mxnet"): "print the samples/s on every worker (MXNet's "
-    "mx.callback.Speedometer: `Speed: N samples/sec`), or set train.throughput_pattern to a "
-    "regex whose one group captures what your script prints; without it nothing judges the "
-    "job's speed (stragglers by samples/s, the report's samples, `scaling`)",
-    (Kind.NO_THROUGHPUT, None): "print the samples/s on every rank (`N samples/s`), or set "
-    "train.throughput_pattern to a regex whose one group captures what your script prints; "
-    "without it nothing judges the job's speed (stragglers by samples/s, the report's "
-    "samples, `scaling`)",
+    (Kind.NO_THROUGHPUT, "mxnet"): _no_throughput_fix(
+        "worker (MXNet's mx.callback.Speedometer: `Speed: N samples/sec`)"),
+    (Kind.NO_THROUGHPUT, None): _no_throughput_fix("rank (`N samples/s`)"),
 }
 
 
