@@ -59,17 +59,10 @@ class Proc:
 
     def __init__(self, spec: ProcessEntry, job_dir: str):
         self.spec, self.job_dir = spec, job_dir
+        self.name, self.role = spec.name, spec.role  # the spec's (frozen): never change
         self.popen: subprocess.Popen | None = None
         self.exit: int | None = None
         self.ended: float | None = None  # epoch seconds: what orders failures across nodes
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def role(self) -> str:
-        return self.spec.role
 
     def file(self, ext: str) -> str:
         return os.path.join(self.job_dir, self.name + "." + ext)
