@@ -93,7 +93,7 @@ class BootstrapResult:
 
     @property
     def ok(self) -> bool:
-        return all(n.ok for n in self.nodes)
+        return not self.failed
 
     @property
     def failed(self) -> tuple[NodeBootstrap, ...]:
