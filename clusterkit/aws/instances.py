@@ -7,8 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from botocore import xform_name
-
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
 from clusterkit.aws.tags import cluster_filter, tag_specs, to_dict, to_list
@@ -250,18 +248,18 @@ def set_instance_profile(session: boto3.Session, region: str, instance_id: str,
     return True
 
 
-def _on_instances(session: boto3.Session, region: str, operation: str,
-                  ids: Sequence[str]) -> None:
-    """EC2's ``operation`` (one that takes only InstanceIds: ``TerminateInstances``,
-    ``StartInstances``) on ``ids``; no call without any."""
+def _on_instances(session: boto3.Session, region: str, ids: Sequence[str], operation: str,
+                  method: str) -> None:
+    """EC2's ``operation``, the client's ``method`` (named as written, so that
+    scripts/iam_policy.py finds it), on the instances ``ids``; no call without any."""
     if not ids:
         return
     with aws_call(operation, ",".join(ids)):
-        getattr(_ec2(session, region), xform_name(operation))(InstanceIds=list(ids))
+        getattr(_ec2(session, region), method)(InstanceIds=list(ids))
 
 
 def terminate_instances(session: boto3.Session, region: str, ids: Sequence[str]) -> None:
-    _on_instances(session, region, "TerminateInstances", ids)
+    _on_instances(session, region, ids, "TerminateInstances", "terminate_instances")
 
 
 def set_shutdown_behavior(session: boto3.Session, region: str, instance_id: str,
@@ -275,7 +273,7 @@ def set_shutdown_behavior(session: boto3.Session, region: str, instance_id: str,
 
 def start_instances(session: boto3.Session, region: str, ids: Sequence[str]) -> None:
     """Start stopped instances (EBS-backed; their instance-store disks come back empty)."""
-    _on_instances(session, region, "StartInstances", ids)
+    _on_instances(session, region, ids, "StartInstances", "start_instances")
 
 
 def cluster_spot_requests(session: boto3.Session, region: str, cluster: str,
