@@ -312,6 +312,18 @@ STEPS: tuple[tuple[str, StepFn], ...] = (
 STEP_NAMES = tuple(name for name, _ in STEPS)
 
 
+def spec_steps(spec: Spec) -> tuple[str, ...]:
+    """The steps the spec calls for, in the order they run (`plan` lists them): the
+    others skip on every node whatever it holds. Whether one runs on a node is the
+    node's to say (its receipts and live state, read when it answers SSH)."""
+    storage = spec.storage
+    wanted = {"efa": spec.network.efa_wanted, "scratch": storage.scratch is not None,
+              "efs": storage.efs is not None,
+              "dataset": storage.dataset is not None,
+              "env": spec.train is not None and bool(spec.train.packages)}
+    return tuple(name for name in STEP_NAMES if wanted.get(name, True))
+
+
 def digest(commands: Sequence[Command], playbooks: Mapping[str, str],
            boot_id: str | None = None) -> str:
     """sha256 of the playbooks' text and the commands' inputs (and the boot id)."""

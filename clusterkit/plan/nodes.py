@@ -202,6 +202,11 @@ class Retag:
 
     instance_ids: tuple[str, ...]
     tags: Mapping[str, str]
+    volume_ids: tuple[str, ...] = ()  # their root volumes, tagged alike
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        return (*self.instance_ids, *self.volume_ids)
 
 
 @dataclass(frozen=True)
@@ -257,8 +262,16 @@ def node_actions(cluster: str, count: int, nodes: Sequence[Node]) -> NodeActions
 
 def _retag(cluster: str, keep: Mapping[int, Node]) -> tuple[Retag, ...]:
     """The nodes whose ``clusterkit:role`` tag is not their role, grouped by role."""
-    wrong: dict[Role, list[str]] = {}
+    wrong: dict[Role, list[Node]] = {}
     for index, node in sorted(keep.items()):
         if node.tags.get(ROLE_TAG) != role_of(index):
-            wrong.setdefault(role_of(index), []).append(node.instance_id)
-    return tuple(Retag(tuple(ids), role_tags(cluster, role)) for role, ids in wrong.items())
+            wrong.setdefault(role_of(index), []).append(node)
+    return tuple(Retag(tuple(n.instance_id for n in nodes), role_tags(cluster, role),
+                       tuple(v for n in nodes for v in n.volume_ids))
+                 for role, nodes in wrong.items())
+
+
+def launched_retag(cluster: str, launched: Sequence[Node]) -> tuple[Retag, ...]:
+    """The role tags a launch of several roles leaves to write (its instances carry
+    ``pending``: ``launch_tags``), one group per role, by the index each node got."""
+    return _retag(cluster, {n.index: n for n in launched if n.index is not None})

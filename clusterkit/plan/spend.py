@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from clusterkit.kinds import KeyPairAction, Market, MarketPolicy, StackAction
+from clusterkit.plan.applied import apply_lines
 from clusterkit.plan.dataset import dataset_cost
 from clusterkit.plan.network import efa_lines
 from clusterkit.plan.nodes import node_name
@@ -155,6 +156,7 @@ def plan_lines(plan: UpPlan) -> list[str]:
     if plan.nodes.retag:
         lines.append(f"tag {len(plan.nodes.retag_ids)} node(s) with their role "
                      f"({len(plan.nodes.retag)} call(s))")
+    lines += apply_lines(plan)
     if not plan.mutates:
         total = plan.hourly_after()
         lines.append("the cluster's nodes cost " + (f"${total:.4f}/h" if total is not None

@@ -29,6 +29,29 @@ def key_pair_name(cluster: str) -> str:
     return f"clusterkit-{cluster}"
 
 
+BOUNDARY_PARAM = "NodeRoleBoundary"  # follows the service role, not the spec
+
+
+@dataclass(frozen=True)
+class StackRole:
+    """The role CloudFormation runs the cluster's stack as: ``arn`` (None: the caller's
+    own permissions) and the permissions boundary it makes the nodes' role carry ("" for
+    none), passed on every create and update as the stack parameter ``NodeRoleBoundary``
+    (not compared: it follows the account's role, not the spec)."""
+
+    arn: str | None = None
+    boundary: str = ""
+    warning: str = ""  # why there is no role, and how to make one
+
+    def params(self) -> dict[str, str]:
+        return {BOUNDARY_PARAM: self.boundary}
+
+    def describe(self) -> str:
+        if self.arn is None:
+            return "with your own permissions (no CloudFormation service role)"
+        return f"as the service role {self.arn} (nodes' role boundary {self.boundary})"
+
+
 @dataclass(frozen=True)
 class Facts:
     """What the stack parameters depend on besides the spec, looked up from AWS."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from clusterkit.bootstrap.steps import spec_steps
 from clusterkit.catalog.ranking import Offer
 from clusterkit.errors import SpecIssue
 from clusterkit.kinds import KeyPairAction, StackAction
@@ -14,8 +15,10 @@ from clusterkit.plan.candidates import mixed_warnings, plan_candidates
 from clusterkit.plan.cost import hourly
 from clusterkit.plan.drift import Difference, refused, spec_drift
 from clusterkit.plan.nodes import Node, NodeActions, node_actions
+from clusterkit.plan.region import RegionPlan, region_plan
 from clusterkit.plan.reservation import Reservation, launch_refusal
 from clusterkit.plan.stack import (
+    StackRole,
     changed_parameters,
     stack_action,
     stack_contents,
@@ -63,6 +66,14 @@ class UpPlan:
     dataset_gib: int | None = None  # each dataset clone's size, from the snapshot's check
     reservation: Reservation | None = None  # nodes.capacity_reservation, as read
     refusal: SpecIssue | None = None  # why `up` refuses to launch into it (plan.reservation)
+    # apply's whole work, as the plan shows it: the region preparations (its own region
+    # first, then each fallback candidate's, observed before the question), the role the
+    # stack calls run as, the subnets where the EFS has a mount target already, and the
+    # bootstrap steps the spec calls for
+    regions: tuple[RegionPlan, ...] = ()
+    role: StackRole | None = None
+    mount_targets: tuple[str, ...] = ()
+    steps: tuple[str, ...] = ()
     # what it plans for: not saved (a saved plan names the spec file and its digest)
     spec: Spec | None = field(default=None, compare=False, repr=False, metadata=WIRE_OFF)
 
@@ -76,6 +87,10 @@ class UpPlan:
         missing node tags alone does not ask)."""
         return (self.stack != "none" or self.key_pair != "none"
                 or not replace(self.nodes, retag=()).empty)
+
+    def region_plan(self, region: str) -> RegionPlan | None:
+        """Apply's work in ``region`` before a launch there (None: not planned)."""
+        return next((r for r in self.regions if r.region == region), None)
 
     @property
     def refused(self) -> list[Difference]:
@@ -179,10 +194,26 @@ def plan_up(spec: Spec, observed: Observed, notes: Sequence[str] = ()) -> UpPlan
                   candidates=candidates, parameters=MappingProxyType(wanted),
                   dataset_gib=dataset.size_gib if dataset else None, spec=spec,
                   reservation=observed.reservation)
+    plan = replace(plan, regions=_regions(spec, observed, plan), role=observed.role,
+                   mount_targets=observed.mount_targets, steps=spec_steps(spec))
     mixed = mixed_warnings(spec, observed.offers) if actions.launch else ()
     return replace(plan, warnings=(*(dataset.warnings if dataset else ()),
                                    *gpu_warnings(spec, plan), *mixed),
                    refusal=launch_refusal(spec, observed.reservation, actions.launch, nodes))
+
+
+def _regions(spec: Spec, observed: Observed, plan: UpPlan) -> tuple[RegionPlan, ...]:
+    """The own region's preparation as the plan says it, then each other region the
+    candidates reach, in their order, as observed there."""
+    if observed.facts is None:
+        return ()
+    own = RegionPlan(plan.region, plan.key_pair == KeyPairAction.IMPORT, plan.stack,
+                     plan.parameters, observed.stack, observed.facts.vpc_id,
+                     observed.subnets)
+    others = [region_plan(spec, seen.region, seen.stack, seen.facts, seen.key_pair_missing,
+                          seen.subnets)
+              for seen in observed.elsewhere if seen.region != plan.region]
+    return (own, *others)
 
 
 def gpu_warnings(spec: Spec, plan: UpPlan) -> tuple[str, ...]:

@@ -7,17 +7,16 @@ was observed and of the spec alone, and tests give it as data
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass
-from enum import Enum
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
 from clusterkit.catalog.ranking import Offer
-from clusterkit.catalog.zones import ZoneType
-from clusterkit.kinds import Market, ReservationState
+from clusterkit.kinds import ReservationState
 from clusterkit.plan.nodes import Node
 from clusterkit.plan.reservation import Reservation
-from clusterkit.plan.stack import Facts
+from clusterkit.plan.stack import Facts, StackRole
+from clusterkit.plan.wire import from_plain, to_plain
 
 EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -55,6 +54,19 @@ class DatasetSeen:
 
 
 @dataclass(frozen=True)
+class RegionSeen:
+    """A region a fallback candidate launches in, read before the question as the
+    plan's own region is: its stack, what the stack's parameters depend on, the key
+    pair, the subnets."""
+
+    region: str
+    stack: StackSeen | None
+    facts: Facts
+    key_pair_missing: bool
+    subnets: Mapping[str, str] = field(default_factory=lambda: EMPTY)  # AZ -> subnet id
+
+
+@dataclass(frozen=True)
 class Observed:
     """One read of the region `up` applies to.
 
@@ -79,60 +91,24 @@ class Observed:
     notes: tuple[str, ...] = ()
     subnets: Mapping[str, str] = field(default_factory=lambda: EMPTY)  # AZ -> subnet id
     reservation: Reservation | None = None  # nodes.capacity_reservation's, as read
+    # the role CloudFormation runs the stack as (None: not read, the stack is unchanged)
+    role: StackRole | None = None
+    elsewhere: tuple[RegionSeen, ...] = ()  # the other regions the candidates reach
+    # the subnets where the kept or made EFS already has a mount target (read only when
+    # the cluster has a file system already and mounts it)
+    mount_targets: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return _plain(self)
+        return to_plain(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Observed:
-        stack, facts, dataset = data.get("stack"), data.get("facts"), data.get("dataset")
-        return cls(
-            region=data["region"], nodes=tuple(_node(n) for n in data["nodes"]),
-            stack=None if stack is None else StackSeen(
-                stack["status"], MappingProxyType(dict(stack["parameters"])),
-                stack.get("stack_id", ""), MappingProxyType(dict(stack.get("outputs", {})))),
-            facts=None if facts is None else Facts(**facts),
-            key_pair_missing=bool(data["key_pair_missing"]),
-            offers=tuple(_offer(o) for o in data.get("offers", ())),
-            regions=tuple(data.get("regions", ())),
-            fallback=_offer(data["fallback"]) if data.get("fallback") else None,
-            dataset=None if dataset is None else DatasetSeen(
-                dataset["snapshot_id"], int(dataset["size_gib"]), tuple(dataset["warnings"])),
-            notes=tuple(data.get("notes", ())),
-            subnets=MappingProxyType(dict(data.get("subnets", {}))),
-            reservation=Reservation.from_json(data["reservation"]) if data.get(
-                "reservation") else None)
+        """What ``to_json`` wrote (WireError, a ValueError, when it is not that)."""
+        return from_plain(cls, dict(data))
 
-
-def _plain(value: Any) -> Any:
-    """A record as JSON values: dataclasses field by field, mappings (read-only ones too:
-    ``asdict`` would deep-copy them, and a ``mappingproxy`` cannot be copied), enums and
-    tuples made plain."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, Enum):
-        return value.value
-    return value
-
-
-def _node(data: Mapping[str, Any]) -> Node:
-    known = {f.name for f in fields(Node)}
-    values = {k: v for k, v in data.items() if k in known}
-    values["market"] = Market(values["market"])
-    values["tags"] = MappingProxyType(dict(values.get("tags", {})))
-    values["volume_ids"] = tuple(values.get("volume_ids", ()))
-    return Node(**values)
-
-
-def _offer(data: Mapping[str, Any]) -> Offer:
-    values = dict(data)
-    values["market"] = Market(values["market"])
-    values["zone_type"] = ZoneType(values.get("zone_type", ZoneType.AVAILABILITY_ZONE.value))
-    return Offer(**values)
+    def seen_in(self, region: str) -> RegionSeen | None:
+        """A fallback region as observed (None: the plan's own region, or not read)."""
+        return next((r for r in self.elsewhere if r.region == region), None)
 
 
 def _node_key(node: Node) -> tuple[str, str]:

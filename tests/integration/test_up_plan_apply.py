@@ -16,6 +16,7 @@ import boto3
 import pytest
 from click.testing import CliRunner
 
+import clusterkit
 from clusterkit.cli.main import cli
 from clusterkit.cluster.ops import uprecord
 from clusterkit.cluster.provision import up as up_module
@@ -25,6 +26,7 @@ from clusterkit.cluster.provision.up import do_up
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, PlanDriftError, UsageError
 from clusterkit.events import Collect, Kind
+from clusterkit.plan.applycalls import apply_calls
 from clusterkit.plan.spend import plan_lines
 from clusterkit.spec import load
 from tests import support
@@ -144,3 +146,37 @@ def test_plan_file_errors_exit_2_through_the_cli(moto_env, tmp_path, monkeypatch
         result = CliRunner().invoke(cli, argv)
         assert result.exit_code == 2, (argv, result.output)
         assert words in result.stderr, (argv, result.stderr)
+
+
+@pytest.mark.parametrize("count,efs", [(2, True), (3, False)])
+def test_up_makes_the_writes_its_plan_says(calls: Calls, tmp_path, count: int, efs: bool):
+    """A saved plan of a first `up` (EFS or not), then a scale-out by one node: the AWS
+    writes apply makes are those ``apply_calls`` reads from the plan, no more, no
+    fewer (and `plan` names each)."""
+    extra = "storage:\n  efs: {mount: /efs, deletion_policy: delete}\n" if efs else ""
+    spec = str(write_spec(tmp_path, count=count, extra=extra))
+    name = load(spec).name
+    out = str(tmp_path / "plan.json")
+    for grow in (0, 1):
+        if grow:
+            spec = str(write_spec(tmp_path, name=name, count=count + 1, extra=extra))
+        planned = do_plan(spec, rt=_rt(None), out=out)
+        calls.reset()
+        do_up(None, plan_file=out, rt=_rt(calls), wait_ssh=False)
+        assert calls.mutating() == apply_calls(planned), (grow, planned.to_json())
+    do_down(spec, yes=True, rt=_rt(None))
+    assert leftovers(name) == {}
+
+
+def test_a_plan_of_another_clusterkit_version_is_refused_naming_both(calls: Calls, tmp_path):
+    spec = str(write_spec(tmp_path, count=1))
+    out = tmp_path / "plan.json"
+    do_plan(spec, rt=_rt(None), out=str(out))
+    saved = json.loads(out.read_text())
+    saved["clusterkit"] = "0.0.1"
+    out.write_text(json.dumps(saved))
+    with pytest.raises(UsageError) as caught:
+        do_up(None, plan_file=str(out), rt=_rt(calls), wait_ssh=False)
+    assert caught.value.exit_code == 2 and calls.log == []
+    assert "written by clusterkit 0.0.1" in caught.value.message
+    assert f"this is clusterkit {clusterkit.__version__}" in caught.value.message

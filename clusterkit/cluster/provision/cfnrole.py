@@ -13,32 +13,19 @@ import os
 import re
 import threading
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 from clusterkit.aws import servicerole
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
 from clusterkit.events import Stage
+from clusterkit.plan.stack import StackRole
 
 ENV = "CLUSTERKIT_CLOUDFORMATION_ROLE"
 ROLE_ARN = re.compile(r"^arn:(aws[a-z-]*):iam::(\d{12}):role/[\w+=,.@/-]+$")
 CREATE = (f"clusterkit iam-policy --role cloudformation --stack > {servicerole.STACK_NAME}.yaml"
           f" && aws cloudformation deploy --stack-name {servicerole.STACK_NAME} "
           f"--template-file {servicerole.STACK_NAME}.yaml --capabilities CAPABILITY_NAMED_IAM")
-BOUNDARY_PARAM = "NodeRoleBoundary"
-
-
-@dataclass(frozen=True)
-class StackRole:
-    """``arn``: the RoleARN of the stack calls (None: the caller's own permissions);
-    ``boundary``: the permissions boundary of the nodes' role ("" for none)."""
-
-    arn: str | None = None
-    boundary: str = ""
-
-    def params(self) -> dict[str, str]:
-        return {BOUNDARY_PARAM: self.boundary}
 
 
 _lock = threading.Lock()
@@ -67,17 +54,21 @@ def _lookup(rt: Runtime, region: str | None) -> StackRole:
         return _with_boundary(arn)
     why = ("does not exist in this account" if error == "NoSuchEntity"
            else "cannot be read by you (iam:GetRole denied)")
-    rt.warn(f"the CloudFormation service role {servicerole.ROLE_NAME} {why}: the stack runs "
-            "with your own permissions (IAM and EC2 writes; see `clusterkit iam-policy`). "
-            f"Create the role once per account: {CREATE}; or set {ENV}=<role ARN> "
-            f"({ENV}=none: your permissions, without this warning)", stage=Stage.STACK)
-    return StackRole()
+    return StackRole(warning=(
+        f"the CloudFormation service role {servicerole.ROLE_NAME} {why}: the stack runs "
+        "with your own permissions (IAM and EC2 writes; see `clusterkit iam-policy`). "
+        f"Create the role once per account: {CREATE}; or set {ENV}=<role ARN> "
+        f"({ENV}=none: your permissions, without this warning)"))
 
 
-def stack_role(rt: Runtime, region: str | None = None) -> StackRole:
-    """The role of the session's stack calls, looked up (and warned about) once
-    (``region``: the stack's, signing the IAM lookup where the session has none)."""
+def stack_role(rt: Runtime, region: str | None = None, *, warn: bool = True) -> StackRole:
+    """The role of the session's stack calls, looked up once (``region``: the stack's,
+    signing the IAM lookup where the session has none); its ``warning`` said then when
+    ``warn`` (`up` and `plan` show it among the plan's lines instead)."""
     with _lock:
-        if rt.session not in _found:
-            _found[rt.session] = _lookup(rt, region)
-        return _found[rt.session]
+        if rt.session in _found:
+            return _found[rt.session]
+        _found[rt.session] = role = _lookup(rt, region)
+    if warn and role.warning:
+        rt.warn(role.warning, stage=Stage.STACK)
+    return role

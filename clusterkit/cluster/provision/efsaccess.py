@@ -15,16 +15,18 @@ from clusterkit.plan.nodes import Node
 from clusterkit.plan.provision import ProvisionRecord, StackRecord
 
 
-def mount_target(rt: Runtime, stack: StackRecord, subnet: str | None, az: str) -> None:
+def mount_target(rt: Runtime, stack: StackRecord, subnet: str | None, az: str,
+                 existing: Sequence[str] = ()) -> None:
     """The EFS mount target in the launch's AZ, made just before the launch so that it
     becomes available while the nodes boot (``mount_ready`` waits for it before the
     bootstrap). Made here, not by the stack: the AZ is each launch attempt's, and moving
     it would need a stack update per fallback (an attempt that found no capacity leaves
-    its mount target on the cluster's file system, deleted with it by `down`)."""
+    its mount target on the cluster's file system, deleted with it by `down`).
+    ``existing``: the subnets where the plan saw one already (nothing is read here)."""
     fs_id = stack.efs_id  # created, or a kept one mounted again
-    if not fs_id or not subnet:
+    if not fs_id or not subnet or subnet in existing:
         return
-    if efs.ensure_mount_target(rt.session, stack.region, fs_id, subnet, stack.security_group):
+    if efs.create_mount_target(rt.session, stack.region, fs_id, subnet, stack.security_group):
         rt.done(Stage.MOUNT_TARGET, f"created EFS mount target for {fs_id} in {az}")
 
 

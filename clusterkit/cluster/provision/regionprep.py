@@ -1,69 +1,33 @@
 """A region's key pair and stack for `up`'s apply: exactly what the confirmed plan says
-in the plan's region (its key-pair and stack actions, its parameters, the stack as
-observed), so nothing is read or decided again there. A region the plan did not read
-(a fallback offer in another region, walked only because the user confirmed that
-candidate list) is observed and planned then, by the same pure functions."""
+for that region (``plan.region.RegionPlan``: its key-pair and stack actions, every
+parameter, the stack as observed; the role from ``UpPlan.role``), the plan's own region
+and each fallback candidate's alike, so nothing is read or decided again there."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from clusterkit.aws import keypairs, lookup
-from clusterkit.aws import stack as cfn
 from clusterkit.cluster.provision import launch, stackops
-from clusterkit.cluster.provision.lookups import facts, key_pair_missing
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
 from clusterkit.events import Stage
-from clusterkit.kinds import KeyPairAction, StackAction
 from clusterkit.plan.launch import base_tags
 from clusterkit.plan.nodes import Node
 from clusterkit.plan.provision import StackRecord, launch_outputs
-from clusterkit.plan.stack import key_pair_name, stack_action, stack_name, stack_parameters
-from clusterkit.plan.up import UpPlan
-from clusterkit.plan.world import Observed, StackSeen
+from clusterkit.plan.region import RegionPlan
+from clusterkit.plan.stack import StackRole, key_pair_name, stack_name
+from clusterkit.plan.world import StackSeen
 from clusterkit.remote.probe import local_public_key
 from clusterkit.spec.model import Spec
 
 # Launch once the stack's launch template (and what it names) is made, not when the whole
 # stack is: False waits for all of it first (bench/bench_first_step.py --compare).
 LAUNCH_EARLY = True
-
-
-@dataclass(frozen=True)
-class RegionPlan:
-    """What apply does to one region before launching there."""
-
-    region: str
-    import_key: bool
-    action: StackAction
-    parameters: Mapping[str, str]
-    current: StackSeen | None
-    vpc_id: str
-    subnets: Mapping[str, str] = field(default_factory=dict)  # AZ -> subnet (read if empty)
-
-
-def from_plan(plan: UpPlan, observed: Observed) -> RegionPlan:
-    """The plan's own region, as confirmed."""
-    assert observed.facts is not None
-    return RegionPlan(plan.region, plan.key_pair == KeyPairAction.IMPORT, plan.stack, plan.parameters,
-                      observed.stack, observed.facts.vpc_id, observed.subnets)
-
-
-def read_region(rt: Runtime, spec: Spec, region: str, cidr: str) -> RegionPlan:
-    """A region the plan did not read: observed now, planned by the same rules."""
-    current = StackSeen.of(cfn.describe_stack(rt.session, region, stack_name(spec.name)))
-    found = facts(rt, spec, region, current=dict(current.parameters) if current else None,
-                  ssh_cidr=cidr)
-    wanted = stack_parameters(spec, found)
-    action = stack_action(current.status if current else None,
-                          dict(current.parameters) if current else None, wanted)
-    return RegionPlan(region, key_pair_missing(rt, spec, region), action, wanted, current,
-                      found.vpc_id)
 
 
 def _described(seen: StackSeen | None) -> dict[str, Any] | None:
@@ -74,20 +38,22 @@ def _described(seen: StackSeen | None) -> dict[str, Any] | None:
             "outputs": dict(seen.outputs), "reason": ""}
 
 
-def prepare_region(rt: Runtime, spec: Spec, todo: RegionPlan, timeout: float,
+def prepare_region(rt: Runtime, spec: Spec, todo: RegionPlan, role: StackRole | None,
+                   timeout: float, imported: set[str],
                    ) -> tuple[StackRecord, stackops.Pending | None]:
     """Key pair and stack in ``todo.region`` as ``todo`` says; the stack's record. A stack
     it creates is returned while still in progress (with ``Pending``, to finish) once
     what a launch needs is made (``LAUNCH_EARLY``)."""
-    if todo.import_key:
+    if todo.import_key and todo.region not in imported:
         rt.started(Stage.KEY_PAIR,
                    f"importing your SSH public key as key pair {key_pair_name(spec.name)}")
         keypairs.import_key_pair(rt.session, todo.region, key_pair_name(spec.name),
                                  local_public_key(spec.ssh.identity_file), base_tags(spec))
+        imported.add(todo.region)
     early = functools.partial(launch_outputs, todo.parameters) if LAUNCH_EARLY else None
     stack = stackops.deploy(rt, todo.region, stack_name(spec.name), todo.action,
                             todo.parameters, base_tags(spec), timeout=timeout,
-                            current=_described(todo.current), early=early)
+                            current=_described(todo.current), early=early, role=role)
     if isinstance(stack, stackops.Pending):
         return StackRecord(todo.region, stack.stack_id, todo.vpc_id,
                            MappingProxyType(dict(stack.outputs))), stack
@@ -107,9 +73,14 @@ class Stacks:
 
     made: dict[str, StackRecord] = field(default_factory=dict)
     pending: dict[str, stackops.Pending] = field(default_factory=dict)
+    # the regions whose key pair this apply imported: a candidate walked after a failed
+    # preparation there (no capacity at CreateStack) does not import it again
+    imported: set[str] = field(default_factory=set)
 
-    def prepare(self, rt: Runtime, spec: Spec, todo: RegionPlan, timeout: float) -> None:
-        self.made[todo.region], pending = prepare_region(rt, spec, todo, timeout)
+    def prepare(self, rt: Runtime, spec: Spec, todo: RegionPlan, role: StackRole | None,
+                timeout: float) -> None:
+        self.made[todo.region], pending = prepare_region(rt, spec, todo, role, timeout,
+                                                         self.imported)
         if pending is not None:
             self.pending[todo.region] = pending
 

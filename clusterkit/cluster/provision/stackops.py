@@ -133,23 +133,27 @@ def _seen_before(rt: Runtime, region: str, stack_id: str) -> set[str]:
 def deploy(rt: Runtime, region: str, name: str, action: StackAction | str,
            params: Mapping[str, str],
            tags: Mapping[str, str], *, timeout: float, current: Any = UNREAD,
-           early: Early | None = None) -> dict[str, Any] | Pending:
+           early: Early | None = None, role: StackRole | None = None,
+           ) -> dict[str, Any] | Pending:
     """Run ``action`` (a StackAction) and return the stack.
     ``current``: the stack as the caller just read it (None: none), so it is not read
     again; one still in progress then is read again before anything waits on it.
     ``early``: a stack it creates is returned as ``Pending`` as soon as ``early(its
-    events)`` gives the outputs the caller needs (``plan.provision.launch_outputs``)."""
+    events)`` gives the outputs the caller needs (``plan.provision.launch_outputs``).
+    ``role``: the role the stack calls run as, as the plan says (None: looked up)."""
     if current is UNREAD or (current and current["status"].endswith("_IN_PROGRESS")):
         current = cfn.describe_stack(rt.session, region, name)
     if current and current["status"].endswith("_IN_PROGRESS"):
         rt.started(Stage.STACK, f"stack {name} is {current['status']}: waiting for it")
         wait_stack(rt, region, current["id"], timeout=timeout)
     action = StackAction(action)
-    if action == StackAction.RECREATE and current:
-        delete(rt, region, name, timeout=timeout)
+    if action == StackAction.NONE:
+        return current or {}
+    role = role or stack_role(rt, region)
+    if action == StackAction.RECREATE:  # a dead stack (gone meanwhile: made anew)
+        if current:
+            delete(rt, region, name, timeout=timeout, role=role)
         action = StackAction.CREATE
-    role = stack_role(rt, region) if action in (StackAction.CREATE,
-                                                StackAction.UPDATE) else StackRole()
     params = {**params, **role.params()}
     if action == StackAction.CREATE:
         rt.started(Stage.STACK, f"creating stack {name} in {region}")
@@ -169,8 +173,6 @@ def deploy(rt: Runtime, region: str, name: str, action: StackAction | str,
                                                        role.arn)):
             return current
         final = wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)
-    else:
-        return current or {}
     return _checked(name, final, role.arn is None)
 
 
@@ -188,7 +190,8 @@ def _checked(name: str, final: dict[str, Any], own_permissions: bool) -> dict[st
     return result
 
 
-def delete(rt: Runtime, region: str, name: str, *, timeout: float) -> str | None:
+def delete(rt: Runtime, region: str, name: str, *, timeout: float,
+           role: StackRole | None = None) -> str | None:
     """Delete the stack if it exists and wait; the final status, or None if none."""
     current = cfn.describe_stack(rt.session, region, name)
     if current is None:
@@ -196,6 +199,6 @@ def delete(rt: Runtime, region: str, name: str, *, timeout: float) -> str | None
     seen = _seen_before(rt, region, current["id"])
     if current["status"].endswith("_IN_PROGRESS"):
         wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)
-    role = stack_role(rt, region)
+    role = role or stack_role(rt, region)
     _as_role(role, lambda: cfn.delete_stack(rt.session, region, name, role.arn))
     return wait_stack(rt, region, current["id"], timeout=timeout, seen=seen)["status"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from clusterkit.aws import instances, lookup
+from clusterkit.aws import efs, instances, lookup
 from clusterkit.aws import stack as cfn
 from clusterkit.aws.offers import search_offers
 from clusterkit.catalog.ranking import Offer
@@ -16,17 +16,22 @@ from clusterkit.cluster.access.target import open_cluster
 from clusterkit.cluster.dataset.checks import checked_snapshot
 from clusterkit.cluster.provision import reserved
 from clusterkit.cluster.provision.caller import ssh_source_cidr
+from clusterkit.cluster.provision.cfnrole import stack_role
 from clusterkit.cluster.provision.launch import first_candidate
 from clusterkit.cluster.provision.lookups import facts, key_pair_missing
 from clusterkit.cluster.provision.pins import checked_regions, pin_report, same_region
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError, PlanDriftError
+from clusterkit.kinds import StackAction
 from clusterkit.plan.candidates import plan_candidates
 from clusterkit.plan.nodes import Node, node_actions
-from clusterkit.plan.stack import stack_name
+from clusterkit.plan.provision import EFS_OUTPUTS
+from clusterkit.plan.region import region_plan
+from clusterkit.plan.stack import StackRole, stack_name
 from clusterkit.plan.world import (
     DatasetSeen,
     Observed,
+    RegionSeen,
     StackSeen,
     node_differences,
     stack_differences,
@@ -83,19 +88,63 @@ def survey_launch(rt: Runtime, spec: Spec, region: str | None, nodes: Sequence[N
     return seen
 
 
-def survey_region(rt: Runtime, spec: Spec, seen: Observed) -> Observed:
-    """The rest of the observation, in ``seen.region``: stack, VPC, AMI, kept EFS, key
-    pair; subnets and the dataset snapshot when nodes are to be launched."""
-    region = seen.region
+def _region_seen(rt: Runtime, spec: Spec, region: str, cidr: str, *,
+                 subnets: bool) -> RegionSeen:
+    """A region's stack, the facts its parameters need, the key pair and (``subnets``)
+    the VPC's subnet per AZ."""
     current = cfn.describe_stack(rt.session, region, stack_name(spec.name))
     found = facts(rt, spec, region, current=current["parameters"] if current else None,
-                  ssh_cidr=ssh_source_cidr(spec))
+                  ssh_cidr=cidr)
+    return RegionSeen(region, StackSeen.of(current), found,
+                      key_pair_missing(rt, spec, region),
+                      lookup.subnets(rt.session, region, found.vpc_id) if subnets else {})
+
+
+def survey_region(rt: Runtime, spec: Spec, seen: Observed) -> Observed:
+    """The rest of the observation, in ``seen.region``: stack, VPC, AMI, kept EFS, key
+    pair; subnets and the dataset snapshot when nodes are to be launched, and then each
+    other region a candidate launches in; the stack's role when a stack is to change;
+    the EFS mount targets when the cluster has a file system to mount."""
     launching = bool(node_actions(spec.name, spec.nodes.count, seen.nodes).launch)
-    return replace(seen, stack=StackSeen.of(current), facts=found,
-                   key_pair_missing=key_pair_missing(rt, spec, region),
-                   subnets=lookup.subnets(rt.session, region, found.vpc_id) if launching
-                   else {},
-                   dataset=_dataset(rt, spec, region) if launching else None)
+    here = _region_seen(rt, spec, seen.region, ssh_source_cidr(spec), subnets=launching)
+    seen = replace(seen, stack=here.stack, facts=here.facts,
+                   key_pair_missing=here.key_pair_missing, subnets=here.subnets,
+                   dataset=_dataset(rt, spec, seen.region) if launching else None)
+    if launching:
+        seen = replace(seen, elsewhere=tuple(
+            _region_seen(rt, spec, region, here.facts.ssh_cidr, subnets=True)
+            for region in _other_regions(spec, seen)))
+    return replace(seen, role=_role(rt, spec, seen),
+                   mount_targets=_mount_targets(rt, spec, seen))
+
+
+def _other_regions(spec: Spec, seen: Observed) -> list[str]:
+    """The regions the candidates reach besides ``seen.region``, in candidate order."""
+    regions = dict.fromkeys(o.region for o in plan_candidates(spec, seen))
+    return [r for r in regions if r != seen.region]
+
+
+def _role(rt: Runtime, spec: Spec, seen: Observed) -> StackRole | None:
+    """The role the stack calls run as, looked up only when a stack is to be made or
+    changed in some region (a no-op `up` reads nothing of IAM)."""
+    assert seen.facts is not None
+    regions = [region_plan(spec, seen.region, seen.stack, seen.facts, False, {}),
+               *(region_plan(spec, r.region, r.stack, r.facts, False, {})
+                 for r in seen.elsewhere)]
+    if all(r.action == StackAction.NONE for r in regions):
+        return None
+    return stack_role(rt, seen.region, warn=False)
+
+
+def _mount_targets(rt: Runtime, spec: Spec, seen: Observed) -> tuple[str, ...]:
+    """The subnets where the cluster's file system (the stack's, or a kept one) has a
+    mount target; none read when the spec mounts none or the file system is new."""
+    outputs = seen.stack.outputs if seen.stack else {}
+    fs_id = next((outputs[k] for k in EFS_OUTPUTS if outputs.get(k)), None) or (
+        seen.facts.efs_id if seen.facts else "")
+    if spec.storage.efs is None or not fs_id:
+        return ()
+    return tuple(efs.mount_target_subnets(rt.session, seen.region, fs_id))
 
 
 def survey_up(rt: Runtime, spec: Spec, only_region: str | None,

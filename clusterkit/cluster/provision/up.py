@@ -25,17 +25,10 @@ from clusterkit.cluster.provision import (
     stopped,
 )
 from clusterkit.cluster.provision.bootstrap import bootstrap_nodes, check_steps
-from clusterkit.cluster.provision.caller import ssh_source_cidr
 from clusterkit.cluster.provision.locks import cluster_lock
 from clusterkit.cluster.provision.reach import record_host_keys, wait_for_ssh, write_ssh_hosts
 from clusterkit.cluster.provision.refusals import refuse_busy, refuse_drift
-from clusterkit.cluster.provision.regionprep import (
-    RegionPlan,
-    Stacks,
-    from_plan,
-    read_region,
-    subnet_for,
-)
+from clusterkit.cluster.provision.regionprep import Stacks, subnet_for
 from clusterkit.cluster.provision.running import Trail, report_failure
 from clusterkit.cluster.provision.savedplan import SavedPlan
 from clusterkit.cluster.provision.survey import recheck, survey_up
@@ -48,8 +41,9 @@ from clusterkit.errors import (
 from clusterkit.events import Kind, Stage
 from clusterkit.kinds import InstanceState
 from clusterkit.plan.cost import cluster_hourly
-from clusterkit.plan.nodes import Node, node_actions, node_order
+from clusterkit.plan.nodes import Node, launched_retag, node_order
 from clusterkit.plan.provision import ProvisionRecord
+from clusterkit.plan.region import RegionPlan
 from clusterkit.plan.spend import plan_lines
 from clusterkit.plan.stack import stack_name
 from clusterkit.plan.up import UpPlan, plan_up
@@ -173,36 +167,39 @@ def _check_plan(rt: Runtime, plan: UpPlan, *, yes: bool, confirm: Confirm | None
     return True
 
 
-def _retag(rt: Runtime, spec: Spec, region: str, nodes: Sequence[Node]) -> None:
-    """Role tags on the instances and their root volumes: one call per role (and per
-    1000 resources, EC2's limit), however many nodes there are."""
-    by_id = {n.instance_id: n for n in nodes}
-    for group in node_actions(spec.name, spec.nodes.count, nodes).retag:
-        resources = [r for iid in group.instance_ids for r in (iid, *by_id[iid].volume_ids)]
+def _retag(rt: Runtime, plan: UpPlan, region: str, new: Sequence[Node]) -> None:
+    """The role tags the plan writes on the nodes it keeps (and their root volumes), then
+    those a launch of several roles left ``pending`` (by the index each new node got):
+    one call per role (and per 1000 resources, EC2's limit), however many nodes."""
+    for group in (*plan.nodes.retag, *launched_retag(plan.cluster, new)):
+        resources = group.resources
         for start in range(0, len(resources), TAG_BATCH):
             instances.create_tags(rt.session, region, resources[start:start + TAG_BATCH],
                                   group.tags)
 
 
-def _launch(rt: Runtime, spec: Spec, plan: UpPlan, stacks: Stacks, todo: RegionPlan,
-            timeout: float, trail: Trail) -> tuple[str, list[Node]]:
-    """Walk the confirmed candidates, in the order shown, until one has capacity. The
-    plan's region is prepared as the plan says; a region the plan did not read (or one
-    whose preparing failed, so it is not as observed any more) is read then."""
-    unused = {todo.region: todo}
-    todos: dict[str, RegionPlan] = {}
-    cidr = todo.parameters.get("SshCidr") or ssh_source_cidr(spec)  # as the plan looked it up
+def _region_plan(plan: UpPlan, region: str) -> RegionPlan:
+    """The plan's work in ``region``; a candidate's region is always planned."""
+    todo = plan.region_plan(region)
+    if todo is None:
+        raise ClusterkitError(f"the plan has no preparation for {region}, where a "
+                              "candidate launches", "make the plan again")
+    return todo
 
+
+def _launch(rt: Runtime, spec: Spec, plan: UpPlan, stacks: Stacks, timeout: float,
+            trail: Trail) -> tuple[str, list[Node]]:
+    """Walk the confirmed candidates, in the order shown, until one has capacity; each
+    candidate's region is prepared as the plan says (observed before the question)."""
     def try_launch(offer: Offer) -> list[Node]:
         trail.touch(offer.region)
+        here = _region_plan(plan, offer.region)
         if offer.region not in stacks.made:
-            todos[offer.region] = unused.pop(offer.region, None) or read_region(
-                rt, spec, offer.region, cidr)
-            stacks.prepare(rt, spec, todos[offer.region], timeout)
-        here = todos.get(offer.region, todo)
+            stacks.prepare(rt, spec, here, plan.role, timeout)
         stack = stacks.made[offer.region]
         subnet = subnet_for(rt, here, offer.az or "")
-        efsaccess.mount_target(rt, stack, subnet, offer.az or "")  # ready when SSH answers
+        efsaccess.mount_target(rt, stack, subnet, offer.az or "",  # ready when SSH answers
+                               plan.mount_targets if offer.region == plan.region else ())
         launched = launch.launch_all(
             rt, spec, offer, plan.nodes.launch, launch_template_id=stack.launch_template_id,
             subnet_id=subnet, stack_id=stack.stack_id, placement_group=stack.placement_group,
@@ -328,16 +325,15 @@ def provision(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *,
     if not actions.empty:
         nodecache.forget(spec.name)
     own, stacks = stacks is None, stacks or Stacks()
-    todo = from_plan(plan, observed)
     if plan.existing:
-        stacks.prepare(rt, spec, todo, timeout)
+        stacks.prepare(rt, spec, _region_plan(plan, region), plan.role, timeout)
     if actions.terminate:
         rt.started(Stage.TERMINATE, f"terminating surplus node(s): {', '.join(actions.terminate)}")
         instances.terminate_instances(rt.session, region, actions.terminate)
     stopped.start_stopped(rt, region, actions.start, deadline=deadline)
     new: list[Node] = []
     if actions.launch:
-        region, launched = _launch(rt, spec, plan, stacks, todo, timeout, trail)
+        region, launched = _launch(rt, spec, plan, stacks, timeout, trail)
         new = _wait_new(rt, region, launched, deadline)
     record.save(spec, region)
     kept = [n for n in plan.existing
@@ -349,10 +345,11 @@ def provision(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *,
     made = ProvisionRecord(stacks.made[region], new=tuple(new),
                            started=tuple(n for n in kept if n.instance_id in actions.start),
                            kept=tuple(n for n in kept if n.instance_id not in actions.start))
-    _retag(rt, spec, region, made.nodes)  # described running: root volume ids are known
+    _retag(rt, plan, region, new)  # described running: root volume ids are known
     subnet = next((n.subnet_id for n in made.nodes if n.subnet_id), None)
     if not new:  # no launch made it: a kept file system on running nodes gets it here
-        efsaccess.mount_target(rt, made.stack, subnet, made.nodes[0].az if made.nodes else "")
+        efsaccess.mount_target(rt, made.stack, subnet, made.nodes[0].az if made.nodes else "",
+                               plan.mount_targets)
     made = replace(made, efs_subnet=subnet)
     return complete(rt, made, stacks, deadline) if own else made
 
