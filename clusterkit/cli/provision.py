@@ -283,13 +283,21 @@ def status(name: str | None, wide: bool, timeline: str | None) -> None:
 
 
 @click.command()
-@click.argument("target", metavar="SPEC|NAME", callback=check_target_argument)
+@click.argument("target", metavar="SPEC|NAME", required=False, callback=check_target_argument)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--timeout", type=float, default=1800.0, show_default=True, help=TIMEOUT_HELP)
 @click.option("--delete-efs", is_flag=True, help="Also delete the EFS file systems the "
               "cluster keeps (deletion_policy: retain), after confirmation.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Save the plan to this file and delete nothing; `clusterkit down "
+              "--plan FILE` applies it.")
+@click.option("--plan", "plan_file", type=click.Path(dir_okay=False), default=None,
+              help="Apply a plan saved by `down --out` (no SPEC|NAME): exactly what it "
+              "deletes, refused if the cluster changed since (exit 1) or another "
+              "clusterkit version wrote it (exit 2).")
 @json_option
-def down(target: str, yes: bool, timeout: float, delete_efs: bool) -> None:
+def down(target: str | None, yes: bool, timeout: float, delete_efs: bool, out: str | None,
+         plan_file: str | None) -> None:
     """Delete everything the cluster owns (by spec file or NAME); nothing orphaned.
 
     The cluster is found through its local record (written by `up`), else by a tag
@@ -299,13 +307,14 @@ def down(target: str, yes: bool, timeout: float, delete_efs: bool) -> None:
     \b
     Example:
       clusterkit down examples/sandbox-cpu.yaml --yes
+      clusterkit down demo --out down.json && clusterkit down --plan down.json
     """
     from clusterkit.cluster.provision.down import do_down
 
     ctx = get_ctx()
     result = do_down(target, yes=yes or ctx.yes, region=ctx.region, rt=runtime(),
                      confirm=_ask if _terminal() else None, timeout=timeout,
-                     delete_efs=delete_efs)
+                     delete_efs=delete_efs, out=out, plan_file=plan_file)
     if ctx.json:
         print_json(result.to_json())
 

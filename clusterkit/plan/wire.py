@@ -37,6 +37,8 @@ def to_plain(value: Any) -> Any:
         return {str(k): to_plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [to_plain(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted(to_plain(v) for v in value)
     if isinstance(value, Enum):
         return value.value
     return value
@@ -49,12 +51,14 @@ def _hints(cls: type) -> dict[str, Any]:
 
 def from_plain(hint: Any, data: Any) -> Any:
     """``data`` (JSON values) read as ``hint`` (a dataclass, an enum, ``X | None``,
-    ``tuple[X, ...]``, ``Mapping[K, V]``, a scalar); WireError when it does not fit."""
+    ``tuple[X, ...]``, ``frozenset[X]``, ``Mapping[K, V]``, a scalar); WireError when it does not fit."""
     origin = typing.get_origin(hint)
     if origin in (types.UnionType, typing.Union):
         return _union(typing.get_args(hint), data)
     if origin is tuple:
         return _tuple(typing.get_args(hint), data)
+    if origin in (frozenset, set):
+        return frozenset(_tuple((typing.get_args(hint)[0], ...), data))
     if origin in (dict, Mapping) or origin is getattr(typing, "Mapping", None):
         return _mapping(typing.get_args(hint), data, frozen=origin is not dict)
     if dataclasses.is_dataclass(hint):

@@ -4,6 +4,7 @@ between the plan and the apply. Against moto in server mode (conftest)."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import boto3
@@ -13,6 +14,7 @@ from clusterkit.cluster.provision.down import do_down
 from clusterkit.cluster.provision.up import do_up
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
+from clusterkit.spec import load
 from tests.integration.conftest import (
     AMI,
     CLUSTER_TAG,
@@ -119,3 +121,32 @@ def test_iam_is_cleaned_in_the_clusters_region_when_no_region_is_set(calls: Call
     assert signed and set(signed) == {REGION}
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)  # for the test's own IAM listing
     assert leftovers(name) == {}
+
+
+def test_a_saved_down_plan_deletes_exactly_it_and_refuses_a_changed_cluster(calls: Calls,
+                                                                             tmp_path):
+    """`down NAME --out` saves the plan and deletes nothing; `down --plan` refuses a
+    cluster grown since (exit 1, the new node named, nothing deleted) and a plan of
+    another clusterkit version (exit 2, before any call); a fresh plan applies as saved,
+    without asking."""
+    spec = write_spec(tmp_path, count=1)
+    do_up(str(spec), yes=True, rt=runtime(None), wait_ssh=False)
+    cluster = load(str(spec)).name
+    out = str(tmp_path / "down.json")
+    calls.reset()
+    do_down(cluster, yes=False, rt=runtime(calls), out=out)
+    assert calls.mutating() == {} and leftovers(cluster)
+    intruder = _launch_by_another_hand(cluster)
+    with pytest.raises(ClusterkitError) as grown:
+        do_down(None, yes=False, rt=runtime(calls), plan_file=out)
+    assert grown.value.exit_code == 1 and f"{intruder} is new" in grown.value.message
+    assert calls.mutating() == {}
+    saved = json.loads((tmp_path / "down.json").read_text())
+    (tmp_path / "old.json").write_text(json.dumps({**saved, "clusterkit": "0.0.1"}))
+    calls.reset()
+    with pytest.raises(ClusterkitError, match="written by clusterkit 0.0.1") as old:
+        do_down(None, yes=False, rt=runtime(calls), plan_file=str(tmp_path / "old.json"))
+    assert old.value.exit_code == 2 and calls.log == []
+    do_down(cluster, yes=False, rt=runtime(None), out=out)  # the plan made again
+    result = do_down(None, yes=False, rt=runtime(None), plan_file=out)  # no question
+    assert intruder in str(result.deleted) and leftovers(cluster) == {}

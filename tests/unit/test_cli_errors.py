@@ -41,7 +41,7 @@ SNAP = ("--snapshot", "snap-0123456789abcdef0")
 COMMANDS: dict[str, Row] = {
     "validate": Row(Arg.SPEC), "schema": Row(Arg.NONE), "plan": Row(Arg.SPEC),
     "spot": Row(Arg.SPEC, required=False), "up": Row(Arg.SPEC, missing="needs a SPEC file or --plan FILE"),
-    "status": Row(Arg.TARGET, required=False), "down": Row(Arg.TARGET, ("--yes",)),
+    "status": Row(Arg.TARGET, required=False), "down": Row(Arg.TARGET, ("--yes",), missing="needs a SPEC or NAME, or --plan FILE"),
     "exec": Row(Arg.TARGET, ("--", "true")), "ssh": Row(Arg.TARGET, ("--print",)),
     "pack": Row(Arg.OTHER), "snapshot-dataset": Row(Arg.OTHER), "deploy-dataset": Row(Arg.SPEC, SNAP), "train": Row(Arg.SPEC),
     "logs": Row(Arg.TARGET), "top": Row(Arg.TARGET), "job": Row(Arg.TARGET),

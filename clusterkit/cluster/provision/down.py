@@ -13,7 +13,7 @@ from clusterkit.aws import addresses, instances, keypairs, teardown, volumes
 from clusterkit.aws import stack as cfn
 from clusterkit.cluster.access import record
 from clusterkit.cluster.access.target import open_cluster, per_region, search_regions
-from clusterkit.cluster.provision import stackops
+from clusterkit.cluster.provision import saveddown, stackops
 from clusterkit.cluster.provision.locks import cluster_lock
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import (
@@ -372,13 +372,25 @@ def _nothing(rt: Runtime, plan: DownPlan, result: DownResult) -> DownResult:
 
 def _down(rt: Runtime, cluster: str, regions: Sequence[str], *, yes: bool,
           confirm: Callable[[str], bool] | None = None, timeout: float = 1800.0,
-          delete_efs: bool = False) -> DownResult:
+          delete_efs: bool = False, out: str | None = None,
+          saved: tuple[str, DownPlan] | None = None) -> DownResult:
     """Delete the cluster in every region of ``regions`` (every enabled region when
-    empty, searched in parallel) where it has anything."""
+    empty, searched in parallel) where it has anything. ``out``: save the plan there
+    and delete nothing; ``saved`` (its file, the plan): delete exactly that plan, once
+    the cluster is read again and found as it was."""
     searched = search_regions(rt, regions)
     plan = plan_down(observe(rt, cluster, searched), delete_efs)
+    if saved is not None:
+        saveddown.check(saved[0], saved[1], plan)
+        plan, yes = saved[1], True  # applied as saved: the user read it already
     result = DownResult(cluster, searched, plan.deleted(),
                         [fs.priced() for fs in plan.kept_efs])
+    if out is not None:
+        for line in plan.lines():
+            rt.info(line)
+        saveddown.save(out, plan)
+        rt.info(f"saved the plan to {out}: `clusterkit down --plan {out}` applies it")
+        return result
     if not plan.todo:
         return _nothing(rt, plan, result)
     for line in plan.lines():
@@ -405,14 +417,29 @@ def _down(rt: Runtime, cluster: str, regions: Sequence[str], *, yes: bool,
     return result
 
 
-def do_down(target: str, *, yes: bool, region: str | None = None, profile: str | None = None,
-            rt: Runtime | None = None, confirm: Callable[[str], bool] | None = None,
-            timeout: float = 1800.0, delete_efs: bool = False) -> DownResult:
+def do_down(target: str | None, *, yes: bool, region: str | None = None,
+            profile: str | None = None, rt: Runtime | None = None,
+            confirm: Callable[[str], bool] | None = None, timeout: float = 1800.0,
+            delete_efs: bool = False, out: str | None = None,
+            plan_file: str | None = None) -> DownResult:
     """``region``: an explicit --region, narrowing the search to it. Without it the
-    local record says where the cluster is, else every enabled region is searched."""
+    local record says where the cluster is, else every enabled region is searched.
+    ``out``: save the plan, delete nothing; ``plan_file``: apply a saved plan (its
+    cluster, regions and --delete-efs are the plan's)."""
+    if plan_file is not None:
+        if target is not None or out is not None or delete_efs:
+            raise UsageError("--plan applies a saved plan: no NAME, --out or --delete-efs "
+                             "(the plan holds them)", "`clusterkit down --plan FILE`")
+        saved = saveddown.load(plan_file)  # exit 2 before any AWS call
+        rt = rt or Runtime.make(region=region, profile=profile)
+        return down(rt, saved.cluster, list(saved.searched), yes=True, timeout=timeout,
+                    delete_efs=saved.delete_efs, saved=(plan_file, saved))
+    if target is None:
+        raise UsageError("`down` needs a SPEC or NAME, or --plan FILE",
+                         "`clusterkit down NAME` (see `clusterkit down --help`)")
     rt = rt or Runtime.make(region=region, profile=profile)
     ref = open_cluster(target, region)
     cluster, regions = ref.name, list(ref.regions)
     assert cluster is not None
     return down(rt, cluster, regions, yes=yes, confirm=confirm, timeout=timeout,
-                delete_efs=delete_efs)
+                delete_efs=delete_efs, out=out)

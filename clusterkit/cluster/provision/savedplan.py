@@ -11,14 +11,12 @@ makes it) changes nothing and says so."""
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from clusterkit import __version__
 from clusterkit.cluster.access.record import spec_hash
+from clusterkit.cluster.provision import planfile
 from clusterkit.cluster.provision.survey import drift_error
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import UsageError
@@ -114,30 +112,15 @@ def save(path: str, spec_file: str, spec: Spec, region: str | None, observed: Ob
          plan: UpPlan) -> None:
     """Write the plan file (atomically: a reader never sees half of it)."""
     made_from = os.path.abspath(spec_file)
-    data = {"format": FORMAT, "version": VERSION, "clusterkit": __version__,
-            "spec_file": os.path.relpath(made_from, os.path.dirname(os.path.abspath(path))),
-            "made_from": made_from, "spec_hash": spec_hash(spec), "region": region,
-            "observed": observed.to_json(), "plan": plan.to_wire(),
-            "lines": plan_lines(plan)}
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(target)
+    planfile.write(path, FORMAT, VERSION, {
+        "spec_file": os.path.relpath(made_from, os.path.dirname(os.path.abspath(path))),
+        "made_from": made_from, "spec_hash": spec_hash(spec), "region": region,
+        "observed": observed.to_json(), "plan": plan.to_wire(), "lines": plan_lines(plan)})
 
 
 def load(path: str) -> SavedPlan:
     """The plan file at ``path``; UsageError (exit 2) naming it when it is not one."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UsageError(f"no plan file {path}",
-                         MAKE_ONE) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path} is not a plan file: {exc}", MAKE_ONE) from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise UsageError(f"{path} is not a clusterkit plan file (no \"format\": \"{FORMAT}\")",
-                         MAKE_ONE)
-    _check_version(path, data)
+    data = planfile.read(path, FORMAT, VERSION, MAKE_ONE)
     try:
         observed = Observed.from_json(data["observed"])
         if not isinstance(data["plan"], dict):
@@ -147,16 +130,3 @@ def load(path: str) -> SavedPlan:
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{path}: a damaged plan file ({exc!r})",
                          "make the plan again: `clusterkit plan SPEC --out FILE`") from None
-
-
-def _check_version(path: str, data: dict[str, Any]) -> None:
-    """UsageError (exit 2) naming both versions when another clusterkit wrote the plan."""
-    wrote = data.get("clusterkit")
-    if data.get("version") == VERSION and wrote == __version__:
-        return
-    who = f"clusterkit {wrote}" if wrote else \
-        f"an older clusterkit (plan format {data.get('version')!r})"
-    raise UsageError(f"{path} was written by {who}; this is clusterkit {__version__}, "
-                     "which applies only its own plans",
-                     "make the plan again with this version: `clusterkit plan SPEC --out "
-                     f"{path}`")
