@@ -172,6 +172,8 @@ def instance_store_disks(by_id: Sequence[DiskId]) -> tuple[DiskId, ...]:
 
 @dataclass(frozen=True)
 class Mount:
+    """One mounted file system, as findmnt (or `mount`) lists it."""
+
     target: str
     source: str
     fstype: str

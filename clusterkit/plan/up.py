@@ -49,6 +49,10 @@ class Choice:
 
 @dataclass(frozen=True)
 class UpPlan:
+    """Everything `up` does, decided before the question from the spec and one
+    observation (``plan_up``): `plan` shows it, a saved plan keeps it (``to_wire``) and
+    apply does exactly it (``plan.applycalls`` says its AWS writes)."""
+
     cluster: str
     region: str
     stack: StackAction

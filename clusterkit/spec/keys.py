@@ -111,6 +111,11 @@ def _id(doc: str, prefix: str, what: str, example: str) -> Key:
                what=f"{what} ({prefix}- and 8 or 17 hex digits)", example=example)
 
 
+def _bounded(doc: str, default: float, minimum: float, maximum: float) -> Key:
+    """A number (seconds, minutes) with its default and the range it must lie in."""
+    return Key("number", doc, default=default, minimum=minimum, maximum=maximum)
+
+
 def _mount(doc: str, default: str) -> Key:
     return Key("string", doc, default=default, pattern=MOUNT_RE, max_length=255,
                what="an absolute path (/ then letters, digits, . _ - /)", example=default)
@@ -266,10 +271,9 @@ TRAIN = _obj("The distributed job `clusterkit train` starts.", {
                              "spot interruption notice comes: save a checkpoint (SIGTERM "
                              "follows after checkpoint_grace).", default="SIGUSR1",
                              enum=model.CHECKPOINT_SIGNALS),
-    "checkpoint_grace": Key("number", "Seconds between the checkpoint signal and SIGTERM, "
-                            "cut short to end 10 s before the instance goes (the notice "
-                            "comes two minutes ahead).", default=90, minimum=0,
-                            maximum=3600),
+    "checkpoint_grace": _bounded("Seconds between the checkpoint signal and SIGTERM, "
+                                 "cut short to end 10 s before the instance goes (the notice "
+                                 "comes two minutes ahead).", 90, 0, 3600),
     "checkpoint_dir": Key("string", "Where the training script saves its checkpoints and "
                           "resumes from ($CLUSTERKIT_CHECKPOINT_DIR): storage that outlives "
                           "a node (EFS, or an s3:// prefix). Left in place by a recovery.",
@@ -280,32 +284,28 @@ TRAIN = _obj("The distributed job `clusterkit train` starts.", {
                           "for node_timeout) is replaced and the job restarted from its "
                           "checkpoint (`train --max-recoveries`); 0: the job fails.",
                           default=0, minimum=0, maximum=100),
-    "node_timeout": Key("number", "Seconds a node may stay silent before the job counts it "
-                        "lost.", default=60, minimum=5, maximum=3600),
+    "node_timeout": _bounded("Seconds a node may stay silent before the job counts it "
+                             "lost.", 60, 5, 3600),
     "prelaunch_on_rebalance": Key("boolean", "On a spot node's rebalance recommendation, "
                                   "launch and bootstrap its replacement at once as a "
                                   "standby (when recoveries are allowed).", default=True),
-    "standby_minutes": Key("number", "Minutes a standby waits for its node's interruption "
-                           "notice before it is terminated.", default=30, minimum=1,
-                           maximum=1440),
-    "sample_interval": Key("number", "Seconds between two metric samples on each node "
-                           "(GPUs, the job's CPU, I/O, samples/s: `clusterkit top`).",
-                           default=2, minimum=0.5, maximum=60),
+    "standby_minutes": _bounded("Minutes a standby waits for its node's interruption "
+                                "notice before it is terminated.", 30, 1, 1440),
+    "sample_interval": _bounded("Seconds between two metric samples on each node "
+                                "(GPUs, the job's CPU, I/O, samples/s: `clusterkit top`).", 2, 0.5, 60),
     "throughput_pattern": Key("string", "Regular expression with one group that captures "
                               "the samples/s in a line of the job's log, for a script that "
                               "prints neither MXNet's `Speed: N samples/sec` nor `N "
                               "samples/s`.", max_length=256,
                               example="throughput=([0-9.]+)"),
-    "stall_after": Key("number", "Seconds with no progress line in the job's logs and idle "
-                       "GPUs (while its processes live) before the job counts as stalled "
-                       "and gets the checkpoint signal.", default=600, minimum=30,
-                       maximum=86400),
-    "gpu_health_every": Key("number", "Seconds between two reads of each node's GPU health "
-                            "(`nvidia-smi -q`, the kernel log's Xid lines) while a job runs; "
-                            "a node whose GPUs a reset would not fix is handled like a spot "
-                            "interruption: checkpoint, stop, and with max_recoveries "
-                            "replaced. 0: never read.", default=60, minimum=0,
-                            maximum=86400),
+    "stall_after": _bounded("Seconds with no progress line in the job's logs and idle "
+                            "GPUs (while its processes live) before the job counts as stalled "
+                            "and gets the checkpoint signal.", 600, 30, 86400),
+    "gpu_health_every": _bounded("Seconds between two reads of each node's GPU health "
+                                 "(`nvidia-smi -q`, the kernel log's Xid lines) while a job runs; "
+                                 "a node whose GPUs a reset would not fix is handled like a spot "
+                                 "interruption: checkpoint, stop, and with max_recoveries "
+                                 "replaced. 0: never read.", 60, 0, 86400),
     "stop_on_stall": Key("boolean", "Stop a stalled job (after the checkpoint signal and "
                          "checkpoint_grace), so a hung run stops billing.", default=False),
     "packages": Key("array", "pip packages installed on the nodes, e.g. mxnet-cu112.",
