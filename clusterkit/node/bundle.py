@@ -7,6 +7,7 @@ modules it imports put in ``sys.modules`` ahead of it."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -56,5 +57,9 @@ def program(name: str, modules: tuple[str, ...] = ("jobstate",)) -> bytes:
     program first imports it, so it uses the same definitions the client uses."""
     sources = {m.removesuffix(".py"): text
                for m, text in files(tuple(f"{m}.py" for m in modules)).items()}
-    prelude = f"_SOURCES = {sources!r}\n" + _LAZY if modules else ""
-    return prelude.encode() + (HERE / name).read_bytes()
+    text = (HERE / name).read_text()
+    # the prelude comes first, so the program's docstring is no longer the module's:
+    # kept as __doc__ (the usage a program prints for a verb it does not know)
+    doc = f"__doc__ = {ast.get_docstring(ast.parse(text), clean=False)!r}\n"
+    prelude = doc + (f"_SOURCES = {sources!r}\n" + _LAZY if modules else "")
+    return prelude.encode() + text.encode()

@@ -117,3 +117,11 @@ def test_it_parses_as_python_3_8():
     from clusterkit.node import observer
 
     ast.parse(Path(observer.__file__).read_text(), feature_version=(3, 8))
+
+
+def test_a_verb_it_does_not_know_prints_its_usage_and_exits_2():
+    """Sent over stdin with its modules ahead of it, the program still has its own
+    docstring as the usage (bundle.program keeps it as __doc__)."""
+    done = _run("no-such-verb")
+    assert done.returncode == 2, done.stderr
+    assert "Verbs (each prints one frame" in done.stderr.decode()
