@@ -171,11 +171,15 @@ def _marks(ax: Axes, lay: Layout, marks: Sequence[tuple[str, float]], width: int
     ends = [-math.inf] * MARK_LINES  # where each line's last name ends, in seconds
     for name, at in sorted(marks, key=lambda m: m[1]):
         x = at - lay.t0
-        line = next((k for k in range(MARK_LINES) if ends[k] < x), MARK_LINES - 1)
-        ends[line] = x + (len(name) * CHAR_PX + 8) * per_px
+        span = (len(name) * CHAR_PX + 8) * per_px
+        # a name that would run past the chart's right edge ends at its line instead
+        flush = "right" if x + span > lay.span else "left"
+        start = x - span if flush == "right" else x
+        line = next((k for k in range(MARK_LINES) if ends[k] < start), MARK_LINES - 1)
+        ends[line] = max(x, start + span)
         ax.axvline(x, color=MARK, linewidth=1, zorder=4)
         ax.text(x, 1 + (4 + line * MARK_PX) / plot_px, name, transform=on_top, color=MARK,
-                fontsize=8, va="bottom", ha="left", clip_on=False,
+                fontsize=8, va="bottom", ha=flush, clip_on=False,
                 bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})
 
 
