@@ -16,8 +16,10 @@ from clusterkit.cli.render import print_json
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import RemoteError
 
-ACCEPT_HELP = ("Accept the changed host key of this node (index, name such as worker-2, "
-               "or full name such as c-worker-2): only when you know why it changed. Repeatable.")
+ACCEPT_HELP = ("Accept the host key this node presents (index, name such as worker-2, or "
+               "full name such as c-worker-2): a changed one, or a new one its console "
+               "shows no key to check against; only when you know it is the node's. "
+               "Repeatable.")
 
 
 def accept_option(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -364,26 +364,36 @@ def test_first_contact_checks_the_console_and_refuses_a_lying_one(cluster: Clust
         cluster.host_keys.write_text(saved_keys)
 
 
-def test_an_image_printing_no_keys_is_trusted_on_first_use_once(cluster: Cluster, sandbox):
+def test_an_image_printing_no_keys_is_refused_unless_accepted(cluster: Cluster, sandbox):
     """Worker 2's console prints no keys (as an image with emit_keys_to_console off), and
-    its pinned key is forgotten: the `up` CLI pins it, warning that it trusts it on first
-    use, naming node, instance and fingerprint; the next `up` says nothing of it."""
+    its pinned key is forgotten: the `up` CLI pins nothing for it and exits 1, naming
+    node, instance, why and `--accept-new-host-key`, and what still runs; with
+    `--accept-new-host-key NAME-worker-2` it pins the key the node presents, with one
+    warning naming it; the next `up` says nothing of it."""
     saved, saved_keys = cluster.known.read_text(), cluster.host_keys.read_text()
     worker2 = cluster.nodes[2]["instance_id"]
     real = json.loads(saved_keys)[worker2]
-    selector = f"{cluster.name}/2"
+    label, selector = f"{cluster.name}-worker-2", f"{cluster.name}/2"
     try:
         _forget(cluster, worker2)
         sandbox_console.set_mode(sandbox.dir, selector, sandbox_console.ConsoleMode.SILENT)
-        proc = _cli("up", str(cluster.spec), "--yes")
-        assert proc.returncode == 0, proc.stderr
-        err = " ".join((proc.stdout + proc.stderr).split())  # up's events: on stdout
-        assert f"{cluster.name}-worker-2 ({worker2}): its console shows no SSH host keys" in err
-        assert f"trusting its host key {known_hosts.fingerprint(real)} on first use" in err
-        assert err.count("on first use") == 1
+        refused = _cli("up", str(cluster.spec), "--yes")
+        assert refused.returncode == 1, refused.stderr
+        err = " ".join((refused.stdout + refused.stderr).split())
+        assert f"{label} ({worker2}): its console shows no SSH host keys" in err
+        assert known_hosts.fingerprint(real) in err
+        assert f"--accept-new-host-key {label}" in err
+        assert f"still running: 3 instance(s) of cluster {cluster.name}" in err
+        assert worker2 not in json.loads(cluster.host_keys.read_text())
+        accepted = _cli("up", str(cluster.spec), "--yes", "--accept-new-host-key", label)
+        assert accepted.returncode == 0, accepted.stderr
+        err = " ".join((accepted.stdout + accepted.stderr).split())
+        assert f"{label} ({worker2}): its console shows no SSH host keys" in err
+        assert f"pinning its host key {known_hosts.fingerprint(real)} unchecked" in err
+        assert err.count("unchecked") == 1
         assert json.loads(cluster.host_keys.read_text())[worker2] == real
         again = _cli("up", str(cluster.spec), "--yes")
-        assert again.returncode == 0 and "first use" not in again.stdout + again.stderr
+        assert again.returncode == 0 and "unchecked" not in again.stdout + again.stderr
     finally:
         sandbox_console.set_mode(sandbox.dir, selector, None)
         cluster.known.write_text(saved)

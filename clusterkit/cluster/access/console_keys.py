@@ -79,7 +79,7 @@ class ConsoleKeys:
 class Verdict(Enum):
     MATCH = "match"  # the presented key is one the console printed
     MISMATCH = "mismatch"  # the console printed keys, and this is none of them
-    UNPRINTED = "unprinted"  # no keys printed (yet): trust on first use
+    UNPRINTED = "unprinted"  # no keys printed (yet): nothing to check with, not pinned
 
 
 def _last_block(lines: list[str], markers: tuple[str, str]) -> list[str] | None:

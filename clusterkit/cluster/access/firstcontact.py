@@ -1,13 +1,14 @@
-"""No blind trust on first use: before a node's first host key is pinned, compare it with
-the keys the instance printed on its console (cloud-init's keys-to-console block, read
-with GetConsoleOutput over the AWS API, not over the address SSH dialled). A key the
-console does not show is refused; where the console shows no keys (the image prints
-none, or AWS has posted nothing within ``CONSOLE_WAIT``) the key is trusted on first
-use, and the user is told so once per node (the next `up` finds it pinned)."""
+"""Nothing trusted on first use: before a node's first host key is pinned, compare it
+with the keys the instance printed on its console (cloud-init's keys-to-console block,
+read with GetConsoleOutput over the AWS API, not over the address SSH dialled). A key the
+console does not show is refused. Where the console shows no keys (the image prints
+none, AWS has posted nothing within ``CONSOLE_WAIT``, or GetConsoleOutput failed) there
+is nothing to check the key against: it is not pinned either, unless the user accepts
+that node's key (``--accept-new-host-key NODE``), which pins it with a warning."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -17,10 +18,12 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import AwsError, RemoteError
 from clusterkit.events import Stage
 from clusterkit.plan.nodes import Node
+from clusterkit.remote.known_hosts import ACCEPT_FLAG
 
 # cloud-init prints the keys in its final stage, seconds after sshd answers (clusterkit
 # sends no user-data that would run before it); AWS posts a non-Nitro console within
-# minutes. Past this, a first key is trusted on first use, with a warning.
+# minutes. Past this, a first key with nothing to compare with is refused (unless
+# accepted).
 CONSOLE_WAIT = 90.0
 READERS = 16  # GetConsoleOutput calls in flight at once
 
@@ -99,35 +102,89 @@ def _why_unprinted(console: Console, wait: float) -> str:
     return f"its console showed no SSH host keys within {wait:.0f} s"
 
 
+@dataclass(frozen=True)
+class Unconfirmed:
+    """A new node whose console shows no key to compare its key with (``why``)."""
+
+    label: str
+    instance_id: str
+    presented: str
+    why: str
+
+    def describe(self) -> str:
+        return (f"{self.label} ({self.instance_id}): {self.why}; it presents "
+                f"{console_keys.sha256_fingerprint(self.presented)} "
+                f"({console_keys.key_kind(self.presented)})")
+
+
+Refusal = ConsoleMismatch | Unconfirmed
+
+
+def _judge(rt: Runtime, label: str, iid: str, key: str, console: Console, wait: float,
+           accepted: Collection[str]) -> Refusal | None:
+    """One new key against its console: None to pin it (shown there, or accepted with a
+    warning), else why it is refused."""
+    verdict = console_keys.verify(key, console.keys)
+    if verdict is Verdict.MATCH:
+        return None
+    if verdict is Verdict.MISMATCH:
+        return ConsoleMismatch(label, iid, key, console_keys.expected(key, console.keys))
+    why = _why_unprinted(console, wait)
+    if iid not in accepted:
+        return Unconfirmed(label, iid, key, why)
+    rt.warn(f"{label} ({iid}): {why}: pinning its host key "
+            f"{console_keys.sha256_fingerprint(key)} unchecked, as {ACCEPT_FLAG} asks",
+            stage=Stage.SSH)
+    return None
+
+
 def verify(rt: Runtime, nodes: Sequence[Node], first: Mapping[str, str],
            labels: Mapping[str, str], reader: ConsoleReader | None = None,
-           wait: float = CONSOLE_WAIT) -> list[ConsoleMismatch]:
+           wait: float = CONSOLE_WAIT, accepted: Collection[str] = ()) -> list[Refusal]:
     """Check the keys of ``first`` ({instance id: key}, nodes never pinned) against their
-    consoles (``reader``, default: AWS): the mismatches; a warning for each key trusted
-    on first use."""
+    consoles (``reader``, default: AWS): the nodes refused, a console showing other keys
+    or none. ``accepted`` (instance ids): a console showing none pins the key anyway,
+    with a warning; another key on the console is refused all the same."""
     fresh = [n for n in nodes if n.instance_id in first]
     if not fresh:
         return []
     consoles = read_consoles(rt, fresh, reader or aws_console(rt), wait)
-    refused: list[ConsoleMismatch] = []
-    matched = 0
+    refused: list[Refusal] = []
     for node in fresh:
-        iid, key = node.instance_id, first[node.instance_id]
-        console = consoles[iid]
-        verdict = console_keys.verify(key, console.keys)
-        if verdict is Verdict.MISMATCH:
-            refused.append(ConsoleMismatch(labels.get(iid, iid), iid, key,
-                                           console_keys.expected(key, console.keys)))
-        elif verdict is Verdict.UNPRINTED:
-            rt.warn(f"{labels.get(iid, iid)} ({iid}): {_why_unprinted(console, wait)}: "
-                    f"trusting its host key {console_keys.sha256_fingerprint(key)} on "
-                    "first use", stage=Stage.SSH)
-        else:
-            matched += 1
+        iid = node.instance_id
+        refusal = _judge(rt, labels.get(iid, iid), iid, first[iid], consoles[iid], wait,
+                         accepted)
+        refused += [refusal] if refusal is not None else []
+    matched = sum(consoles[n.instance_id].keys.printed for n in fresh) \
+        - sum(isinstance(r, ConsoleMismatch) for r in refused)  # printed, and this key
     if matched:
         rt.info(f"{matched} new host key(s) match what their instance printed on its "
                 "console", level=1, stage=Stage.SSH)
     return refused
+
+
+def refusal_error(refused: Sequence[Refusal]) -> RemoteError:
+    """The error for the refused first keys: another key on a console first (someone
+    may be in between), else the keys nothing confirms."""
+    lied = [r for r in refused if isinstance(r, ConsoleMismatch)]
+    if lied:
+        return mismatch_error(lied)
+    return unconfirmed_error([r for r in refused if isinstance(r, Unconfirmed)])
+
+
+def unconfirmed_error(found: Sequence[Unconfirmed]) -> RemoteError:
+    """Refusal for new keys with nothing on the console to check them against, naming
+    each node, its instance id, why, and the option that pins the key anyway."""
+    accept = " ".join(f"{ACCEPT_FLAG} {u.label}" for u in found)
+    return RemoteError(
+        "no host key on the console to check a new node's key against, not pinning it: "
+        + "; ".join(u.describe() for u in found)
+        + f". To pin the key it presents anyway, repeat the command with `{accept}`",
+        "clusterkit trusts no host key on first use: nothing was pinned for that node and "
+        "nothing connects to it. Accept it only once you have compared its fingerprint "
+        "with the instance's system log (`aws ec2 get-console-output --instance-id ID`, "
+        "or the EC2 console: Actions > Monitor > Get system log) or on the node itself; "
+        f"`{ACCEPT_FLAG} NODE` is taken by `clusterkit up`, `exec` and `ssh`")
 
 
 def mismatch_error(refused: Sequence[ConsoleMismatch]) -> RemoteError:

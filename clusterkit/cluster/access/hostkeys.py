@@ -2,8 +2,9 @@
 instance id is new gets its key recorded; the same instance id presenting a different
 key is refused, with both fingerprints, unless the user accepts it for that one node
 (``--accept-new-host-key NODE``). A first key is pinned only if the instance's console
-shows it (``firstcontact``). The known_hosts file the SSH clients check is written from
-these records for the nodes' current addresses."""
+shows it (``firstcontact``): a console showing no key pins nothing, unless the user
+accepts that node's key the same way. The known_hosts file the SSH clients check is
+written from these records for the nodes' current addresses."""
 
 from __future__ import annotations
 
@@ -53,26 +54,27 @@ def check_and_record(rt: Runtime, cluster: str, nodes: Sequence[Node],
                      presented: Mapping[str, str], *, port: int = 22,
                      accept: Sequence[str] = (),
                      console: ConsoleReader | None = None) -> None:
-    """Record the keys of new instances that their console confirms (or that it cannot,
-    with a warning) and of accepted nodes, refresh known_hosts, then refuse any other
-    instance whose key changed (RemoteError, both fingerprints), and any new one whose
-    console shows other keys. ``console``: how to read a node's console (default: AWS)."""
+    """Record the keys of new instances that their console confirms (and, with a
+    warning, of accepted new ones whose console shows none) and of accepted nodes,
+    refresh known_hosts, then refuse (RemoteError, exit 1) any new instance whose console
+    shows other keys or none, and any other instance whose key changed (both
+    fingerprints). ``console``: how to read a node's console (default: AWS)."""
     labels = selection.labels(nodes)
     allowed = accepted_ids(nodes, accept)
     recorded = known_hosts.instance_keys(cluster)
     changed = known_hosts.changes(cluster, presented, labels)
     refused = [c for c in changed if c.instance_id not in allowed]
     first = {i: k for i, k in presented.items() if i not in recorded}
-    lied = firstcontact.verify(rt, nodes, first, labels, console)
-    blocked = {c.instance_id for c in refused} | {m.instance_id for m in lied}
+    unpinned = firstcontact.verify(rt, nodes, first, labels, console, accepted=allowed)
+    blocked = {c.instance_id for c in refused} | {m.instance_id for m in unpinned}
     known_hosts.record_instances(cluster, {i: k for i, k in presented.items()
                                            if i not in blocked})
     for change in changed:
         if change.instance_id in allowed:
             rt.warn(f"accepted the new host key of {change.describe()}")
     known_hosts.sync(cluster, addresses(nodes), port)
-    if lied:
-        raise firstcontact.mismatch_error(lied)
+    if unpinned:
+        raise firstcontact.refusal_error(unpinned)
     if refused:
         raise known_hosts.changed_error(refused)
 
