@@ -21,7 +21,7 @@
   script fails.
 - ``node``: the permissions boundary the service role must put on every role it creates:
   the union of the template's roles (NodeRole, EFS only through its own policy, and
-  ControllerRole) in any cluster's stack. Template values become patterns: a region,
+  ControllerRole) in any cluster's stack: a ceiling for every cluster, no role's policy. Template values become patterns: a region,
   account or cluster name any (``*``, a tag equal to the cluster's name: the tag
   present; the controller's cluster name aside), a role's ARN its path's.
 

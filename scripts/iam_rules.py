@@ -10,6 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from clusterkit.aws.servicerole import BOUNDARY_NAME, ROLE_NAME, SERVICE_PATH  # noqa: E402
+from clusterkit.plan.blocks import BLOCK_TAG  # noqa: E402
 from clusterkit.plan.dataset import DATASET_TAG, UPLOAD_TAG  # noqa: E402
 from clusterkit.plan.nodes import CLUSTER_TAG as TAG  # noqa: E402
 from clusterkit.plan.stack import STACK_PREFIX  # noqa: E402
@@ -20,9 +21,13 @@ DATA_READS = frozenset({"ebs:GetSnapshotBlock", "ebs:ListSnapshotBlocks",
                         "ebs:ListChangedBlocks", "ec2:GetConsoleOutput"})
 # Actions a handler of the template's types lists that the service role must not have:
 # removing a boundary would lift the ceiling on what the stack's roles can do; the
-# template's AWS::IAM::Policy names roles only, never a user or a group.
+# template's AWS::IAM::Policy names roles only, never a user or a group; a role's trust
+# policy is rewritten only when the template's AssumeRolePolicyDocument changes, and the
+# template's are constant (a test holds them so), while with it any stack the service
+# role runs could let another account assume any cluster's roles.
 WITHHELD = frozenset({"iam:DeleteRolePermissionsBoundary", "iam:PutUserPolicy",
-                      "iam:PutGroupPolicy", "iam:DeleteUserPolicy", "iam:DeleteGroupPolicy"})
+                      "iam:PutGroupPolicy", "iam:DeleteUserPolicy", "iam:DeleteGroupPolicy",
+                      "iam:UpdateAssumeRolePolicy"})
 
 BOUNDARY_ARN = f"arn:aws:iam::*:policy{SERVICE_PATH}{BOUNDARY_NAME}"
 SERVICE_ROLE_ARN = f"arn:aws:iam::*:role{SERVICE_PATH}{ROLE_NAME}"
@@ -31,6 +36,10 @@ NODE_PROFILES = "arn:aws:iam::*:instance-profile/clusterkit/*"
 STACKS = f"arn:aws:cloudformation:*:*:stack/{STACK_PREFIX}*/*"
 FILE_SYSTEMS = "arn:aws:elasticfilesystem:*:*:file-system/*"
 KEYS = "arn:aws:kms:*:*:key/*"
+# The snapshot a request creates: IAM writes its id as a literal "*", which only the
+# policy variable ${*} matches; a source snapshot has its own id (CopySnapshot is
+# authorized on both, AWS's EBS guide: "Example: Copying snapshots").
+NEW_SNAPSHOT = "arn:aws:ec2:*::snapshot/${*}"
 
 
 def ec2(*kinds: str) -> list[str]:
@@ -63,20 +72,28 @@ USER_RULES: tuple[Rule, ...] = (
     ("SpotServiceLinkedRole", ("iam:CreateServiceLinkedRole",),
      ["arn:aws:iam::*:role/aws-service-role/spot.amazonaws.com/*"],
      equals("iam:AWSServiceName", "spot.amazonaws.com")),
-    # what clusterkit creates carries the cluster's tag from its creation on
+    # what clusterkit creates carries the cluster's tag from its creation on: a launch's
+    # network interfaces and spot requests too (new ones: an existing interface has no
+    # request tag)
     ("NewTagged", ("ec2:RunInstances", "ec2:CreateVolume", "ec2:ImportKeyPair",
-                   "ec2:AllocateAddress"), ec2("instance", "volume", "key-pair", "elastic-ip"),
-     NEW),
-    # and a Capacity Block bought (its reservation, which carries no tag to condition on)
-    ("LaunchWith", ("ec2:RunInstances", "ec2:PurchaseCapacityBlock"),
-     ec2("image", "snapshot", "subnet", "network-interface", "security-group", "key-pair",
-         "placement-group", "spot-instances-request", "capacity-reservation"), None),
+                   "ec2:AllocateAddress"),
+     ec2("instance", "volume", "network-interface", "spot-instances-request", "key-pair",
+         "elastic-ip"), NEW),
+    # the rest of a launch; its security group, placement group and launch template are
+    # the cluster's (ClusterResources)
+    ("LaunchWith", ("ec2:RunInstances",),
+     ec2("image", "snapshot", "subnet", "key-pair", "capacity-reservation"), None),
+    # a Capacity Block bought (`capacity-blocks --buy`) is tagged at purchase as clusterkit's
+    ("CapacityBlocks", ("ec2:PurchaseCapacityBlock",), ec2("capacity-reservation"),
+     has("RequestTag", BLOCK_TAG)),
     ("TagOnCreate", ("ec2:CreateTags",), ["*"],
      equals("ec2:CreateAction", "RunInstances", "CreateVolume", "CreateSnapshot",
-            "CopySnapshot", "ImportKeyPair", "AllocateAddress")),
+            "CopySnapshot", "ImportKeyPair", "AllocateAddress", "PurchaseCapacityBlock")),
 
-    # RunInstances here: from the cluster's own launch template (one statement fewer: the
-    # policy's size limit; the other resources a launch names are new, so untagged)
+    # Whatever carries the cluster's tag, of any type: only clusterkit's calls put it on
+    # anything (NewTagged, TagOnCreate, the stack), so naming the types would narrow
+    # nothing (and the policy's size limit needs the room). RunInstances here: from the
+    # cluster's own launch template, into its own security and placement groups.
     ("ClusterResources", ("ec2:RunInstances", "ec2:CreateTags", "ec2:AttachVolume",
                           "ec2:DetachVolume",
                           "ec2:DeleteVolume", "ec2:ModifyInstanceAttribute",
@@ -89,39 +106,41 @@ USER_RULES: tuple[Rule, ...] = (
                           "ec2:ReplaceIamInstanceProfileAssociation",
                           # the master's Elastic IP, on its primary interface (EFA types)
                           "ec2:AssociateAddress", "ec2:DisassociateAddress",
-                          "ec2:ReleaseAddress"),
-     ec2("instance", "volume", "spot-instances-request", "fleet", "key-pair",
-         "launch-template", "placement-group", "security-group", "elastic-ip",
-         "network-interface"), OWN),
+                          "ec2:ReleaseAddress"), ["*"], OWN),
     # A standby swapped in loses its standby tag, and no other tag.
     ("SwapStandby", ("ec2:DeleteTags",), ec2("instance", "volume"),
      {**OWN, "ForAllValues:StringEquals": {"aws:TagKeys": ["clusterkit:standby-for"]}}),
     ("VolumesFromSharedSnapshots", ("ec2:CreateVolume",), ec2("snapshot"),
      equals("ec2:Owner", "${aws:PrincipalAccount}", op="StringNotEquals")),
-    ("NewDatasetSnapshots", ("ec2:CreateSnapshot", "ec2:CopySnapshot", "ebs:StartSnapshot"),
-     ec2("snapshot"), has("RequestTag", UPLOAD_TAG)),
+    # an upload started on no parent snapshot (whose blocks it would hold, readable)
+    ("NewDatasetSnapshots", ("ec2:CreateSnapshot", "ebs:StartSnapshot"), ec2("snapshot"),
+     {"Null": {f"aws:RequestTag/{UPLOAD_TAG}": "false", "ebs:ParentSnapshot": "true"}}),
+    # the copy CopySnapshot makes; its source is an upload (DatasetUploads)
+    ("DatasetCopies", ("ec2:CopySnapshot",), [NEW_SNAPSHOT], has("RequestTag", UPLOAD_TAG)),
     ("DatasetUploads", ("ebs:PutSnapshotBlock", "ebs:CompleteSnapshot", "ec2:CreateTags",
                         "ec2:DeleteSnapshot", "ec2:CopySnapshot", "ebs:GetSnapshotBlock",
                         "ebs:ListSnapshotBlocks"), ec2("snapshot"),
      has("ResourceTag", UPLOAD_TAG)),
-    # read, copied, or cloned into volumes (one statement: the policy's size limit)
-    ("DatasetReads", ("ebs:GetSnapshotBlock", "ebs:ListSnapshotBlocks", "ec2:CopySnapshot",
-                      "ec2:CreateVolume"), ec2("snapshot"), has("ResourceTag", DATASET_TAG)),
+    # read, or cloned into volumes (one statement: the policy's size limit)
+    ("DatasetReads", ("ebs:GetSnapshotBlock", "ebs:ListSnapshotBlocks", "ec2:CreateVolume"),
+     ec2("snapshot"), has("ResourceTag", DATASET_TAG)),
     ("ClusterFileSystems", ("elasticfilesystem:CreateMountTarget",
                             "elasticfilesystem:DeleteMountTarget",
                             "elasticfilesystem:DeleteFileSystem"), [FILE_SYSTEMS], OWN),
-    # EFS makes a mount target's network interface with the caller's permissions; its
-    # interfaces carry no tag to condition on.
+    # EFS makes and deletes a mount target's network interface, checking the caller's
+    # permission through a forward access session (aws:ViaAWSService); its interfaces
+    # carry no tag. Never called directly: only through CreateMountTarget and
+    # DeleteMountTarget, which ClusterFileSystems allows on the cluster's file systems.
     ("MountTargetInterfaces", ("ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface"),
-     ec2("network-interface", "subnet", "security-group"), None),
+     ["*"], {"Bool": {"aws:ViaAWSService": "true"}}),
     ("EncryptedVolumes", ("kms:CreateGrant", "kms:Decrypt", "kms:ReEncryptFrom",
                           "kms:ReEncryptTo", "kms:GenerateDataKeyWithoutPlaintext"), [KEYS],
      equals("kms:ViaService", "ec2.*.amazonaws.com", "ebs.*.amazonaws.com", op="StringLike")),
 )
 # Needed without a call of its own: AssociateIamInstanceProfile passes the node role
 # (iam:PassRole), the first spot launch of an account creates EC2's spot service-linked role,
-# EFS creates mount target interfaces as the caller, EBS encryption with a
-# customer-managed key uses it as the caller.
+# EFS checks the caller may create and delete mount target interfaces, EBS encryption with
+# a customer-managed key uses it as the caller.
 USER_EXTRA = frozenset({
     "iam:PassRole", "iam:CreateServiceLinkedRole", "iam:GetRole",
     "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
@@ -152,8 +171,8 @@ SERVICE_RULES: tuple[Rule, ...] = (
                       "iam:PutRolePermissionsBoundary"), [NODE_ROLES],
      equals("iam:PermissionsBoundary", BOUNDARY_ARN, op="StringLike")),
     ("NodeRoles", ("iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription",
-                   "iam:UpdateAssumeRolePolicy", "iam:DeleteRolePolicy",
-                   "iam:DetachRolePolicy", "iam:TagRole", "iam:UntagRole"), [NODE_ROLES], None),
+                   "iam:DeleteRolePolicy", "iam:DetachRolePolicy", "iam:TagRole",
+                   "iam:UntagRole"), [NODE_ROLES], None),
     ("PassNodeRole", ("iam:PassRole",), [NODE_ROLES],
      equals("iam:PassedToService", "ec2.amazonaws.com")),
     ("NodeProfiles", ("iam:CreateInstanceProfile", "iam:DeleteInstanceProfile",

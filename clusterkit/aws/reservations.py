@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
+from clusterkit.aws.tags import tag_specs
 from clusterkit.kinds import ReservationKind, ReservationState
-from clusterkit.plan.blocks import BlockOffering
+from clusterkit.plan.blocks import BLOCK_TAG, BlockOffering
 from clusterkit.plan.reservation import PLATFORM, TENANCY, Reservation
 
 if TYPE_CHECKING:
@@ -95,8 +96,10 @@ def block_offerings(session: boto3.Session, region: str, *, instance_type: str, 
 
 def purchase_block(session: boto3.Session, region: str, offering_id: str,
                    read_at: float) -> Reservation:
-    """Buy the offering (paid now): the block's reservation."""
+    """Buy the offering (paid now), tagged as clusterkit's from its purchase on (BLOCK_TAG:
+    the offering): the block's reservation."""
     with aws_call("PurchaseCapacityBlock", f"{offering_id} in {region}"):
         raw = _ec2(session, region).purchase_capacity_block(
-            CapacityBlockOfferingId=offering_id, InstancePlatform=PLATFORM)
+            CapacityBlockOfferingId=offering_id, InstancePlatform=PLATFORM,
+            TagSpecifications=tag_specs(["capacity-reservation"], {BLOCK_TAG: offering_id}))
     return to_reservation(raw["CapacityReservation"], region, read_at)

@@ -61,6 +61,12 @@ def iam_policy(role: str, cluster: str | None, stack: bool) -> None:
             f"a template: {CLUSTER_PLACEHOLDER} stands for the cluster's name (`--cluster "
             "NAME` fills it in); each cluster's stack gives its controller this policy with "
             "its own name", markup=False, highlight=False)
+    elif role == PolicyRole.NODE.value:
+        get_ctx().err_console.print(
+            "a permissions boundary, not a role's policy: the ceiling of every role a "
+            "cluster stack creates, for any cluster (any cluster's tag, every role under "
+            "/clusterkit/); give it to no role (a cluster's controller: `--role controller "
+            "--cluster NAME`)", markup=False, highlight=False)
     click.echo(text, nl=False)
 
 

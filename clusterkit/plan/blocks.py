@@ -15,6 +15,9 @@ from clusterkit.node.autostop_policy import duration_seconds
 from clusterkit.plan.reservation import utc
 from clusterkit.spec.keys import INSTANCE_TYPE_RE
 
+# On every block `capacity-blocks --buy` buys, from its purchase (TagSpecifications; the
+# user's policy allows PurchaseCapacityBlock only with it): the offering bought.
+BLOCK_TAG = "clusterkit:capacity-block"
 HOUR = 3600
 DAY_HOURS = 24
 # AWS sells blocks of 1 to 14 days, and up to 182 days in 7-day steps: longer is refused

@@ -25,6 +25,7 @@ from clusterkit.cluster.provision.planning import do_plan
 from clusterkit.cluster.provision.up import do_up
 from clusterkit.errors import CapacityError, ClusterkitError, SpecError
 from clusterkit.kinds import Market, ReservationKind, ReservationState
+from clusterkit.plan.blocks import BLOCK_TAG
 from clusterkit.plan.launch import LaunchRequest
 from clusterkit.plan.nodes import BLOCK_END_TAG
 from clusterkit.plan.reservation import reservation_offer
@@ -100,6 +101,9 @@ def test_the_aws_verbs_read_and_buy_reservations_as_typed_records(moto_env):
     assert (bought.kind, bought.state, bought.az, bought.total) == (
         ReservationKind.CAPACITY_BLOCK, ReservationState.SCHEDULED, offers[1].az, 2)
     assert bought.waits and bought.end == pytest.approx(offers[1].end)
+    tags = _ec2().describe_capacity_reservations(CapacityReservationIds=[
+        bought.reservation_id])["CapacityReservations"][0]["Tags"]
+    assert tags == [{"Key": BLOCK_TAG, "Value": offers[1].offering_id}]  # from its purchase
     assert reservations.block_offerings(rt.session, REGION, instance_type="c5.large",
                                         count=1, hours=24) == []  # no blocks of c5
 

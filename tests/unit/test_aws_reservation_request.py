@@ -13,9 +13,10 @@ import botocore.session
 import pytest
 from botocore.validate import ParamValidator
 
-from clusterkit.aws import instances
+from clusterkit.aws import instances, reservations
 from clusterkit.aws.reservations import to_reservation
 from clusterkit.kinds import Market, ReservationKind, ReservationState
+from clusterkit.plan.blocks import BLOCK_TAG
 from clusterkit.plan.launch import LaunchRequest
 from tests import support
 
@@ -97,12 +98,30 @@ def test_a_described_reservation_becomes_the_typed_record():
     assert odd.state is ReservationState.UNAVAILABLE and odd.kind is ReservationKind.ODCR
 
 
-def test_the_purchase_and_offering_requests_fit_botocores_model():
+def test_the_purchase_and_offering_requests_fit_botocores_model(monkeypatch):
     assert _model_errors("DescribeCapacityBlockOfferings", {
         "InstanceType": "p5.48xlarge", "InstanceCount": 2, "CapacityDurationHours": 24,
         "StartDateRange": datetime(2026, 3, 1, tzinfo=timezone.utc)}) == ""
-    assert _model_errors("PurchaseCapacityBlock", {
-        "CapacityBlockOfferingId": "cb-0123456789abcdef0",
-        "InstancePlatform": "Linux/UNIX"}) == ""
+    sent: dict[str, Any] = {}
+    start = datetime(2026, 3, 1, tzinfo=timezone.utc)
+
+    class Ec2:
+        def purchase_capacity_block(self, **kwargs: Any) -> dict:
+            sent.update(kwargs)
+            return {"CapacityReservation": {
+                "CapacityReservationId": "cr-1", "InstanceType": "p5.48xlarge",
+                "AvailabilityZone": "us-east-1a", "TotalInstanceCount": 1,
+                "AvailableInstanceCount": 1, "State": "scheduled",
+                "ReservationType": "capacity-block", "StartDate": start, "EndDate": start}}
+
+    monkeypatch.setattr(reservations, "_ec2", lambda *_: Ec2())
+    bought = reservations.purchase_block(None, "us-east-1", "cb-0123456789abcdef0", 1.0)
+    assert bought.reservation_id == "cr-1"
+    assert _model_errors("PurchaseCapacityBlock", sent) == ""
+    # tagged from its purchase on: the user's policy buys no untagged block
+    assert sent == {"CapacityBlockOfferingId": "cb-0123456789abcdef0",
+                    "InstancePlatform": "Linux/UNIX", "TagSpecifications": [{
+                        "ResourceType": "capacity-reservation",
+                        "Tags": [{"Key": BLOCK_TAG, "Value": "cb-0123456789abcdef0"}]}]}
     assert _model_errors("DescribeCapacityReservations", {
         "CapacityReservationIds": ["cr-0123456789abcdef0"]}) == ""

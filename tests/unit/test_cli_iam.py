@@ -46,6 +46,16 @@ def test_the_controller_policy_is_a_template_or_one_clusters():
         assert refused.exit_code == 2 and said in refused.output, refused.output
 
 
+def test_the_node_document_says_it_is_a_boundary():
+    """`--role node` is the boundary of every cluster's roles (any cluster): stderr says
+    to give it to no role; stdout stays the JSON."""
+    node = _run("--role", "node")
+    assert node.exit_code == 0 and json.loads(node.stdout) == policy(PolicyRole.NODE)
+    assert "a permissions boundary, not a role's policy" in node.stderr
+    assert "--role controller --cluster NAME" in node.stderr
+    assert _run("--role", "user").stderr == ""
+
+
 def test_the_service_role_stack_passes_cfn_lint(tmp_path):
     result = _run("--role", "cloudformation", "--stack")
     assert result.exit_code == 0, result.output
