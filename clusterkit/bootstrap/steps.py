@@ -171,39 +171,51 @@ def want_scratch(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: i
                 not_live=not_live + " (disks wiped by a stop/start, or a reboot)")
 
 
-def efs_plain_warning(created: bool) -> str:
-    """What the user is told when a node has no amazon-efs-utils."""
-    return ("amazon-efs-utils is not on the image (no mount.efs): EFS is mounted as plain "
-            "NFS, unencrypted in transit" + (
-                ", and the file system clusterkit created refuses clients without TLS"
-                if created else "")
-            + "; use an image that has it (AWS's Deep Learning AMIs do) or install it")
+EFS_PLAIN_WARNING = ("storage.efs.tls is false: EFS is mounted as plain NFS, unencrypted "
+                     "in transit")
+EFS_CREATED_NEEDS_TLS = (
+    "storage.efs.tls is false, but the file system clusterkit creates refuses clients "
+    "without TLS (its policy denies them): remove `tls: false`, or name a file system of "
+    "your own in storage.efs.file_system_id")
+
+
+def _efs_not_live(mount: nf.Mount | None, efs_mount: str, dns: str) -> str:
+    if mount is None:
+        return f"{efs_mount} is not mounted"
+    if mount.source.startswith(f"{dns}:"):
+        return f"{efs_mount} is mounted without TLS"
+    return f"{efs_mount} holds {mount.source}, not {dns}"
+
+
+def _efs_how(facts: nf.NodeFacts, tls: bool) -> tuple[str, ...]:
+    """efs.sh's mount options: TLS through mount.efs (installed first where the node
+    lacks it), or plain NFS only when the spec turns TLS off."""
+    if not tls:
+        return ("--type", "nfs4", "--options", EFS_OPTIONS)
+    install = ("--install-efs-utils",) if facts.get(nf.EFS_UTILS) is None else ()
+    return ("--type", "efs", *install, "--options", EFS_TLS_OPTIONS)
 
 
 def want_efs(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) -> Want:
+    """EFS mounted with TLS (amazon-efs-utils installed where missing); plain NFS, with a
+    warning, only where the spec says ``storage.efs.tls: false``."""
     efs = spec.storage.efs
     if efs is None:
         return Want(skip="storage.efs is not set")
     fs = efs.file_system_id or cluster.efs_id
     if not fs:
         return Want(skip="the EFS file system id is not known yet (the stack has no output)")
+    if not efs.tls and efs.create:
+        return Want(error=EFS_CREATED_NEEDS_TLS)
     dns = f"{fs}.efs.{cluster.region}.amazonaws.com"
-    tls = facts.get(nf.EFS_UTILS) is not None
     mount = nf.mount_at(facts.get(nf.MOUNTS), efs.mount)
     nfs = mount is not None and mount.fstype.startswith("nfs")
     live = mount is not None and (not nfs or mount.source == TLS_SOURCE
-                                  or (not tls and mount.source.startswith(f"{dns}:")))
-    if mount is None:
-        not_live = f"{efs.mount} is not mounted"
-    elif mount.source.startswith(f"{dns}:"):
-        not_live = f"{efs.mount} is mounted without TLS"
-    else:
-        not_live = f"{efs.mount} holds {mount.source}, not {dns}"
-    how = ("--type", "efs", "--options", EFS_TLS_OPTIONS) if tls else \
-        ("--type", "nfs4", "--options", EFS_OPTIONS)
+                                  or (not efs.tls and mount.source.startswith(f"{dns}:")))
+    how = _efs_how(facts, efs.tls)
     return Want((Command("efs.sh", ("--owner", spec.ssh.user, *how, dns, efs.mount)),),
-                live=live, boot_keyed=True, not_live=not_live,
-                warning="" if tls else efs_plain_warning(not efs.file_system_id))
+                live=live, boot_keyed=True, not_live=_efs_not_live(mount, efs.mount, dns),
+                warning="" if efs.tls else EFS_PLAIN_WARNING)
 
 
 def ebs_by_id(volume_id: str) -> str:

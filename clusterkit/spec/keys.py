@@ -208,6 +208,8 @@ EFS = _obj("Shared EFS file system; no file_system_id means clusterkit creates o
     "mount": _mount("Mount path.", "/efs"),
     "deletion_policy": Key("string", "What `down` does with a file system it created.",
                            default="retain", enum=model.EFS_DELETION_POLICIES),
+    "tls": Key("boolean", "Mount with TLS (amazon-efs-utils' mount.efs, installed where "
+               "missing); false: plain NFS, unencrypted in transit.", default=True),
 })
 
 DATASET = _obj("One EBS volume per node cloned from a snapshot, mounted read-only.", {

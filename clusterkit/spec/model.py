@@ -113,6 +113,7 @@ class Efs:
     file_system_id: str | None = None
     mount: str = "/efs"
     deletion_policy: str = "retain"
+    tls: bool = True  # False: plain NFS (the spec must say so)
 
     @property
     def create(self) -> bool:

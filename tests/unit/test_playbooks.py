@@ -303,24 +303,78 @@ def test_efs_fstab_line_replaced_never_duplicated(tmp_path: Path):
     assert run("efs.sh", "fs-1.example.com", "/efs", root=tmp_path).returncode == 2
 
 
-@pytest.mark.parametrize("efs_utils", [["/sbin/mount.efs"], None], ids=["tls", "plain"])
+FAKE_APT = """#!/bin/sh
+echo "$*" >> "$CLUSTERKIT_ROOT/apt.log"
+case "$1" in
+    install) [ -z "$APT_FAILS" ] || exit 100
+             mkdir -p "$CLUSTERKIT_ROOT/sbin" && touch "$CLUSTERKIT_ROOT/sbin/mount.efs" &&
+             chmod 755 "$CLUSTERKIT_ROOT/sbin/mount.efs";;
+esac
+"""
+
+
+def _fake_apt(root: Path) -> None:
+    """An apt-get under the node root (efs.sh looks for its package manager there):
+    it logs its arguments, and `install` makes mount.efs (fails with APT_FAILS set)."""
+    apt = root / "usr/bin/apt-get"
+    apt.parent.mkdir(parents=True)
+    apt.write_text(FAKE_APT)
+    apt.chmod(0o755)
+
+
+@pytest.mark.parametrize("efs_utils,tls", [(["/sbin/mount.efs"], True), (None, True),
+                                           (None, False)],
+                         ids=["tls", "tls-installs-efs-utils", "tls-false-plain"])
 def test_efs_step_command_writes_the_tls_or_plain_fstab_line(tmp_path: Path,
-                                                             efs_utils: list[str] | None):
-    """The step's own command (TLS through mount.efs when the node has it, else plain
-    NFS) is what efs.sh writes; a plain line is replaced by the TLS one, never kept."""
+                                                             efs_utils: list[str] | None,
+                                                             tls: bool):
+    """The step's own command is what efs.sh writes: TLS through mount.efs, installed
+    first (here by a stand-in apt-get) where the node lacks it; plain NFS only with
+    `tls: false` (on a file system of the user's own), warned; a plain line is
+    replaced by the TLS one, never kept."""
     (tmp_path / "etc").mkdir()
+    _fake_apt(tmp_path)
     dns = "fs-0123456789abcdef0.efs.us-east-1.amazonaws.com"
     (tmp_path / "etc/fstab").write_text(f"{dns}:/ /efs nfs4 {steps.EFS_OPTIONS} 0 0\n")
     facts = nf.from_outputs({"efs_utils": efs_utils, "mounts": None,
                                        "boot_id": ["b"], "receipts": None})
-    [plan] = _plan(facts, {"efs"})
-    assert bool(plan.warning) is (efs_utils is None)
+    spec = SPEC if tls else dataclasses.replace(SPEC, storage=dataclasses.replace(
+        SPEC.storage, efs=dataclasses.replace(SPEC.storage.efs, tls=False,
+                                              file_system_id="fs-0123456789abcdef0")))
+    [plan] = [steps.plan_step("efs", steps.want_efs(facts, spec, CLUSTER, 1), facts,
+                              steps.read_playbooks())]
+    assert plan.warning == ("" if tls else steps.EFS_PLAIN_WARNING)
     _apply(tmp_path, [plan])
     line = (tmp_path / "etc/fstab").read_text().splitlines()
-    want = (f"{dns}:/ /efs efs {steps.EFS_TLS_OPTIONS} 0 0" if efs_utils
+    want = (f"{dns}:/ /efs efs {steps.EFS_TLS_OPTIONS} 0 0" if tls
             else f"{dns}:/ /efs nfs4 {steps.EFS_OPTIONS} 0 0")
     assert line == [want]
+    installed = (tmp_path / "apt.log").read_text() if (tmp_path / "apt.log").exists() else ""
+    assert installed == ("install -y -q amazon-efs-utils\n" if tls and not efs_utils else "")
     assert run("efs.sh", "--type", "cifs", dns, "/efs", root=tmp_path).returncode == 2
+
+
+@pytest.mark.parametrize("apt", [False, True], ids=["no-package-manager", "apt-finds-none"])
+def test_efs_without_efs_utils_that_cannot_be_installed_stops_naming_it(tmp_path: Path,
+                                                                        apt: bool):
+    """No dnf, yum or apt-get, or an apt-get that finds no amazon-efs-utils (after an
+    update): efs.sh exits 1 naming the package and the way out, and writes nothing."""
+    (tmp_path / "etc").mkdir()
+    if apt:
+        _fake_apt(tmp_path)
+    dns = "fs-0123456789abcdef0.efs.us-east-1.amazonaws.com"
+    out = run("efs.sh", "--type", "efs", "--install-efs-utils", "--options",
+              steps.EFS_TLS_OPTIONS, dns, "/efs", root=tmp_path, env={"APT_FAILS": "1"})
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]  # what the bootstrap's error quotes
+    assert last.startswith("efs.sh: a TLS mount needs amazon-efs-utils (mount.efs)")
+    assert ("apt-get found no package amazon-efs-utils" if apt
+            else "the node has no dnf, yum or apt-get") in last
+    assert "storage.efs.tls: false" in last
+    assert not (tmp_path / "etc/fstab").exists()
+    if apt:
+        assert (tmp_path / "apt.log").read_text().splitlines() == [
+            "install -y -q amazon-efs-utils", "update -q", "install -y -q amazon-efs-utils"]
 
 
 def test_efs_and_scratch_refuse_a_mount_point_through_a_link(tmp_path: Path):

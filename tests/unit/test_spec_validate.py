@@ -42,6 +42,18 @@ def test_sections_written_empty_mean_on_with_defaults():
     assert spec.storage.dataset == model.Dataset() and spec.train == model.Train()
 
 
+def test_efs_tls_is_on_unless_the_spec_says_false_and_only_a_boolean():
+    spec = spec_api.loads(BASE.format(types="g5.xlarge") + "storage:\n  efs:\n", "t")
+    assert spec.storage.efs.tls is True
+    spec = spec_api.loads(BASE.format(types="g5.xlarge") + "storage:\n  efs:\n"
+                          "    file_system_id: fs-0123456789abcdef0\n    tls: false\n", "t")
+    assert spec.storage.efs.tls is False
+    for value in ('"false"', "0", "off-ish", "[]"):
+        spec, issues = _issues(f"storage:\n  efs:\n    tls: {value}\n")
+        assert spec is None and _paths(issues) == {"storage.efs.tls"}, value
+        assert "expected true or false" in issues[0].message
+
+
 def test_locations_for_every_written_path():
     spec = spec_api.loads(BASE.format(types="g5.xlarge, g5.2xlarge") +
                           "train:\n  env:\n    FOO: 1\n", "t.yaml")
