@@ -195,7 +195,9 @@ def _throughput_pattern(pattern: str, add: Add) -> None:
 
 def _workdir(path: str, add: Add) -> None:
     """A relative workdir is a local directory clusterkit uploads: from a shared spec it
-    must not reach beyond the spec's own directory (``--workdir`` is the user's choice)."""
+    must not reach beyond the spec's own directory (``--workdir`` is the user's choice).
+    The text only (``..``): the links on the way are followed where the directory is
+    read, before anything is uploaded (``cluster/jobs/workdir.py``)."""
     if path.startswith(("/", "~")):
         return
     if ".." in PurePosixPath(path).parts:

@@ -12,6 +12,13 @@ Decisions (README, "Training"):
   upload, through the master), else in ``~/clusterkit-work/<cluster>`` on every node;
   it replaces the previous copy whole (extracted beside it, then swapped), so a file
   deleted locally is gone on the nodes too.
+- Nothing outside the directory leaves the machine, links followed: a relative
+  ``train.workdir`` must resolve inside the spec file's directory, and every path sent
+  inside the directory it is sent from (a link to a file or directory of the tree is
+  sent as a link; one that leads out is refused, exit 2, before anything is packed).
+- The file list never runs what a repository configures (a shared directory's
+  ``.git/config`` is not the user's): git runs with its hooks and fsmonitor off, and
+  none of the user's ``GIT_*`` variables.
 """
 
 from __future__ import annotations
@@ -42,11 +49,14 @@ class Workdir:
 
 def local_source(spec: Spec, option: str | None) -> Path | None:
     """The local directory to sync: ``--workdir``, else a relative ``train.workdir``
-    (from the spec file's directory), else None."""
+    (from the spec file's directory, which it must resolve inside), else None."""
     if option:
         path = Path(option).expanduser()
     elif spec.train and not spec.train.workdir.startswith(("/", "~")):
-        path = Path(spec.file).expanduser().resolve().parent / spec.train.workdir
+        base = Path(spec.file).expanduser().resolve().parent
+        path = base / spec.train.workdir
+        _refuse_escape(base, spec.train.workdir, f"train.workdir {spec.train.workdir!r}",
+                       _SPEC_HINT)
     else:
         return None
     if not path.is_dir():
@@ -66,38 +76,98 @@ def plan(spec: Spec, option: str | None) -> Workdir | None:
     return Workdir(local, f"$HOME/clusterkit-work/{spec.name}", False)
 
 
+_SPEC_HINT = ("a relative train.workdir is uploaded from the spec file's directory and must "
+              "stay inside it, links followed; to upload another directory, give it as "
+              "`--workdir DIR`")
+_TREE_HINT = ("a link in the workdir is sent as a link and must point inside it; remove the "
+              "link, point it inside the directory, or (in a git work tree) .gitignore it")
+
+
+def _real(path: Path) -> Path:
+    """``path`` with every link followed; never raises on a loop (Path.resolve does)."""
+    return Path(os.path.realpath(path))
+
+
+def _escape(root: Path, name: str) -> tuple[Path, str | None] | None:
+    """Where ``name`` leaves ``root`` (resolved), links followed: the first link on the
+    way down that leads outside and what it says (or the path itself and None, for a
+    ``..``); None when ``name`` resolves inside ``root``."""
+    if _real(root / name).is_relative_to(root):
+        return None
+    here = root
+    for part in Path(name).parts:
+        here = here / part
+        if here.is_symlink() and not _real(here).is_relative_to(root):
+            return here, os.readlink(here)
+    return root / name, None
+
+
+def _refuse_escape(root: Path, name: str, what: str, hint: str) -> None:
+    """UsageError (exit 2) naming the link and its target when ``name`` leaves ``root``."""
+    found = _escape(root, name)
+    if found is None:
+        return
+    path, text = found
+    how = f"the link {path} points to {text!r}" if text is not None else str(path)
+    raise UsageError(f"{what} leads outside {root}: {how} ({_real(path)})", hint)
+
+
+# Command-line settings win over every config file: a shared directory's .git/config
+# (core.fsmonitor is a command git runs on reading the index) runs nothing here. The
+# user's own global and system config still apply (a global core.excludesFile keeps
+# their secrets out of the upload).
+_GIT = ("git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+        "-c", "core.untrackedCache=false", "-c", "protocol.allow=never")
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """git in ``root`` with nothing of a repository's commands and none of the user's
+    ``GIT_*`` variables (GIT_DIR, GIT_CONFIG_PARAMETERS ... would point it elsewhere)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
+    return subprocess.run([*_GIT, "-C", str(root), *args], capture_output=True,
+                          check=False, env=env, stdin=subprocess.DEVNULL)
+
+
 def _git_files(root: Path) -> list[str] | None:
     """Tracked and untracked-not-ignored files under ``root``, or None when ``root`` is
     not in a git work tree (or git is missing)."""
     try:
-        inside = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
-                                capture_output=True, text=True, check=False)
-        if inside.returncode != 0 or inside.stdout.strip() != "true":
+        inside = _git(root, "rev-parse", "--is-inside-work-tree")
+        if inside.returncode != 0 or inside.stdout.strip() != b"true":
             return None
-        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-co",
-                                 "--exclude-standard", "-z"],
-                                capture_output=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
+        listed = _git(root, "ls-files", "-co", "--exclude-standard", "-z")
+    except OSError:
         return None
-    names = [n for n in listed.decode("utf-8", "surrogateescape").split("\0") if n]
+    if listed.returncode != 0:
+        return None
+    names = [n for n in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
     # tracked but deleted in the work tree: listed by -c, nothing to send
     return sorted(n for n in set(names) if os.path.lexists(root / n))
 
 
 def _walked_files(root: Path) -> list[str]:
+    """Every file under ``root``; a link to a directory is one entry (sent as a link)."""
     out = []
     for base, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != ".git")
-        out += [os.path.relpath(os.path.join(base, f), root) for f in files]
+        links = [d for d in dirs if os.path.islink(os.path.join(base, d))]
+        dirs[:] = sorted(d for d in dirs if d != ".git" and d not in links)
+        out += [os.path.relpath(os.path.join(base, f), root) for f in files + links]
     return sorted(out)
 
 
 def files(root: Path) -> list[str]:
-    """The files to send, relative to ``root``: never anything under a ``.git``."""
+    """The files to send, relative to ``root``: never anything under a ``.git``; a path
+    that resolves outside ``root`` (a link out, at any level) is refused (UsageError)
+    before anything is packed."""
     names = _git_files(root)
     if names is None:
         names = _walked_files(root)
-    return [n for n in names if ".git" not in Path(n).parts]
+    names = [n for n in names if ".git" not in Path(n).parts]
+    base = root.resolve()
+    for name in names:
+        _refuse_escape(base, name, f"workdir file {name!r}", _TREE_HINT)
+    return names
 
 
 def pack(root: Path, names: list[str]) -> bytes:
