@@ -54,8 +54,8 @@ class Clock:
 
 def _start(tmp: Path) -> object:
     """The sandbox in ``tmp``, this process pointed at it; returns its stopper."""
-    from clusterkit.sandbox import client
-    from clusterkit.sandbox.control import do_start, do_stop
+    from clusterkit import sandboxmode
+    from clusterkit_sandbox.control import do_start, do_stop
 
     os.environ.update({"HOME": str(tmp), "CLUSTERKIT_SANDBOX": "1",
                        "AWS_DEFAULT_REGION": "us-east-1"})
@@ -64,7 +64,7 @@ def _start(tmp: Path) -> object:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
                     str(tmp / ".ssh" / "id_ed25519")], check=True)
     do_start(tmp / "sandbox")
-    client.apply(os.environ, str(tmp / "sandbox"))
+    sandboxmode.apply(os.environ, str(tmp / "sandbox"))
     return lambda: do_stop(tmp / "sandbox")
 
 

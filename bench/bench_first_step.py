@@ -152,8 +152,8 @@ class Bench:
 
     def __init__(self, tmp: Path, args: argparse.Namespace) -> None:
         self.tmp, self.args = tmp, args
-        from clusterkit.sandbox.state import RUN_DIR
-        from clusterkit.sandbox.timed import TIMELINE_FILE
+        from clusterkit_sandbox.state import RUN_DIR
+        from clusterkit_sandbox.timed import TIMELINE_FILE
 
         self.timeline = tmp / "sandbox" / RUN_DIR / TIMELINE_FILE
         self.snapshots: list[str] = []
@@ -182,7 +182,7 @@ class Bench:
         return path, name
 
     def intervals(self) -> list[critical.Interval]:
-        from clusterkit.sandbox.timed import read_timeline
+        from clusterkit_sandbox.timed import read_timeline
 
         return critical.intervals(read_timeline(self.timeline))
 
@@ -485,9 +485,9 @@ def start_sandbox(tmp: Path, scale: float) -> Callable[[], object]:
     """A timed sandbox in ``tmp``, this process pointed at it; returns its stopper."""
     import subprocess
 
-    from clusterkit.sandbox import client
-    from clusterkit.sandbox.control import do_start, do_stop
-    from clusterkit.sandbox.timings import parse
+    from clusterkit import sandboxmode
+    from clusterkit_sandbox.control import do_start, do_stop
+    from clusterkit_sandbox.timings import parse
 
     os.environ.update({"HOME": str(tmp), "CLUSTERKIT_SANDBOX": "1",
                        "AWS_DEFAULT_REGION": REGION})
@@ -496,7 +496,7 @@ def start_sandbox(tmp: Path, scale: float) -> Callable[[], object]:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
                     str(tmp / ".ssh" / "id_ed25519")], check=True)
     do_start(tmp / "sandbox", timings=parse(f"aws:{scale}"))
-    client.apply(os.environ, str(tmp / "sandbox"))
+    sandboxmode.apply(os.environ, str(tmp / "sandbox"))
     return lambda: do_stop(tmp / "sandbox")
 
 

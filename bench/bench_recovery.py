@@ -244,7 +244,7 @@ def measured(cl: Cluster, what: str, tape: Tape, done: list[JobOutcome], steps: 
 
 def plain_notice(cl: Cluster, _tape: Tape | None = None) -> float:
     """The spot interruption notice on the last worker, no standby."""
-    from clusterkit.sandbox.imds import do_interrupt
+    from clusterkit_sandbox.imds import do_interrupt
 
     do_interrupt(cl.sandbox, cl.name, f"worker-{cl.count - 1}", notice=cl.notice)
     return time.time()
@@ -261,8 +261,8 @@ def standby_notice(cl: Cluster, tape: Tape) -> float:
     until the standby `train` launches for it is ready; then the notice (as plain)."""
     import boto3
 
-    from clusterkit.sandbox.imds import find_instance, post
-    from clusterkit.sandbox.state import state_dir
+    from clusterkit_sandbox.imds import find_instance, post
+    from clusterkit_sandbox.state import state_dir
 
     hold = "/efs/ckpt/standby/hold"
     on_master(cl, f"touch {hold}")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import boto3
 
-from clusterkit.sandbox.control import do_start, do_stop
-from clusterkit.sandbox.state import NODES_FILE, read_json
+from clusterkit_sandbox.control import do_start, do_stop
+from clusterkit_sandbox.state import NODES_FILE, read_json
 
 GIVE_UP = 30.0  # seconds; a node that never answers ends the bench instead of hanging it
 

@@ -1,7 +1,7 @@
 """Wall time and API calls of the spot search: one region vs all allowed regions.
 
 Starts its own moto server on 127.0.0.1 with the recorded prices installed
-(clusterkit.sandbox.spot_prices), so it needs no AWS account:
+(clusterkit_sandbox.spot_prices), so it needs no AWS account:
 
     .venv/bin/python bench/bench_spot.py [--types p4d.24xlarge,p5.48xlarge] [--repeat 3]
 """
@@ -50,7 +50,7 @@ def main() -> None:
     logging.disable(logging.CRITICAL)
     from moto.server import ThreadedMotoServer
 
-    from clusterkit.sandbox import spot_prices
+    from clusterkit_sandbox import spot_prices
 
     spot_prices.install()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)

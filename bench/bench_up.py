@@ -67,15 +67,15 @@ def _start(use_moto: bool, tmp: Path) -> tuple[object, bool]:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
                     str(tmp / ".ssh" / "id_ed25519")], check=True)
     if not use_moto and os.geteuid() == 0:
-        from clusterkit.sandbox import client
-        from clusterkit.sandbox.control import do_start, do_stop
+        from clusterkit import sandboxmode
+        from clusterkit_sandbox.control import do_start, do_stop
 
         do_start(tmp / "sandbox")
-        client.apply(os.environ, str(tmp / "sandbox"))
+        sandboxmode.apply(os.environ, str(tmp / "sandbox"))
         return (lambda: do_stop(tmp / "sandbox")), True
     from moto.server import ThreadedMotoServer
 
-    from clusterkit.sandbox import ec2_gaps
+    from clusterkit_sandbox import ec2_gaps
 
     ec2_gaps.install()  # the emulator gap-fills the sandbox and the tests make
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

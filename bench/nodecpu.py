@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TICK = os.sysconf("SC_CLK_TCK")
-SERVER_MARK = b"clusterkit.sandbox.server"
+SERVER_MARK = b"clusterkit_sandbox.server"
 
 
 @dataclass(frozen=True)

@@ -49,10 +49,13 @@ fi
 # where pip took 45 s, most of a clean clone's install. Bytecode is compiled at install
 # (where PYTHONDONTWRITEBYTECODE is set, no run would ever cache it), and clusterkit's own
 # modules too, which an editable install leaves as source: else every `clusterkit`
-# command compiles ~250 modules again (0.4 s of CPU a command).
+# command compiles ~250 modules again (0.4 s of CPU a command). The sandbox is a package
+# of its own (sandbox/: `clusterkit sandbox ...`), installed by the same command: the test
+# extra needs it by name, and it is on no index.
 [ -x .venv/bin/uv ] || .venv/bin/python -m pip install -q --disable-pip-version-check uv
-.venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -e '.[mxnet,charts,test]'
-.venv/bin/python -m compileall -q -j 0 clusterkit >/dev/null
+.venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python \
+    -e '.[mxnet,charts,test]' -e ./sandbox
+.venv/bin/python -m compileall -q -j 0 clusterkit sandbox/clusterkit_sandbox >/dev/null
 
 # torch for the torch-marked tests (torchrun, the all-reduce check): a CPU build in a venv
 # of its own, kept between runs on this machine (a clean clone reuses it), outside /root,

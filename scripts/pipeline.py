@@ -149,8 +149,7 @@ class Pipeline:
         return clusterkit(*args, env=self.env, echo=self.echo)
 
     def sandbox_start(self) -> str:
-        from clusterkit.sandbox.client import sandbox_env
-        from clusterkit.sandbox.state import DIR_ENV
+        from clusterkit.sandboxmode import DIR_ENV, sandbox_env
 
         self.ck("sandbox", "start")
         values = sandbox_env()
@@ -266,8 +265,8 @@ def tagged_leftovers(cluster: str, aws: dict[str, str]) -> dict[str, list[str]]:
 
 def local_leftovers(sandbox_dir: str) -> list[str]:
     """Sandbox processes, loop devices and mounts still tied to ``sandbox_dir``."""
-    from clusterkit.sandbox.control import mounts_under, pids_mentioning
-    from clusterkit.sandbox.disks import loops_under
+    from clusterkit_sandbox.control import mounts_under, pids_mentioning
+    from clusterkit_sandbox.disks import loops_under
 
     where = Path(sandbox_dir)
     found = [f"process {pid}" for pid in pids_mentioning(str(where))]

@@ -9,7 +9,7 @@ Each part sits between ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME --
   iam-policy     docs/iam-policy.json (scripts/iam_policy.py), to paste into IAM
   install-tools  what scripts/install.sh installs, from scripts/tools.txt
   sandbox-timings  the timed sandbox's figures, scaled, with their sources
-                 (clusterkit.sandbox.timings, the one table)
+                 (clusterkit_sandbox.timings, the one table)
 """
 
 from __future__ import annotations
@@ -117,9 +117,10 @@ def install_tools() -> str:
     return ("Both install with `scripts/install.sh`, from the one list in `scripts/tools.txt`: "
             f"`apt-get install` of whichever of these OS packages are missing ({packages}, "
             "and `python3-venv` where `venv` is missing), then a virtual environment in "
-            "`.venv` with `uv pip install -e '.[mxnet,charts,test]'` (uv is pip-installed there "
-            "first: it installs the same versions in a third of pip's time), which brings "
-            "the test tools "
+            "`.venv` with `uv pip install -e '.[mxnet,charts,test]' -e ./sandbox` (uv is "
+            "pip-installed there first: it installs the same versions in a third of pip's "
+            "time; `./sandbox` is the sandbox, a package of its own that the test extra "
+            "names), which brings the test tools "
             f"{wheels}, and a virtual environment of its own for {venvs} (a CPU build, for "
             "the torchrun tests; see [What the tests need](#what-the-tests-need)); it ends "
             "by checking that every listed tool is there. Used where present, never "
@@ -138,7 +139,7 @@ def _seconds(value: float) -> str:
 def sandbox_timings() -> str:
     """The timed sandbox's table: each figure as AWS takes it, as the sandbox takes it at
     the default scale, and its source."""
-    from clusterkit.sandbox.timings import DEFAULT_SCALE, ROUND_TRIPS, WAITS
+    from clusterkit_sandbox.timings import DEFAULT_SCALE, ROUND_TRIPS, WAITS
 
     head = (f"| wait | AWS | sandbox (`--timings aws`: x {DEFAULT_SCALE:g}) | source |\n"
             "|---|---|---|---|\n")

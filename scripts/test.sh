@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
-.venv/bin/ruff check clusterkit tests bench
+.venv/bin/ruff check clusterkit sandbox tests bench
 seed="${CK_TEST_SEED:-$((RANDOM * 32768 + RANDOM))}"
 workers="${CK_TEST_WORKERS:-4}"
 echo "test order: random, seed $seed (CK_TEST_SEED=$seed scripts/test.sh repeats it)"

@@ -21,9 +21,9 @@ from typing import Any
 import boto3
 import pytest
 
-from clusterkit.sandbox import client as sandbox_client
-from clusterkit.sandbox.control import do_start, do_stop
-from clusterkit.sandbox.state import NODES_FILE, read_json
+from clusterkit import sandboxmode
+from clusterkit_sandbox.control import do_start, do_stop
+from clusterkit_sandbox.state import NODES_FILE, read_json
 from tests import netsafety, support
 
 REGION = "us-east-1"
@@ -169,7 +169,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxHandle]
     where = tmp_path_factory.mktemp("sandbox")
     status = do_start(where)
     try:
-        env = sandbox_client.sandbox_env(str(where))
+        env = sandboxmode.sandbox_env(str(where))
         env["AWS_DEFAULT_REGION"] = REGION
         yield SandboxHandle(where, status["endpoint"], env)
     finally:

@@ -145,7 +145,7 @@ def moto_server() -> Iterator[str]:
     bind-then-close race). In one process every server shares moto's backends."""
     from moto.server import ThreadedMotoServer
 
-    from clusterkit.sandbox import moto_speed
+    from clusterkit_sandbox import moto_speed
 
     moto_speed.install()  # as the sandbox's emulator does
     logging.getLogger("werkzeug").setLevel(logging.ERROR)

@@ -166,7 +166,7 @@ def _entering_sandbox(callback: Callable[..., Any], offline: bool) -> Callable[.
         if not offline and not kwargs.get("offline"):
             check_region_variables()
         if obj.sandbox and not offline and not kwargs.get("offline"):
-            from clusterkit.sandbox.client import enter_sandbox_mode
+            from clusterkit.sandboxmode import enter_sandbox_mode
 
             endpoint = enter_sandbox_mode()
             obj.err_console.print(f"[yellow]sandbox mode:[/yellow] AWS endpoint {endpoint}",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,7 +15,10 @@ from clusterkit import __version__
 from clusterkit.cli import help
 from clusterkit.cli.context import CliContext, global_options, leaf_commands, sandbox_requested
 from clusterkit.cli.render import error_json, print_error_json, print_json, render_error
-from clusterkit.errors import ClusterkitError
+from clusterkit.errors import ClusterkitError, UsageError
+
+if TYPE_CHECKING:  # importlib.metadata: ~30 ms, only where entry points are read
+    from importlib.metadata import EntryPoint
 
 # Commands that never talk to AWS or SSH: sandbox mode has nothing to set up for them
 # (nor for `plan --offline`: a command's own --offline flag counts the same).
@@ -30,9 +34,17 @@ COMMAND_MODULES = {
     "status": "provision", "down": "provision", "exec": "remote", "ssh": "remote",
     "pack": "pack", "snapshot-dataset": "publish", "deploy-dataset": "dataset",
     "train": "train", "logs": "train", "stop": "train", "recovery-controller": "train",
-    "top": "top", "job": "top", "scaling": "top", "sandbox": "sandbox",
-    "autostop": "autostop",
+    "top": "top", "job": "top", "scaling": "top", "autostop": "autostop",
 }
+# Commands other installed packages add: entry points of this group, each a click command
+# named as the entry point (`sandbox = "clusterkit_sandbox.cli:sandbox"`), read only when
+# a command's name is not one of COMMAND_MODULES or when help lists every command.
+ENTRY_POINT_GROUP = "clusterkit.commands"
+# The commands of clusterkit's own packages beside it: name -> the package that adds it,
+# for the error that says how to install it.
+ADD_ONS = {"sandbox": "clusterkit-sandbox"}
+ADD_ON_HINT = ("install it beside clusterkit: `pip install -e ./sandbox` in a clusterkit "
+               "checkout (scripts/install.sh installs it)")
 INTERRUPTED = 130  # the exit code of Ctrl-C (128 + SIGINT), as a shell's
 DEBUG_HINT = ("run the same command again with --debug (before or after the command name) "
               "for the traceback, and please report it")
@@ -64,12 +76,23 @@ class ClusterkitGroup(click.Group):
         help.format_commands(self, ctx, formatter)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMAND_MODULES)
+        return sorted({*COMMAND_MODULES, *added_commands()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
-            load_commands(COMMAND_MODULES[cmd_name])
+        if cmd_name not in self.commands:
+            if cmd_name in COMMAND_MODULES:
+                load_commands(COMMAND_MODULES[cmd_name])
+            elif cmd_name in added_commands():
+                load_added(added_commands()[cmd_name])
         return self.commands.get(cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = click.utils.make_str(args[0]) if args else None
+        if name in ADD_ONS and self.get_command(ctx, name) is None:
+            raise UsageError(f"`clusterkit {name}` comes with the {ADD_ONS[name]} package, "
+                             "which is not installed", ADD_ON_HINT)
+        return super().resolve_command(ctx, args)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta["clusterkit.argv"] = list(args)
@@ -165,12 +188,7 @@ def load_commands(module_name: str) -> None:
     global options (once)."""
     module = importlib.import_module(f"clusterkit.cli.{module_name}")
     for command in module.COMMANDS:
-        if command.name in cli.commands:
-            continue
-        cli.add_command(command)
-        for leaf in leaf_commands(command):
-            global_options(leaf, offline=command.name in OFFLINE_COMMANDS,
-                           asks=leaf is command and command.name in ASKING_COMMANDS)
+        _add(command)
     # on the master, as `train --detach` left it: its environment is set for it (no
     # --sandbox, no global options)
     controller = getattr(module, "recovery_controller", None)
@@ -178,10 +196,49 @@ def load_commands(module_name: str) -> None:
         cli.add_command(controller)
 
 
+def _add(command: click.Command) -> None:
+    """``command`` added to ``cli`` with the global options (once)."""
+    if command.name in cli.commands:
+        return
+    cli.add_command(command)
+    for leaf in leaf_commands(command):
+        global_options(leaf, offline=command.name in OFFLINE_COMMANDS,
+                       asks=leaf is command and command.name in ASKING_COMMANDS)
+
+
+@functools.cache
+def added_commands() -> dict[str, EntryPoint]:
+    """The commands installed packages add (ENTRY_POINT_GROUP): name -> entry point; a
+    built-in command's name stays the built-in's."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)
+            if ep.name not in COMMAND_MODULES}
+
+
+def load_added(entry: EntryPoint) -> None:
+    """The command an installed package adds, added to ``cli`` under its entry point's
+    name."""
+    try:
+        command = entry.load()
+    except Exception as exc:  # a broken package: say which, not a traceback
+        raise ClusterkitError(f"the command {entry.name} ({entry.value}) does not load: "
+                              f"{type(exc).__name__}: {exc}",
+                              "reinstall the package that adds it, or uninstall it") from exc
+    if not isinstance(command, click.Command) or command.name != entry.name:
+        raise ClusterkitError(f"the command {entry.name} ({entry.value}) is not a click "
+                              f"command named {entry.name}",
+                              "reinstall the package that adds it, or uninstall it")
+    _add(command)
+
+
 def load_all_commands() -> click.Group:
-    """``cli`` with every command loaded (help, docs and tests that walk them all)."""
+    """``cli`` with every command loaded, those installed packages add too (help, docs
+    and tests that walk them all)."""
     for module_name in sorted(set(COMMAND_MODULES.values())):
         load_commands(module_name)
+    for entry in added_commands().values():
+        load_added(entry)
     return cli
 
 

@@ -30,19 +30,12 @@ TOKEN_TTL = 21600  # seconds: IMDSv2's longest
 POLL = 5.0  # seconds between two reads, as AWS recommends
 TIMEOUT = 1.0  # seconds a metadata request may take (it answers in milliseconds)
 MARGIN = 10.0  # seconds kept between the end of the checkpoint grace and the action
-SANDBOX_PREFIX = "/_clusterkit/imds/"  # the sandbox serves each instance's metadata here
 # A Capacity Block ends: AWS begins terminating its instances 30 minutes before the end,
 # and says so (an EventBridge event, not instance metadata) 10 minutes earlier. The
 # node acts when AWS's warning comes: the instance-action of the notice is this.
 BLOCK_END_ACTION = "block-end"
 BLOCK_TERMINATION_LEAD = 30 * 60.0
 BLOCK_NOTICE_LEAD = 40 * 60.0
-
-
-def sandbox_endpoint(endpoint: str, instance_id: str) -> str:
-    """Where an instance reads its metadata in the sandbox: a path of the sandbox's own
-    (loopback) endpoint."""
-    return endpoint.rstrip("/") + SANDBOX_PREFIX + instance_id
 
 
 class NoticeKind(str, Enum):

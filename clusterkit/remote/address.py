@@ -32,8 +32,7 @@ from clusterkit.plan.nodes import Node
 from clusterkit.remote import selection
 from clusterkit.remote.connect import Hop, Target
 from clusterkit.remote.incluster import controller_key
-
-ADDRESS_MAP_ENV = "CLUSTERKIT_ADDRESS_MAP"
+from clusterkit.sandboxmode import ADDRESS_MAP_ENV
 
 
 def _mapped(instance_id: str) -> str | None:

@@ -20,7 +20,7 @@ from clusterkit.bootstrap.steps import EFS_TLS_OPTIONS
 from clusterkit.cluster.access.remote_ops import do_exec
 from clusterkit.cluster.provision.up import UpResult, do_up
 from clusterkit.errors import GroupError
-from clusterkit.sandbox.node import EFS_MOUNTS
+from clusterkit_sandbox.node import EFS_MOUNTS
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session
 from tests.integration.conftest import leftovers, runtime
@@ -113,8 +113,8 @@ def test_a_second_up_leaves_the_tls_mount_alone(tls_cluster) -> None:
 
 
 def _has_role(sandbox, instance_id: str) -> bool:
-    from clusterkit.sandbox.node import ROLE_FILE
-    from clusterkit.sandbox.state import RUN_DIR
+    from clusterkit_sandbox.node import ROLE_FILE
+    from clusterkit_sandbox.state import RUN_DIR
 
     return (sandbox.dir / RUN_DIR / "nodes" / instance_id / "conf" / ROLE_FILE).exists()
 

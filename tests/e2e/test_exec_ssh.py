@@ -28,7 +28,7 @@ from clusterkit.plan.nodes import node_name
 from clusterkit.remote import fanout, known_hosts
 from clusterkit.remote.address import targets
 from clusterkit.remote.connect import Login
-from clusterkit.sandbox import console as sandbox_console
+from clusterkit_sandbox import console as sandbox_console
 from tests import support
 from tests.e2e.clusters import running, user_session
 from tests.e2e.test_up_down import SANDBOX_AMI

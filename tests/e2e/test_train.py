@@ -30,7 +30,7 @@ from clusterkit.cluster.access.remote_ops import do_exec
 from clusterkit.cluster.jobs.nodejobs import node_jobs, open_job_cluster
 from clusterkit.cluster.jobs.train import do_train
 from clusterkit.errors import ClusterkitError
-from clusterkit.sandbox.node import PRIVATE_DIRS
+from clusterkit_sandbox.node import PRIVATE_DIRS
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session
 from tests.integration.conftest import Calls, runtime

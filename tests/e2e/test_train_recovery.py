@@ -27,8 +27,8 @@ from clusterkit.cluster.access.remote_ops import do_exec
 from clusterkit.cluster.jobs.nodejobs import job_summary
 from clusterkit.cluster.jobs.results import JobOutcome
 from clusterkit.cluster.provision.up import do_up
-from clusterkit.sandbox import imds
-from clusterkit.sandbox.partition import do_partition
+from clusterkit_sandbox import imds
+from clusterkit_sandbox.partition import do_partition
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session
 from tests.e2e.test_train import Cluster, all_gone

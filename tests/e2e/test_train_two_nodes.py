@@ -72,7 +72,7 @@ def test_an_interruption_notice_checkpoints_every_worker_and_interrupts_the_job(
     instance stays for the other tests of this cluster."""
     import threading
 
-    from clusterkit.sandbox import imds
+    from clusterkit_sandbox import imds
 
     out = io.StringIO()  # train's output, read while train runs in another thread
     command = ("trap 'echo checkpoint; exit 0' USR1; echo ready; "

@@ -28,7 +28,7 @@ from rich.console import Console
 from clusterkit.aws.instances import to_node
 from clusterkit.cli.events import ConsoleReporter
 from clusterkit.cluster.runtime import Runtime
-from clusterkit.sandbox import capacity, ec2_gaps
+from clusterkit_sandbox import capacity, ec2_gaps
 from tests import support
 
 REGION = "us-east-1"

@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from clusterkit.aws import ebs_direct as ed
-from clusterkit.sandbox import ebs_direct as sandbox_ebs
+from clusterkit_sandbox import ebs_direct as sandbox_ebs
 from tests.integration.conftest import REGION
 
 B = ed.BLOCK_SIZE

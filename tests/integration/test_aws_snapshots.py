@@ -9,7 +9,7 @@ import boto3
 
 from clusterkit.aws import snapshots
 from clusterkit.aws.session import make_session
-from clusterkit.sandbox import ebs_direct as sandbox_ebs
+from clusterkit_sandbox import ebs_direct as sandbox_ebs
 from tests import support
 from tests.integration.conftest import REGION
 

@@ -19,7 +19,7 @@ from clusterkit.cli.main import cli
 from clusterkit.cluster.dataset import publish
 from clusterkit.dataset import manifest
 from clusterkit.events import Collect, Event, Kind
-from clusterkit.sandbox import ebs_direct as sandbox_ebs
+from clusterkit_sandbox import ebs_direct as sandbox_ebs
 from tests import support
 from tests.integration.conftest import REGION, runtime
 

@@ -16,7 +16,7 @@ from clusterkit.aws import instances
 from clusterkit.aws import stack as cfn
 from clusterkit.aws.session import make_session
 from clusterkit.plan.provision import StackRecord
-from clusterkit.sandbox.moto_models import instance_metadata
+from clusterkit_sandbox.moto_models import instance_metadata
 from tests import support
 from tests.integration.conftest import AMI, REGION, stack_params
 

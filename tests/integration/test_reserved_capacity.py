@@ -1,5 +1,5 @@
 """Reserved capacity against the emulator (moto in server mode, real HTTP). moto has no
-capacity-reservation API: clusterkit/sandbox/capacity.py emulates the calls clusterkit
+capacity-reservation API: sandbox/clusterkit_sandbox/capacity.py emulates the calls clusterkit
 makes, in AWS's response shapes, and checks RunInstances into a reservation as EC2 does
 (type, AZ, room; a block not started is refused with ReservationCapacityExceeded). No
 real reservation exists here: every ODCR is made with CreateCapacityReservation and

@@ -15,9 +15,9 @@ import boto3
 import paramiko
 import pytest
 
-from clusterkit.sandbox import disks
-from clusterkit.sandbox.control import do_start, do_status, do_stop, mounts_under
-from clusterkit.sandbox.state import NODES_FILE, STATE_FILE, pid_alive, read_json
+from clusterkit_sandbox import disks
+from clusterkit_sandbox.control import do_start, do_status, do_stop, mounts_under
+from clusterkit_sandbox.state import NODES_FILE, STATE_FILE, pid_alive, read_json
 from tests import support
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.root]

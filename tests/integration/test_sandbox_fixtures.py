@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.sandbox import disks
-from clusterkit.sandbox.control import mounts_under
+from clusterkit_sandbox import disks
+from clusterkit_sandbox.control import mounts_under
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.root]
 REPO = Path(__file__).parents[2]

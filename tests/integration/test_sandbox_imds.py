@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterkit import sandboxmode
 from clusterkit.node import interruption
 from clusterkit.plan.nodes import INDEX_TAG
 from tests import support
@@ -38,8 +39,7 @@ def test_interrupt_posts_the_notice_and_the_instance_goes_at_its_time(
     iid = node.instance_id
     sandbox_cluster.ec2.create_tags(Resources=[iid], Tags=[
         {"Key": INDEX_TAG, "Value": "0"}])
-    meta = interruption.Metadata(interruption.sandbox_endpoint(
-        sandbox_cluster.sandbox.endpoint, iid))
+    meta = interruption.Metadata(sandboxmode.metadata_url(iid, sandbox_cluster.sandbox.env))
     assert meta.notices() == []
     out = _cli(sandbox_cluster, "--json", "sandbox", "interrupt", sandbox_cluster.name,
                "master", "--notice", "3s")
@@ -71,7 +71,7 @@ def test_the_metadata_has_the_identity_and_the_profile_roles_credentials_boto_re
 
     [node] = sandbox_cluster.launch(1)
     iid = node.instance_id
-    base = interruption.sandbox_endpoint(sandbox_cluster.sandbox.endpoint, iid)
+    base = sandboxmode.metadata_url(iid, sandbox_cluster.sandbox.env)
     # this process has metadata disabled (no test may reach EC2's); a node's has not
     fetcher = InstanceMetadataFetcher(timeout=5, num_attempts=1, base_url=base, env={})
     assert fetcher.retrieve_iam_role_credentials() == {}  # no profile: 404, as EC2

@@ -7,7 +7,7 @@ from __future__ import annotations
 import boto3
 from moto import mock_aws
 
-from clusterkit.sandbox.moto_models import read_instances
+from clusterkit_sandbox.moto_models import read_instances
 
 TAGS = [{"ResourceType": "instance", "Tags": [{"Key": "clusterkit:cluster", "Value": "mm"}]}]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.sandbox import client as sandbox_client
-from clusterkit.sandbox import node as nodes
-from clusterkit.sandbox.control import do_start, do_stop
+from clusterkit import sandboxmode
+from clusterkit_sandbox import node as nodes
+from clusterkit_sandbox.control import do_start, do_stop
 from tests.conftest import REGION, SandboxCluster, SandboxHandle
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.root]
@@ -34,7 +34,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxHandle]
             mp.setenv(name, value)
         status = do_start(where)
     try:
-        env = sandbox_client.sandbox_env(str(where))
+        env = sandboxmode.sandbox_env(str(where))
         env["AWS_DEFAULT_REGION"] = REGION
         yield SandboxHandle(where, status["endpoint"], env)
     finally:

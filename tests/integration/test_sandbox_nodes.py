@@ -163,7 +163,7 @@ def test_cli_refuses_when_not_running(tmp_path):
 def test_client_env_is_the_standard_aws_mechanism(sandbox):
     """AWS_ENDPOINT_URL + throwaway credentials; a real profile is dropped, a region kept,
     and no public-IP lookup is needed for the SSH rule."""
-    from clusterkit.sandbox.client import apply
+    from clusterkit.sandboxmode import apply
 
     env = {"AWS_PROFILE": "real-account", "AWS_REGION": "eu-west-1"}
     values = apply(env, str(sandbox.dir))

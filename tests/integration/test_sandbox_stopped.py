@@ -4,9 +4,10 @@ calls AWS, as the commands that find no sandbox at all do: "the sandbox is not r
 the hint to start it, exit 1, never `unexpected error: EndpointConnectionError`.
 
 The "daemon" is a sleeping process whose command line names the sandbox's server module
-and state directory (what ``sandbox.state.is_daemon`` checks), and state.json points at a
-loopback port nothing listens on; each command runs as the user runs it, in a process of
-its own."""
+and state directory (what ``clusterkit_sandbox.state.is_daemon`` and sandbox mode's
+``clusterkit.sandboxmode.daemon_alive`` check), and state.json and the configuration it
+hands clusterkit (mode.json) point at a loopback port nothing listens on; each command
+runs as the user runs it, in a process of its own."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.sandbox.state import DAEMON_MODULE, DIR_ENV, STATE_FILE
+from clusterkit_sandbox import client
+from clusterkit_sandbox.state import DAEMON_MODULE, DIR_ENV, STATE_FILE
+from clusterkit_sandbox.timings import Timings
 
 ROOT = Path(__file__).parents[2]
 SPEC = str(ROOT / "examples" / "sandbox-cpu.yaml")
@@ -46,8 +49,9 @@ def stopped_sandbox(tmp_path: Path) -> Iterator[dict[str, str]]:
     daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)",
                                DAEMON_MODULE, str(where)])
     try:
-        (where / STATE_FILE).write_text(json.dumps(
-            {"endpoint": f"http://127.0.0.1:{_closed_port()}", "pid": daemon.pid}))
+        endpoint = f"http://127.0.0.1:{_closed_port()}"
+        (where / STATE_FILE).write_text(json.dumps({"endpoint": endpoint, "pid": daemon.pid}))
+        client.hand_over(where, endpoint, daemon.pid, Timings())
         home = tmp_path / "home"
         home.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CLUSTERKIT_"))}

@@ -15,12 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from clusterkit.cli.main import cli
-from clusterkit.sandbox.client import apply, sandbox_env
-from clusterkit.sandbox.control import do_start, do_status, do_stop
-from clusterkit.sandbox.state import NODES_FILE, RUN_DIR, read_json
-from clusterkit.sandbox.timed import TIMELINE_FILE, read_timeline
-from clusterkit.sandbox.timings import ROUND_TRIPS, WAITS, Timings, Wait
+from clusterkit.sandboxmode import apply, sandbox_env
 from clusterkit.timescale import TIME_SCALE_ENV
+from clusterkit_sandbox.control import do_start, do_status, do_stop
+from clusterkit_sandbox.state import NODES_FILE, RUN_DIR, read_json
+from clusterkit_sandbox.timed import TIMELINE_FILE, read_timeline
+from clusterkit_sandbox.timings import ROUND_TRIPS, WAITS, Timings, Wait
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.root]
 SCALE = 0.06  # pending 0.3 s, SSH 0.3 s, RunInstances 0.09 s

@@ -31,13 +31,13 @@ from clusterkit.cluster.provision import stackops
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.events import Event, Kind
 from clusterkit.plan.provision import launch_outputs
-from clusterkit.sandbox.control import do_start, do_stop
-from clusterkit.sandbox.disks import ebs_link_name
-from clusterkit.sandbox.stack_schedule import create_schedule, critical_path
-from clusterkit.sandbox.state import CAPS_FILE, NODES_FILE, RUN_DIR, read_json
-from clusterkit.sandbox.timed import TIMELINE_FILE, read_timeline
-from clusterkit.sandbox.timed_cfn import STACK_CREATED, STACK_DELETED
-from clusterkit.sandbox.timings import WAITS, Figure, Timings, Wait
+from clusterkit_sandbox.control import do_start, do_stop
+from clusterkit_sandbox.disks import ebs_link_name
+from clusterkit_sandbox.stack_schedule import create_schedule, critical_path
+from clusterkit_sandbox.state import CAPS_FILE, NODES_FILE, RUN_DIR, read_json
+from clusterkit_sandbox.timed import TIMELINE_FILE, read_timeline
+from clusterkit_sandbox.timed_cfn import STACK_CREATED, STACK_DELETED
+from clusterkit_sandbox.timings import WAITS, Figure, Timings, Wait
 from tests import support
 from tests.integration.conftest import stack_params
 

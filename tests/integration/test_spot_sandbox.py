@@ -1,4 +1,4 @@
-"""clusterkit.sandbox.spot_prices against moto in server mode: the AWS response shape,
+"""clusterkit_sandbox.spot_prices against moto in server mode: the AWS response shape,
 filters and paging of DescribeSpotPriceHistory; plus the Pricing API price parser on a
 GetProducts item in the shape AWS returns (moto has no Pricing API)."""
 
@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from clusterkit.aws.pricing import parse_price_list, product_filters
-from clusterkit.sandbox import spot_prices
+from clusterkit_sandbox import spot_prices
 from tests import support
 
 

@@ -1,5 +1,5 @@
 """`clusterkit spot` and the launch walk against moto in server mode, with the
-recorded real prices served by clusterkit.sandbox.spot_prices (moto's own spot price
+recorded real prices served by clusterkit_sandbox.spot_prices (moto's own spot price
 history is a constant placeholder). moto implements neither the Pricing API nor
 GetSpotPlacementScores, so these tests also cover the fallbacks: on-demand prices
 from the shipped snapshot, placement scores unknown; where a test needs those two APIs to
@@ -32,7 +32,7 @@ from clusterkit.catalog import instances
 from clusterkit.catalog.ranking import Offer, launch_candidates, walk_candidates
 from clusterkit.cli.main import cli
 from clusterkit.errors import CapacityError, QuotaError
-from clusterkit.sandbox import spot_prices
+from clusterkit_sandbox import spot_prices
 from tests import support
 
 PRICES = Path(instances.__file__).parent / "data" / "aws-prices.csv"

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from clusterkit import sandboxmode
 from clusterkit.cli.main import cli
 from clusterkit.cluster.provision.down import do_down
 from clusterkit.cluster.provision.locks import cluster_lock
 from clusterkit.cluster.provision.up import do_up
 from clusterkit.errors import ClusterBusyError
 from clusterkit.events import Collect, Kind
-from clusterkit.sandbox import client as sandbox_client
-from clusterkit.sandbox.control import do_start, do_stop
-from clusterkit.sandbox.timings import Timings
+from clusterkit_sandbox.control import do_start, do_stop
+from clusterkit_sandbox.timings import Timings
 from tests import support
 from tests.integration.conftest import leftovers, runtime, write_spec
 
@@ -47,7 +47,7 @@ def timed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def timed_env(timed: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     for name in (*support.FOREIGN_AWS_VARS, "SSH_AUTH_SOCK"):
         monkeypatch.delenv(name, raising=False)
-    for name, value in {**sandbox_client.sandbox_env(str(timed)),
+    for name, value in {**sandboxmode.sandbox_env(str(timed)),
                         "AWS_DEFAULT_REGION": "us-east-1", "HOME": str(tmp_path)}.items():
         monkeypatch.setenv(name, value)
     support.user_ssh_key(tmp_path)

@@ -88,12 +88,13 @@ def test_no_credentials_at_call_time(monkeypatch, tmp_path):
 def test_commands_import_no_boto3_until_a_session_is_made():
     """boto3, botocore.config and botocore.parsers (~0.15 s of every command's start) are
     imported when a session or a client is made, not when the CLI and `train`'s module
-    load: `train` on the nodes `up` kept, `top` and `logs` make no AWS call. The sandbox's
-    client side (sandbox mode) loads none of the emulation's server either."""
+    load: `train` on the nodes `up` kept, `top` and `logs` make no AWS call. Sandbox mode
+    (clusterkit.sandboxmode) and the sandbox's side of it load none of the emulation's
+    server either."""
     code = ("import sys, clusterkit.cli.main, clusterkit.cluster.jobs.train, "
-            "clusterkit.cluster.jobs.top, clusterkit.sandbox.client\n"
+            "clusterkit.cluster.jobs.top, clusterkit.sandboxmode, clusterkit_sandbox.client\n"
             "heavy = ('boto3', 'botocore.config', 'botocore.parsers', 'botocore.regions', "
-            "'clusterkit.sandbox.server', 'moto')\n"
+            "'clusterkit_sandbox.server', 'moto')\n"
             "print(sorted(m for m in sys.modules if m in heavy))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout.strip()

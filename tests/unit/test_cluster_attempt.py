@@ -122,9 +122,10 @@ def test_the_nodes_watch_ec2s_metadata_or_in_the_sandbox_its_loopback_one(monkey
     from clusterkit.node.interruption import DEFAULT_ENDPOINT
 
     monkeypatch.delenv("CLUSTERKIT_SANDBOX", raising=False)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.setenv("CLUSTERKIT_SANDBOX_METADATA_URL",
+                       "http://127.0.0.1:5000/_clusterkit/imds/{instance_id}")
     assert metadata_endpoint("i-1") == DEFAULT_ENDPOINT == "http://169.254.169.254"
     monkeypatch.setenv("CLUSTERKIT_SANDBOX", "1")  # its nodes dial nothing but loopback
-    assert metadata_endpoint("i-1") == ""
-    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5000/")
     assert metadata_endpoint("i-1") == "http://127.0.0.1:5000/_clusterkit/imds/i-1"
+    monkeypatch.delenv("CLUSTERKIT_SANDBOX_METADATA_URL")  # what the sandbox handed over
+    assert metadata_endpoint("i-1") == ""

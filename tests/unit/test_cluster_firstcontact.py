@@ -18,7 +18,7 @@ from clusterkit.errors import AwsError, RemoteError
 from clusterkit.events import Collect, Kind
 from clusterkit.plan.nodes import Node, wanted_tags
 from clusterkit.remote import known_hosts
-from clusterkit.sandbox import console as sandbox_console
+from clusterkit_sandbox import console as sandbox_console
 from tests import support
 
 FINISHED = "Cloud-init v. 23.4 finished at Thu, 26 Nov 2026 07:00:02 +0000.\n"

@@ -1,6 +1,7 @@
-"""No import cycle in clusterkit/: every import counts, at the top of a module, inside a
-function (a lazy one) or under TYPE_CHECKING, and ``from package import module`` counts
-the package too (its __init__ runs first). A cycle found is printed with its modules."""
+"""No import cycle in clusterkit/, nor in the sandbox's package beside it (which imports
+clusterkit): every import counts, at the top of a module, inside a function (a lazy one)
+or under TYPE_CHECKING, and ``from package import module`` counts the package too (its
+__init__ runs first). A cycle found is printed with its modules."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# where each package's import root is: clusterkit at the top, the sandbox in sandbox/
+PACKAGES = {"clusterkit": ROOT, "clusterkit_sandbox": ROOT / "sandbox"}
 
 
 def modules() -> dict[str, Path]:
     found = {}
-    for path in (ROOT / "clusterkit").rglob("*.py"):
-        parts = path.relative_to(ROOT).with_suffix("").parts
-        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    for package, base in PACKAGES.items():
+        for path in (base / package).rglob("*.py"):
+            parts = path.relative_to(base).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 
 
@@ -73,6 +77,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycle_in_clusterkit():
     known = modules()
+    assert {name.split(".")[0] for name in known} == set(PACKAGES)
     graph = {name: imports_of(name, path, known) for name, path in known.items()}
     assert cycles(graph) == []
 

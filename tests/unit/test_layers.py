@@ -1,9 +1,10 @@
 """The layer rules of DESIGN.md, checked on the source: boto3/botocore only in
-clusterkit/aws, fabric/paramiko only in clusterkit/remote (the sandbox may use both
-for its own emulation), rich only in clusterkit/cli, and the pure layers (spec, plan,
-catalog, and the pure halves of bootstrap and training) import nothing that reaches the
-network, runs processes or reads the clock, and neither read the clock or the
-environment nor write files through what they do import (os, pathlib, datetime)."""
+clusterkit/aws, fabric/paramiko only in clusterkit/remote, moto and the sandbox nowhere in
+clusterkit/ (a package of its own: tests/unit/test_sandbox_apart.py), rich only in
+clusterkit/cli, and the pure layers (spec, plan, catalog, and the pure halves of
+bootstrap and training) import nothing that reaches the network, runs processes or reads
+the clock, and neither read the clock or the environment nor write files through what
+they do import (os, pathlib, datetime)."""
 
 from __future__ import annotations
 
@@ -26,17 +27,18 @@ PURE_FILES = ("bootstrap/facts.py", "bootstrap/steps.py", "bootstrap/stepdata.py
               "remote/selection.py")
 # top-level module -> the only sub-packages of clusterkit that may import it
 ONLY_IN = {
-    "boto3": ("aws", "sandbox"),
-    "botocore": ("aws", "sandbox"),
-    "fabric": ("remote", "sandbox"),
-    "paramiko": ("remote", "sandbox"),
-    "invoke": ("remote", "sandbox"),
-    "moto": ("sandbox",),
+    "boto3": ("aws",),
+    "botocore": ("aws",),
+    "fabric": ("remote",),
+    "paramiko": ("remote",),
+    "invoke": ("remote",),
+    "moto": (),
+    "clusterkit_sandbox": (),
 }
 IMPURE = {"subprocess", "socket", "http", "urllib", "requests", "shutil", "tempfile",
           "threading", "multiprocessing", "asyncio", "time", "boto3", "botocore", "fabric",
           "paramiko", "invoke", "moto"}  # rich: test_only_cli_imports_rich
-IMPURE_OWN = ("aws", "remote", "sandbox", "cli", "cluster", "bootstrap", "training",
+IMPURE_OWN = ("aws", "remote", "sandboxmode", "cli", "cluster", "bootstrap", "training",
               "dataset", "statedir", "netguard", "autostop", "node")
 
 CLOCK_CALLS = {"now", "utcnow", "today"}  # datetime.now(), date.today(), ...

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from clusterkit.sandbox.agent import Agent, InstanceView
-from clusterkit.sandbox.state import ADDRESSES_FILE
+from clusterkit_sandbox.agent import Agent, InstanceView
+from clusterkit_sandbox.state import ADDRESSES_FILE
 
 NO_ROOT = {"root": False, "ssh_nodes": False, "namespaces": False, "loop_devices": False,
            "md_raid": False, "not_emulated": ["SSH nodes: not emulated"]}
@@ -40,7 +40,7 @@ def test_a_nodes_power_off_request_ends_its_instance_as_its_behaviour_says(tmp_p
     """The shim in a node writes run/power/<instance id>; the agent ends that instance
     (moto_models.shut_down_by_os, faked here), notes it, and ignores a request for an
     instance it does not run."""
-    from clusterkit.sandbox import agent as agent_module
+    from clusterkit_sandbox import agent as agent_module
 
     ended: list[str] = []
     monkeypatch.setattr(agent_module, "shut_down_by_os",
@@ -63,7 +63,7 @@ def test_a_nodes_power_off_request_ends_its_instance_as_its_behaviour_says(tmp_p
 def test_the_power_shims_are_written_into_the_nodes_own_root(tmp_path):
     """shutdown / poweroff / halt in the node's overlay upper layer (never the host's):
     what a node's `shutdown -h now` runs."""
-    from clusterkit.sandbox import node
+    from clusterkit_sandbox import node
 
     spec = node.NodeSpec("i-1", "127.0.0.9", "ip-10-0-0-9", ["ssh-ed25519 AAAA k"],
                          tmp_path / "n", tmp_path / "efs", namespaces=False)

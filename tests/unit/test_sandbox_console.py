@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 
 from clusterkit.cluster.access import console_keys
-from clusterkit.sandbox import console
+from clusterkit_sandbox import console
 from tests import support
 
 

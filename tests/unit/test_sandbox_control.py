@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from clusterkit.errors import SandboxError
-from clusterkit.sandbox.control import do_start, do_status, do_stop
-from clusterkit.sandbox.state import is_daemon, pid_alive
+from clusterkit_sandbox.control import do_start, do_status, do_stop
+from clusterkit_sandbox.state import is_daemon, pid_alive
 
 
 @pytest.mark.parametrize("text", ["garbage", "[1, 2]", '{"pid": "abc"}', '{"pid": true}',
@@ -59,9 +59,9 @@ def test_a_daemon_that_dies_at_start_is_reported_at_once_with_its_log(tmp_path, 
     """A daemon that is gone is not waited for (the error says it exited, not that it
     gave no answer), and the error carries the log's end (a CI log keeps no state dir
     to look in)."""
-    from clusterkit.sandbox import control
-    monkeypatch.setattr(control, "DAEMON_MODULE", "clusterkit.sandbox.no_such_daemon")
+    from clusterkit_sandbox import control
+    monkeypatch.setattr(control, "DAEMON_MODULE", "clusterkit_sandbox.no_such_daemon")
     with pytest.raises(SandboxError, match=r"\(it exited; state dir") as info:
         do_start(tmp_path)
-    assert "No module named clusterkit.sandbox.no_such_daemon" in str(info.value)
+    assert "No module named clusterkit_sandbox.no_such_daemon" in str(info.value)
     assert str(tmp_path / "sandbox.log") in (info.value.hint or "")

@@ -11,8 +11,8 @@ import pytest
 from werkzeug.test import Client
 
 from clusterkit.node import interruption
-from clusterkit.sandbox import imds
-from clusterkit.sandbox.state import RUN_DIR
+from clusterkit_sandbox import imds
+from clusterkit_sandbox.state import RUN_DIR
 
 
 def _app(tmp_path: Path) -> Client:

@@ -12,7 +12,7 @@ import moto.backends
 import moto.core.utils
 from moto.cloudformation import models
 
-from clusterkit.sandbox import moto_speed
+from clusterkit_sandbox import moto_speed
 
 ROOT = Path(__file__).resolve().parents[2]
 

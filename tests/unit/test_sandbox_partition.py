@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from clusterkit.sandbox import node as nodes
-from clusterkit.sandbox.partition import node_pids
+from clusterkit_sandbox import node as nodes
+from clusterkit_sandbox.partition import node_pids
 
 
 def test_a_node_in_this_machines_namespace_is_refused():

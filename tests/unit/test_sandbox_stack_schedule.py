@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit.sandbox.stack_schedule import (
+from clusterkit_sandbox.stack_schedule import (
     Step,
     create_schedule,
     critical_path,
@@ -16,8 +16,8 @@ from clusterkit.sandbox.stack_schedule import (
     dependencies,
     references,
 )
-from clusterkit.sandbox.timed_cfn import marks
-from clusterkit.sandbox.timings import WAITS, Timings, Wait
+from clusterkit_sandbox.timed_cfn import marks
+from clusterkit_sandbox.timings import WAITS, Timings, Wait
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "templates" / "cluster.yaml"
 FIGURE = {"A": 1.0, "B": 10.0, "C": 100.0}

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from clusterkit import sandboxmode
 from clusterkit.errors import SandboxError
-from clusterkit.sandbox import client, node
-from clusterkit.sandbox.agent import address_for
-from clusterkit.sandbox.disks import ebs_link_name, store_link_name
-from clusterkit.sandbox.server import capabilities
-from clusterkit.sandbox.state import pid_alive, read_json, state_dir, write_json
+from clusterkit_sandbox import node
+from clusterkit_sandbox.agent import address_for
+from clusterkit_sandbox.disks import ebs_link_name, store_link_name
+from clusterkit_sandbox.server import capabilities
+from clusterkit_sandbox.state import pid_alive, read_json, state_dir, write_json
 
 
 def test_state_dir_precedence(monkeypatch, tmp_path):
@@ -52,7 +53,7 @@ def test_address_blocks_keep_sandboxes_apart():
 
 
 def test_claim_block_is_exclusive():
-    from clusterkit.sandbox.server import claim_block
+    from clusterkit_sandbox.server import claim_block
 
     first, sock1 = claim_block()
     second, sock2 = claim_block()
@@ -110,7 +111,7 @@ def test_capabilities_say_what_is_not_emulated():
 
 def test_client_env_needs_a_running_sandbox(tmp_path):
     with pytest.raises(SandboxError) as info:
-        client.sandbox_env(str(tmp_path))
+        sandboxmode.sandbox_env(str(tmp_path))
     assert "clusterkit sandbox start" in (info.value.hint or "")
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import threading
 
-from clusterkit.sandbox.timed import (
+from clusterkit_sandbox.timed import (
     Recorder,
     hold,
     operation_of,
@@ -17,7 +17,7 @@ from clusterkit.sandbox.timed import (
     serving_call,
     timed_app,
 )
-from clusterkit.sandbox.timings import ROUND_TRIPS, WAITS, Timings, Wait
+from clusterkit_sandbox.timings import ROUND_TRIPS, WAITS, Timings, Wait
 
 
 def _environ(body: bytes = b"", query: str = "", ctype: str = "", **extra: str) -> dict:

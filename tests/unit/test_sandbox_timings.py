@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterkit.sandbox.timings import (
+from clusterkit_sandbox.timings import (
     DEFAULT_SCALE,
     ROUND_TRIPS,
     WAITS,
@@ -58,7 +58,7 @@ def test_a_table_with_a_figure_of_its_own_reaches_the_daemon_whole():
     row it does not know (or a broken one) leaves the table's own figure."""
     from types import MappingProxyType
 
-    from clusterkit.sandbox.timings import ROUND_TRIPS, Figure
+    from clusterkit_sandbox.timings import ROUND_TRIPS, Figure
     mine = Timings(0.5, waits=MappingProxyType(
         {**WAITS, Wait.VOLUME_FROM_SNAPSHOT: Figure(99.0, "a test's own")}))
     back = Timings.from_json(mine.to_json())
@@ -72,7 +72,7 @@ def test_a_table_with_a_figure_of_its_own_reaches_the_daemon_whole():
 
 
 def test_each_stack_resource_type_has_its_figure_and_others_a_default():
-    from clusterkit.sandbox.timings import STACK_RESOURCES, stack_wait
+    from clusterkit_sandbox.timings import STACK_RESOURCES, stack_wait
 
     timed = Timings(0.5)
     for kind, wait in STACK_RESOURCES.items():

@@ -15,7 +15,8 @@ import pytest
 from tests import support
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = ("clusterkit", "tests", "bench", "scripts")
+SCANNED = ("clusterkit", "sandbox", "tests", "bench", "scripts")
+PRODUCT = ("clusterkit", "sandbox")  # shipped code: an ``argv = [...]`` list is a command
 # Calls whose first argument is a command: subprocess's, os.exec*, shutil.which, asyncio's
 # subprocesses and the tests' require_tool --
 # called on their module (subprocess.run), or by a bare name (from subprocess import run).
@@ -112,7 +113,7 @@ def used_commands() -> dict[str, list[str]]:
     used: dict[str, list[str]] = {}
     for top in SCANNED:
         for path in sorted((ROOT / top).rglob("*.py")):
-            for line, command in commands_in(path.read_text(), product=top == "clusterkit"):
+            for line, command in commands_in(path.read_text(), product=top in PRODUCT):
                 used.setdefault(command, []).append(f"{path.relative_to(ROOT)}:{line}")
     return used
 
@@ -170,7 +171,21 @@ def test_every_pip_tool_comes_from_an_extra_install_sh_installs():
     for command, (how, package) in support.listed_tools().items():
         if how == "pip":
             assert f'"{package}' in extras, f"{command}: {package} is not in the test extra"
-    assert "-e '.[mxnet,charts,test]'" in (ROOT / "scripts/install.sh").read_text()
+    assert "-e '.[mxnet,charts,test]' -e ./sandbox" in (ROOT / "scripts/install.sh").read_text()
+
+
+def test_the_sandbox_is_installed_with_the_test_extra_that_names_it():
+    """The test extra needs the sandbox by name; it is on no index, so install.sh gives
+    the checkout's sandbox/ in the same command (uv takes it for the name), uv's sources
+    point the name there, and its modules are compiled as clusterkit's are."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    extras = re.search(r"^test = \[(.*?)^\]", pyproject, re.M | re.S).group(1)
+    assert '"clusterkit-sandbox",' in extras
+    assert 'clusterkit-sandbox = { path = "sandbox", editable = true }' in pyproject
+    script = (ROOT / "scripts/install.sh").read_text()
+    assert "compileall -q -j 0 clusterkit sandbox/clusterkit_sandbox" in script
+    sandbox = (ROOT / "sandbox/pyproject.toml").read_text()
+    assert 'name = "clusterkit-sandbox"' in sandbox and '"moto[server]' in sandbox
 
 
 def test_the_torch_venv_is_the_listed_version_kept_outside_the_dirs_nodes_get_empty():
@@ -180,7 +195,7 @@ def test_the_torch_venv_is_the_listed_version_kept_outside_the_dirs_nodes_get_em
     assert how == "venv" and package.startswith("torch==")
     script = (ROOT / "scripts/install.sh").read_text()
     assert '$1 == "torch"' in script and "/var/cache/clusterkit/torch-$TORCH_VERSION" in script
-    from clusterkit.sandbox.node import PRIVATE_DIRS
+    from clusterkit_sandbox.node import PRIVATE_DIRS
 
     assert not "/var/cache/clusterkit".startswith(tuple(d + "/" for d in PRIVATE_DIRS))
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TextIO
 
+from clusterkit import sandboxmode
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.catalog.instances import lookup as instance_type
 from clusterkit.cluster.jobs import ending, top, transport, workdir
@@ -224,11 +225,10 @@ def gpus_of(node: Node) -> int:
 
 def metadata_endpoint(instance_id: str) -> str:
     """What a node's supervisor watches for spot interruption notices: EC2's instance
-    metadata; in the sandbox, the instance's metadata on the sandbox's own endpoint (its
-    nodes dial nothing but loopback)."""
-    endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
+    metadata; in the sandbox, the instance's metadata where the sandbox serves it, on its
+    own loopback endpoint (its nodes dial nothing else: ``sandboxmode.metadata_url``)."""
     if os.environ.get(SANDBOX_ENV) == "1":
-        return interruption.sandbox_endpoint(endpoint, instance_id) if endpoint else ""
+        return sandboxmode.metadata_url(instance_id)
     return interruption.DEFAULT_ENDPOINT
 
 

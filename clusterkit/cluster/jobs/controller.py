@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import clusterkit
+from clusterkit import sandboxmode
 from clusterkit.aws import instances
 from clusterkit.aws import stack as aws_stack
 from clusterkit.cluster.jobs.nodejobs import JobCluster
@@ -38,14 +39,12 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError, UsageError
 from clusterkit.events import Stage
 from clusterkit.netguard import SANDBOX_ENV
-from clusterkit.node import interruption
 from clusterkit.plan.provision import StackRecord
 from clusterkit.plan.stack import stack_name
 from clusterkit.remote.archive import tar_bytes
 from clusterkit.remote.channels import Call
 from clusterkit.remote.incluster import CONTROLLER_KEY_ENV
 from clusterkit.statedir import HOME_ENV, cluster_dir
-from clusterkit.timescale import TIME_SCALE_ENV
 
 DIR = "$HOME/.clusterkit/controller"  # on the master, as a shell word (double-quoted)
 SETTINGS = "controller.json"
@@ -135,19 +134,9 @@ def controller_env(sandbox: bool, master_instance_id: str) -> dict[str, str]:
            "PYTHONPATH": f"{DIR}/lib", "PYTHONDONTWRITEBYTECODE": "1"}
     if not sandbox:
         return env
-    from clusterkit.sandbox.node import VIEW_IN_NODE
-    from clusterkit.sandbox.state import ADDRESS_MAP_ENV, ADDRESSES_FILE
-
-    endpoint = os.environ["AWS_ENDPOINT_URL"]
     site = [p for p in dict.fromkeys(sys.path) if p.endswith("-packages")]
-    env.update({SANDBOX_ENV: "1", "AWS_ENDPOINT_URL": endpoint,
-                "AWS_EC2_METADATA_SERVICE_ENDPOINT":
-                    interruption.sandbox_endpoint(endpoint, master_instance_id) + "/",
-                ADDRESS_MAP_ENV: f"{VIEW_IN_NODE}/{ADDRESSES_FILE}",
-                "CLUSTERKIT_CALLER_CIDR": "127.0.0.1/32",
+    env.update({**sandboxmode.node_env(master_instance_id),
                 "PYTHONPATH": os.pathsep.join([f"{DIR}/lib", *site])})
-    if os.environ.get(TIME_SCALE_ENV):
-        env[TIME_SCALE_ENV] = os.environ[TIME_SCALE_ENV]
     return env
 
 

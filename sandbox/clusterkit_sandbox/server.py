@@ -1,6 +1,6 @@
 """The sandbox daemon: moto's ThreadedMotoServer on 127.0.0.1 (free port) and the
 node agent, in one process. Started by ``clusterkit sandbox start`` as
-``python -m clusterkit.sandbox.server STATE_DIR`` in its own session; SIGTERM
+``python -m clusterkit_sandbox.server STATE_DIR`` in its own session; SIGTERM
 stops nodes, releases loop devices and removes ``run/`` and ``state.json``."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clusterkit.sandbox import (
+from clusterkit_sandbox import (
     capacity,
+    client,
     ebs_direct,
     ec2_gaps,
     iam_seed,
@@ -29,7 +30,7 @@ from clusterkit.sandbox import (
     timed_ebs,
     timed_efs,
 )
-from clusterkit.sandbox.state import (
+from clusterkit_sandbox.state import (
     CAPS_FILE,
     LOG_FILE,
     RUN_DIR,
@@ -40,9 +41,9 @@ from clusterkit.sandbox.state import (
     read_json,
     write_json,
 )
-from clusterkit.sandbox.timings import Timings
+from clusterkit_sandbox.timings import Timings
 
-log = logging.getLogger("clusterkit.sandbox")
+log = logging.getLogger("clusterkit_sandbox")
 
 
 def capabilities() -> dict[str, Any]:
@@ -86,7 +87,7 @@ def claim_block() -> tuple[int, socket.socket]:
 def _serve(state_dir: Path) -> None:
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
-    from clusterkit.sandbox.agent import Agent
+    from clusterkit_sandbox.agent import Agent
 
     (state_dir / RUN_DIR).mkdir(exist_ok=True)
     (state_dir / RUN_DIR / RUN_MARKER).touch()  # first: stop may delete run/ only if ours
@@ -108,7 +109,9 @@ def _serve(state_dir: Path) -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
-    write_json(state_dir / STATE_FILE, {"endpoint": f"http://{host}:{port}", "pid": os.getpid(),
+    endpoint = f"http://{host}:{port}"
+    client.hand_over(state_dir, endpoint, os.getpid(), timings)  # before state.json: see there
+    write_json(state_dir / STATE_FILE, {"endpoint": endpoint, "pid": os.getpid(),
                                         "started": time.time(), "dir": str(state_dir),
                                         "address_block": f"127.{block}.0.0/16"})
     log.info("sandbox up: http://%s:%s (timings: %s)", host, port,

@@ -4,6 +4,8 @@ Layout of the state dir (default ``~/.clusterkit/sandbox``, or ``--dir`` /
 ``CLUSTERKIT_SANDBOX_DIR``)::
 
     state.json         endpoint, pid, start time (present while running)
+    mode.json          what the sandbox hands clusterkit (clusterkit.sandboxmode; while
+                       running, written by the daemon before state.json: ``client.py``)
     addresses.json     {instance_id: "127.0.0.N"}  (the address-hook map)
     nodes.json         {instance_id: {address, hostname, state, pid, mntns, ...}}
     capabilities.json  what this machine can emulate (root, loop, md, namespaces)
@@ -20,10 +22,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from clusterkit.node.reaping import pid_alive
+# the state dir and its configuration file are clusterkit's to find (sandbox mode reads
+# them there): named once, in clusterkit.sandboxmode, and re-exported here
+from clusterkit.node.reaping import pid_alive as pid_alive
+from clusterkit.sandboxmode import DIR_ENV as DIR_ENV
+from clusterkit.sandboxmode import MODE_FILE, daemon_alive
+from clusterkit.sandboxmode import state_dir as state_dir
 
-DIR_ENV = "CLUSTERKIT_SANDBOX_DIR"
-ADDRESS_MAP_ENV = "CLUSTERKIT_ADDRESS_MAP"
 STATE_FILE = "state.json"
 ADDRESSES_FILE = "addresses.json"
 NODES_FILE = "nodes.json"
@@ -32,13 +37,7 @@ TIMINGS_FILE = "timings.json"  # the timings table in force (sandbox.timings)
 LOG_FILE = "sandbox.log"
 RUN_DIR = "run"
 RUN_MARKER = ".clusterkit-sandbox"  # in run/: this directory is the sandbox's to delete
-DAEMON_MODULE = "clusterkit.sandbox.server"
-
-
-def state_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """``explicit`` > ``$CLUSTERKIT_SANDBOX_DIR`` > ``~/.clusterkit/sandbox`` (absolute)."""
-    raw = explicit or os.environ.get(DIR_ENV) or Path.home() / ".clusterkit" / "sandbox"
-    return Path(raw).expanduser().resolve()
+DAEMON_MODULE = "clusterkit_sandbox.server"
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -65,13 +64,7 @@ def read_json_dict(path: Path) -> dict[str, Any]:
 def is_daemon(pid: Any, directory: Path) -> bool:
     """``pid`` is alive and is the sandbox daemon of ``directory``: a pid recorded before
     a reboot (or a hand-edited state.json) may now belong to anything, never signal it."""
-    if not pid_alive(pid):
-        return False
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return DAEMON_MODULE.encode() in argv and str(directory).encode() in argv
+    return daemon_alive(pid, DAEMON_MODULE, directory)
 
 
 def running_state(directory: Path) -> dict[str, Any] | None:
@@ -86,6 +79,6 @@ def cleanup_files(state_dir: Path) -> None:
     """The daemon's files: its run dir (when marked as its own) and its state files."""
     if (state_dir / RUN_DIR / RUN_MARKER).exists():
         shutil.rmtree(state_dir / RUN_DIR, ignore_errors=True)
-    for name in (STATE_FILE, ADDRESSES_FILE, NODES_FILE):
+    for name in (MODE_FILE, STATE_FILE, ADDRESSES_FILE, NODES_FILE):
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             (state_dir / name).unlink()

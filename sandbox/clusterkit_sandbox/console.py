@@ -19,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from clusterkit.sandbox.state import read_json, write_json
+from clusterkit_sandbox.state import read_json, write_json
 
 MODES_FILE = "console.json"
 

@@ -14,8 +14,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from clusterkit.errors import SandboxError
-from clusterkit.sandbox import disks, node
-from clusterkit.sandbox.state import (
+from clusterkit_sandbox import disks, node
+from clusterkit_sandbox.state import (
     CAPS_FILE,
     DAEMON_MODULE,
     LOG_FILE,
@@ -32,7 +32,7 @@ from clusterkit.sandbox.state import (
     state_dir,
     write_json,
 )
-from clusterkit.sandbox.timings import Timings
+from clusterkit_sandbox.timings import Timings
 
 # The daemon imports moto and starts its nodes first: a few seconds of CPU on an idle
 # machine, many times that on a loaded one (a CI run's suite beside it). It is waited for
@@ -214,10 +214,3 @@ def do_status(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]
                                      if state else None).to_json(),
     }
 
-
-def require_running(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    where = state_dir(directory)
-    state = running_state(where)
-    if state is None:
-        raise SandboxError.not_running(f"state dir {where}")
-    return state

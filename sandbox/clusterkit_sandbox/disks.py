@@ -18,9 +18,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterkit.sandbox.node import node_env
+from clusterkit_sandbox.node import node_env
 
-log = logging.getLogger("clusterkit.sandbox.disks")
+log = logging.getLogger("clusterkit_sandbox.disks")
 EBS_PREFIX = "nvme-Amazon_Elastic_Block_Store_"
 STORE_PREFIX = "nvme-Amazon_EC2_NVMe_Instance_Storage_"
 MAX_INSTANCE_DISKS = 4

@@ -1,4 +1,6 @@
-"""`clusterkit sandbox start|stop|status`."""
+"""`clusterkit sandbox start|stop|status|interrupt|partition`: the click group this package
+adds to clusterkit's CLI (the entry point ``sandbox`` of the group ``clusterkit.commands``,
+sandbox/pyproject.toml); clusterkit gives it its global options, as to its own commands."""
 
 from __future__ import annotations
 
@@ -42,8 +44,8 @@ def start(directory: str | None, timings: str | None) -> None:
       clusterkit sandbox start --timings aws:0.1
     """
     from clusterkit.errors import UsageError
-    from clusterkit.sandbox.control import do_start
-    from clusterkit.sandbox.timings import parse
+    from clusterkit_sandbox.control import do_start
+    from clusterkit_sandbox.timings import parse
 
     try:
         table = parse(timings)
@@ -64,7 +66,7 @@ def stop(directory: str | None) -> None:
     Example:
       clusterkit sandbox stop
     """
-    from clusterkit.sandbox.control import do_stop
+    from clusterkit_sandbox.control import do_stop
 
     result = do_stop(directory)
     if get_ctx().json:
@@ -99,7 +101,7 @@ def interrupt(directory: str | None, cluster: str, node: str, notice: str,
       clusterkit sandbox interrupt demo 2 --rebalance-first 30s
     """
     from clusterkit.errors import UsageError
-    from clusterkit.sandbox.imds import do_interrupt, duration
+    from clusterkit_sandbox.imds import do_interrupt, duration
 
     try:
         result = do_interrupt(directory, cluster, node, notice=duration(notice),
@@ -132,7 +134,7 @@ def partition(directory: str | None, cluster: str, node: str, heal: bool,
       clusterkit sandbox partition demo worker-2
     """
     from clusterkit.errors import UsageError
-    from clusterkit.sandbox.partition import do_partition
+    from clusterkit_sandbox.partition import do_partition
 
     try:
         result = do_partition(directory, cluster, node, heal=heal, region=region)
@@ -155,7 +157,7 @@ def status_(directory: str | None) -> None:
     Example:
       clusterkit sandbox status --json
     """
-    from clusterkit.sandbox.control import do_status
+    from clusterkit_sandbox.control import do_status
 
     _render(do_status(directory), "")
 
@@ -189,5 +191,3 @@ def render_status(status: dict[str, Any], console: Console, verb: str = "") -> N
                       node["state"])
     console.print(table)
 
-
-COMMANDS = [sandbox]

@@ -26,7 +26,7 @@ from typing import Any
 
 from clusterkit.plan.launch import authorized_keys_of
 from clusterkit.plan.nodes import node_index
-from clusterkit.sandbox.disks import VolumeView
+from clusterkit_sandbox.disks import VolumeView
 
 CLUSTER_TAG = "clusterkit:cluster"
 

@@ -12,16 +12,16 @@ import os
 import signal
 from typing import Any
 
-from clusterkit.sandbox import node as nodes
-from clusterkit.sandbox.imds import check_name, running_instance
-from clusterkit.sandbox.state import NODES_FILE, read_json
+from clusterkit_sandbox import node as nodes
+from clusterkit_sandbox.imds import check_name, running_instance
+from clusterkit_sandbox.state import NODES_FILE, read_json
 
 
 def do_partition(directory: str | None, cluster: str, node: str, *, heal: bool = False,
                  region: str = "us-east-1") -> dict[str, Any]:
     """Freeze (``heal``: thaw) every process of NODE of CLUSTER; ValueError for a node
     that is not running in the sandbox."""
-    from clusterkit.sandbox.state import state_dir
+    from clusterkit_sandbox.state import state_dir
 
     check_name(cluster)
     iid = running_instance(directory, cluster, node, region)

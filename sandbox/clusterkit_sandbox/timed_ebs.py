@@ -22,9 +22,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from clusterkit.sandbox import moto_models as mm
-from clusterkit.sandbox.timed import Recorder, hold, serving
-from clusterkit.sandbox.timings import Timings, Wait
+from clusterkit_sandbox import moto_models as mm
+from clusterkit_sandbox.timed import Recorder, hold, serving
+from clusterkit_sandbox.timings import Timings, Wait
 
 PATCHED = "__clusterkit_timed__"
 SNAPSHOT_CALLS = ("CreateSnapshot", "CreateSnapshots", "CopySnapshot")

@@ -20,16 +20,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from clusterkit.node.interruption import (
-    ACTION_PATH,
-    REBALANCE_PATH,
-    SANDBOX_PREFIX,
-    TOKEN_PATH,
-)
-from clusterkit.sandbox.state import RUN_DIR, read_json, write_json
+from clusterkit.node.interruption import ACTION_PATH, REBALANCE_PATH, TOKEN_PATH
 from clusterkit.statedir import check_name
+from clusterkit_sandbox.state import RUN_DIR, read_json, write_json
 
-PREFIX = SANDBOX_PREFIX
+PREFIX = "/_clusterkit/imds/"  # + an instance's id: its metadata (``instance_url``)
 NOTICES_FILE = "imds.json"
 INSTANCE_ID_PATH = "/latest/meta-data/instance-id"
 IDENTITY_PATH = "/latest/dynamic/instance-identity/document"
@@ -37,6 +32,12 @@ ROLE_PATH = "/latest/meta-data/iam/security-credentials/"  # + the role's name
 CREDENTIALS_TTL = 6 * 3600  # as EC2's: rotated well before they expire
 TOKEN_HEADER = "HTTP_X_AWS_EC2_METADATA_TOKEN"
 TTL_HEADER = "HTTP_X_AWS_EC2_METADATA_TOKEN_TTL_SECONDS"
+
+
+def instance_url(endpoint: str, instance_id: str) -> str:
+    """Where an instance reads its metadata: a path of the sandbox's own (loopback)
+    endpoint (handed to clusterkit as ``mode.json``'s metadata_url)."""
+    return endpoint.rstrip("/") + PREFIX + instance_id
 
 
 def iso(epoch: float) -> str:
@@ -125,7 +126,7 @@ class Imds:
         """The identity document, and the instance profile role's name and temporary
         credentials (what boto3 on the node reads; the emulator takes any key), 404
         without a profile, as EC2 answers."""
-        from clusterkit.sandbox.moto_models import instance_metadata
+        from clusterkit_sandbox.moto_models import instance_metadata
 
         about = instance_metadata(iid)
         if about is None:
@@ -186,7 +187,7 @@ def running_instance(directory: str | None, cluster: str, node: str,
     import boto3
 
     from clusterkit.aws.errors import aws_call
-    from clusterkit.sandbox.client import sandbox_env
+    from clusterkit.sandboxmode import sandbox_env
 
     index = node_index(node)
     env = sandbox_env(directory)
@@ -203,7 +204,7 @@ def do_interrupt(directory: str | None, cluster: str, node: str, *, notice: floa
     """`clusterkit sandbox interrupt`: a rebalance recommendation first (then
     ``rebalance_first`` s), then the interruption notice, ``action`` ``notice`` s later;
     the agent carries it out then. ValueError for a node that is not running."""
-    from clusterkit.sandbox.state import state_dir
+    from clusterkit_sandbox.state import state_dir
 
     check_name(cluster)  # UsageError (exit 2) before anything is asked
     iid = running_instance(directory, cluster, node, region)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-from clusterkit.sandbox.timings import Timings, Wait
+from clusterkit_sandbox.timings import Timings, Wait
 
 TIMELINE_FILE = "timeline.jsonl"
 _serving = threading.local()  # .operation: the API call this request thread serves
@@ -132,7 +132,7 @@ def hold(what: Wait, resource: str, seconds: float, release: Callable[[], bool],
 
 
 def _set_running_later(instance: Any, seconds: float, recorder: Recorder) -> None:
-    from clusterkit.sandbox.moto_models import set_instance_state
+    from clusterkit_sandbox.moto_models import set_instance_state
 
     set_instance_state(instance, "pending")
     hold(Wait.INSTANCE_RUNNING, instance.id, seconds,

@@ -22,12 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterkit.sandbox import moto_models as mm
-from clusterkit.sandbox.stack_schedule import Step, create_schedule, delete_schedule
-from clusterkit.sandbox.timed import Recorder
-from clusterkit.sandbox.timings import Timings, Wait, stack_wait
+from clusterkit_sandbox import moto_models as mm
+from clusterkit_sandbox.stack_schedule import Step, create_schedule, delete_schedule
+from clusterkit_sandbox.timed import Recorder
+from clusterkit_sandbox.timings import Timings, Wait, stack_wait
 
-log = logging.getLogger("clusterkit.sandbox.timed_cfn")
+log = logging.getLogger("clusterkit_sandbox.timed_cfn")
 PATCHED = "__clusterkit_timed__"
 STACK_TYPE = "AWS::CloudFormation::Stack"
 STACK_CREATED = "stack CREATE_IN_PROGRESS -> CREATE_COMPLETE"

@@ -16,21 +16,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from clusterkit.sandbox import console, imds
-from clusterkit.sandbox import node as nodes
-from clusterkit.sandbox.disks import Disks, VolumeView
-from clusterkit.sandbox.moto_models import (
+from clusterkit_sandbox import console, imds
+from clusterkit_sandbox import node as nodes
+from clusterkit_sandbox.disks import Disks, VolumeView
+from clusterkit_sandbox.moto_models import (
     InstanceView,
     end_instance,
     read_instances,
     shut_down_by_os,
     unsettled_volume_ids,
 )
-from clusterkit.sandbox.state import ADDRESSES_FILE, NODES_FILE, read_json, write_json
-from clusterkit.sandbox.timed import Recorder
-from clusterkit.sandbox.timings import Timings, Wait
+from clusterkit_sandbox.state import ADDRESSES_FILE, NODES_FILE, read_json, write_json
+from clusterkit_sandbox.timed import Recorder
+from clusterkit_sandbox.timings import Timings, Wait
 
-log = logging.getLogger("clusterkit.sandbox.agent")
+log = logging.getLogger("clusterkit_sandbox.agent")
 TICK = 0.1
 POWER_LOG = "run/power-offs.jsonl"  # one line per node whose OS powered off
 BOOT_WORKERS = 8  # first-boot preparations (ssh-keygen, the node's /etc) at once

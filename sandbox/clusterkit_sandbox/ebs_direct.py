@@ -30,9 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from clusterkit.sandbox.moto_models import direct_snapshot_blocks, direct_snapshot_ec2
+from clusterkit_sandbox.moto_models import direct_snapshot_blocks, direct_snapshot_ec2
 
-log = logging.getLogger("clusterkit.sandbox.ebs_direct")
+log = logging.getLogger("clusterkit_sandbox.ebs_direct")
 GIB = 1 << 30
 BLOCK_SIZE = 512 * 1024
 WRAPPED = "__clusterkit_wrapped__"
