@@ -1,7 +1,8 @@
 """GetConsoleOutput for the sandbox's nodes: what cloud-init's keys-to-console module
 prints on a real instance (through ``logger -t ec2``), made from the node's real host
 key, so `up`'s first-contact check runs in the sandbox as on AWS. An instance with no
-running sandbox node gets moto's own sample boot log (no keys: trusted on first use).
+running sandbox node gets moto's own sample boot log (no keys: `up` refuses such a node unless
+--accept-new-host-key names it).
 
 For tests, the console of an instance can be told to lie or to keep quiet:
 ``set_mode(dir, selector, ConsoleMode.LIE)`` records it in ``console.json`` in the state
