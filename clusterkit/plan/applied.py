@@ -48,9 +48,7 @@ def profiles_lacking(plan: UpPlan) -> int:
     new ones launch without it: the stack makes it as they boot)."""
     if plan.spec is None or plan.spec.storage.efs is None:
         return 0
-    kept = [n for n in plan.existing if n.holds_index
-            and n.instance_id not in plan.nodes.terminate and not n.instance_profile]
-    return len(plan.nodes.launch) + len(kept)
+    return len(plan.nodes.launch) + len([n for n in plan.kept if not n.instance_profile])
 
 
 def pending_roles(plan: UpPlan) -> dict[Role, list[int]]:
@@ -76,8 +74,7 @@ def _tag_lines(plan: UpPlan) -> list[str]:
 def _step_lines(plan: UpPlan) -> list[str]:
     if not plan.steps:
         return []
-    kept = len([n for n in plan.existing if n.holds_index
-                and n.instance_id not in plan.nodes.terminate])
+    kept = len(plan.kept)
     who = [f"{len(plan.nodes.launch)} new node(s) run each"] if plan.nodes.launch else []
     who += [f"{kept} running node(s) only those their receipts do not show done"] \
         if kept else []

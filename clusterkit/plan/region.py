@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from clusterkit.kinds import StackAction
-from clusterkit.plan.stack import Facts, changed_parameters, stack_action, stack_parameters
+from clusterkit.plan.stack import Facts, stack_action, stack_parameters
 from clusterkit.plan.world import EMPTY, StackSeen
 from clusterkit.spec.model import Spec
 
@@ -27,12 +27,6 @@ class RegionPlan:
     current: StackSeen | None
     vpc_id: str
     subnets: Mapping[str, str] = field(default_factory=lambda: EMPTY)  # AZ -> subnet id
-
-    @property
-    def changes(self) -> tuple[str, ...]:
-        if self.action != StackAction.UPDATE or self.current is None:
-            return ()
-        return tuple(changed_parameters(self.current.parameters, self.parameters))
 
     def lines(self) -> list[str]:
         """What it does, as `plan` shows it (nothing when it changes nothing)."""

@@ -92,6 +92,12 @@ class UpPlan:
         return (self.stack != "none" or self.key_pair != "none"
                 or not replace(self.nodes, retag=()).empty)
 
+    @property
+    def kept(self) -> list[Node]:
+        """The nodes found that `up` keeps (it terminates the others)."""
+        return [n for n in self.existing
+                if n.holds_index and n.instance_id not in self.nodes.terminate]
+
     def region_plan(self, region: str) -> RegionPlan | None:
         """Apply's work in ``region`` before a launch there (None: not planned)."""
         return next((r for r in self.regions if r.region == region), None)
@@ -104,10 +110,8 @@ class UpPlan:
     def hourly_after(self) -> float | None:
         """Total $/h once `up` is done: kept nodes at their recorded price, new ones at
         the choice's."""
-        kept = [n for n in self.existing
-                if n.holds_index and n.instance_id not in self.nodes.terminate]
         total = 0.0
-        for node in kept:
+        for node in self.kept:
             if node.price is None:
                 return None
             total += node.price

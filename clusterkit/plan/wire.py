@@ -59,7 +59,7 @@ def from_plain(hint: Any, data: Any) -> Any:
         return _tuple(typing.get_args(hint), data)
     if origin in (frozenset, set):
         return frozenset(_tuple((typing.get_args(hint)[0], ...), data))
-    if origin in (dict, Mapping) or origin is getattr(typing, "Mapping", None):
+    if origin in (dict, Mapping):
         return _mapping(typing.get_args(hint), data, frozen=origin is not dict)
     if dataclasses.is_dataclass(hint):
         return _record(hint, data)

@@ -336,8 +336,7 @@ def provision(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *,
         region, launched = _launch(rt, spec, plan, stacks, timeout, trail)
         new = _wait_new(rt, region, launched, deadline)
     record.save(spec, region)
-    kept = [n for n in plan.existing
-            if n.holds_index and n.instance_id not in actions.terminate]
+    kept = plan.kept
     if actions.start or any(n.state != InstanceState.RUNNING for n in kept):
         kept = launch.wait_running(rt, region, [n.instance_id for n in kept],
                                    deadline=deadline)
