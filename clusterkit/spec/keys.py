@@ -310,6 +310,10 @@ TRAIN = _obj("The distributed job `clusterkit train` starts.", {
                                  "replaced. 0: never read.", 60, 0, 86400),
     "stop_on_stall": Key("boolean", "Stop a stalled job (after the checkpoint signal and "
                          "checkpoint_grace), so a hung run stops billing.", default=False),
+    "preflight": Key("boolean", "Check every node before the job starts (`train "
+                     "--preflight`): GPUs, DCGM, EFA, the dataset volume's read rate and an "
+                     "all-reduce; a failing node is replaced while max_recoveries allows, "
+                     "else the job does not start.", default=False),
     "packages": Key("array", "pip packages installed on the nodes, e.g. mxnet-cu112.",
                     unique=True,
                     items=Key("string", "A pip requirement.",

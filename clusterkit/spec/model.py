@@ -161,6 +161,7 @@ class Train:
     stall_after: float = 600.0  # seconds without progress and with idle GPUs: stalled
     stop_on_stall: bool = False  # a stalled job is stopped after its checkpoint signal
     gpu_health_every: float = 60.0  # seconds between GPU health reads on a node (0: off)
+    preflight: bool = False  # every node checked before the job (`train --preflight`)
 
 
 @dataclass(frozen=True)
