@@ -13,6 +13,7 @@ from clusterkit.cli.context import check_target_argument, get_ctx, json_option
 from clusterkit.cluster.runtime import Runtime
 
 if TYPE_CHECKING:  # the job layer imports paramiko: loaded by the command that uses it
+    from rich.console import Group
     from rich.table import Table
 
     from clusterkit.cluster.jobs.top import NodeRow, TopFrame
@@ -85,45 +86,105 @@ def findings_text(frame: TopFrame) -> list[str]:
 @click.argument("name", callback=check_target_argument)
 @click.option("--gpus", is_flag=True, help="One row per GPU under each node.")
 @click.option("--once", is_flag=True, help="Print one frame and exit.")
-@click.option("--interval", type=click.FloatRange(0.5, 3600), default=2.0,
-              show_default=True, help="Seconds between frames.")
+@click.option("--interval", type=click.FloatRange(0.5, 3600), default=None,
+              help="Seconds between frames [default: 2; with --prometheus the job's "
+                   "train.sample_interval].")
 @click.option("--job", "job_id", metavar="JOB",
               help="The job id (default: the cluster's newest job).")
+@click.option("--prometheus", "listen", metavar="[HOST:]PORT",
+              help="Serve every node's newest sample as Prometheus metrics at "
+                   "http://HOST:PORT/metrics (HOST default 127.0.0.1) until Ctrl-C: "
+                   "headless, or beside the live table on a terminal.")
 @json_option
-def top(name: str, gpus: bool, once: bool, interval: float, job_id: str | None) -> None:
+def top(name: str, gpus: bool, once: bool, interval: float | None, job_id: str | None,
+        listen: str | None) -> None:
     """Every node of the running job: GPUs, the job's CPU, iowait, network, disk,
     samples/s, the cluster's throughput and what limits it.
 
     Works from any terminal (a `--detach` job too). Refreshes in place until Ctrl-C;
     --once prints one frame; --json prints one JSON object per frame (one line each).
+    --prometheus serves the same figures to a Prometheus server, following the
+    cluster's newest job unless --job names one (docs/howto/prometheus.md).
 
     \b
-    Example:
+    Examples:
       clusterkit top sandbox --once
+      clusterkit top sandbox --prometheus 9101
     """
     from clusterkit.cluster.jobs.top import open_top
 
     ctx = get_ctx()
+    address = _listen(listen, once=once, as_json=ctx.json)
     rt = Runtime.make(region=ctx.region, profile=ctx.profile,
                       report=ctx.reporter(ctx.err_console))
     with open_top(name, job_id=job_id, region=ctx.region, profile=ctx.profile,
                   rt=rt) as session:
         try:
-            _frames(session, gpus=gpus, once=once, interval=interval, as_json=ctx.json)
+            if address is not None:
+                _serve(session, address, gpus=gpus, interval=interval,
+                       follow=job_id is None)
+            else:
+                _frames(session, gpus=gpus, once=once, interval=interval or 2.0,
+                        as_json=ctx.json)
         except KeyboardInterrupt:
             return
 
 
-def _frames(session, *, gpus: bool, once: bool, interval: float, as_json: bool) -> None:
-    from rich.console import Group
+def _listen(listen: str | None, *, once: bool, as_json: bool) -> tuple[str, int] | None:
+    """--prometheus's address, checked before any node is dialled."""
+    if listen is None:
+        return None
+    from clusterkit.cluster.jobs.exporter import listen_address
+    from clusterkit.errors import UsageError
+
+    if once or as_json:
+        raise UsageError(f"--prometheus serves until Ctrl-C: not with "
+                         f"{'--once' if once else '--json'}",
+                         "run `clusterkit top NAME --once --json` apart for one frame")
+    return listen_address(listen)
+
+
+def _serve(session, address: tuple[str, int], *, gpus: bool, interval: float | None,
+           follow: bool) -> None:
+    """The exporter: a refresh at the sampler's pace; the live table on a terminal."""
     from rich.live import Live
-    from rich.text import Text
+
+    from clusterkit.cluster.jobs.exporter import Exporter, serve, url
 
     ctx = get_ctx()
+    spec = session.jc.spec
+    pace = interval or (spec.train.sample_interval if spec is not None else 2.0)
+    exporter = Exporter(session, follow=follow)
+    frame = exporter.refresh()
+    server = serve(exporter, *address)
+    host, port = server.server_address[:2]
+    ctx.err_console.print(f"serving {frame.cluster}'s metrics on {url(str(host), port)} "
+                          f"(refreshed every {pace:g} s; Ctrl-C stops)",
+                          markup=False, highlight=False)
+    try:
+        if not sys.stdout.isatty():  # headless: a service, a pipe
+            while True:
+                time.sleep(pace)
+                exporter.refresh()
+        with Live(_view(frame, gpus), console=ctx.console, auto_refresh=False) as live:
+            while True:
+                time.sleep(pace)
+                live.update(_view(exporter.refresh(), gpus), refresh=True)
+    finally:
+        server.shutdown()
 
-    def view(frame: TopFrame) -> Group:
-        return Group(table(frame, gpus), *[Text(line) for line in findings_text(frame)])
 
+def _view(frame: TopFrame, gpus: bool) -> Group:
+    from rich.console import Group
+    from rich.text import Text
+
+    return Group(table(frame, gpus), *[Text(line) for line in findings_text(frame)])
+
+
+def _frames(session, *, gpus: bool, once: bool, interval: float, as_json: bool) -> None:
+    from rich.live import Live
+
+    ctx = get_ctx()
     if as_json:
         while True:
             print(json.dumps(session.frame().to_json()), flush=True)
@@ -132,14 +193,14 @@ def _frames(session, *, gpus: bool, once: bool, interval: float, as_json: bool) 
             time.sleep(interval)
     if once or not sys.stdout.isatty():  # a pipe gets frame after frame, as `top -b`
         while True:
-            ctx.console.print(view(session.frame()))
+            ctx.console.print(_view(session.frame(), gpus))
             if once:
                 return
             time.sleep(interval)
-    with Live(view(session.frame()), console=ctx.console, auto_refresh=False) as live:
+    with Live(_view(session.frame(), gpus), console=ctx.console, auto_refresh=False) as live:
         while True:
             time.sleep(interval)
-            live.update(view(session.frame()), refresh=True)
+            live.update(_view(session.frame(), gpus), refresh=True)
 
 
 

@@ -20,6 +20,7 @@ PURE = ("spec", "plan", "catalog", "timeline")
 PURE_FILES = ("bootstrap/facts.py", "bootstrap/steps.py", "bootstrap/stepdata.py",
               "training/topology.py",
               "training/diagnose.py", "node/gpuhealth.py", "training/report.py",
+              "training/prometheus.py",
               "node/totals.py", "node/stall.py", "node/jobstate.py", "node/paths.py",
               "node/autostop_policy.py", "training/nccl.py", "training/allreduce.py",
               "bootstrap/efa.py", "bootstrap/efa_facts.py", "bootstrap/nodefact.py",
