@@ -133,6 +133,10 @@ def _byte_size(_ctx: click.Context, _param: click.Parameter, value: str | None) 
               help="Times a lost node (spot notice, instance gone, silent for "
                    "train.node_timeout) is replaced and the job restarted from its "
                    "checkpoint (default: train.max_recoveries, 0).")
+@click.option("--preflight", is_flag=True,
+              help="Check every node first (GPUs, DCGM, EFA, the dataset's read rate, an "
+                   "all-reduce); a failing node is replaced while recoveries are left, "
+                   "else nothing starts (exit 1). Default: train.preflight.")
 @click.option("--nccl-test", is_flag=True,
               help="Instead of the job: an all-reduce bandwidth test across every node "
                    "(torchrun, train.python's torch; nccl on GPUs, gloo on CPUs); prints "
@@ -151,13 +155,13 @@ def _byte_size(_ctx: click.Context, _param: click.Parameter, value: str | None) 
 @json_option
 def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
           workdir_option: str | None, attach: bool, max_recoveries: int | None,
-          nccl_test: bool, nccl_max_bytes: int | None, down_when: str | None,
-          yes: bool) -> None:
+          preflight: bool, nccl_test: bool, nccl_max_bytes: int | None,
+          down_when: str | None, yes: bool) -> None:
     """Start the distributed job (MXNet PS or torchrun) on every node; live logs; fail-fast.
 
     \b
       clusterkit train SPEC [--detach] [--replace] [--workdir DIR] [--max-recoveries N]
-                       [-- COMMAND ...]
+                       [--preflight] [-- COMMAND ...]
       clusterkit train SPEC --attach [--max-recoveries N] [--workdir DIR]
       clusterkit train SPEC --nccl-test [--nccl-max-bytes SIZE] [--replace]
       clusterkit train SPEC --down|--down-always [--yes] [-- COMMAND ...]
@@ -179,10 +183,16 @@ def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
     ctx = get_ctx()
     if nccl_test or nccl_max_bytes is not None:
         _nccl_test(spec_file, bool(command or detach or attach or workdir_option or
-                                   max_recoveries is not None or down_when), nccl_test,
+                                   max_recoveries is not None or down_when or preflight),
+                   nccl_test,
                    replace, nccl_max_bytes)
         return
     down = _down_after(spec_file, down_when, detach, yes or ctx.yes)
+    if attach and preflight:
+        from clusterkit.errors import UsageError
+
+        raise UsageError("--preflight checks the nodes before a job starts; --attach "
+                         "takes over one that runs", f"clusterkit train {spec_file} --attach")
     if attach:
         taken = _attach(spec_file, command, detach, replace, workdir_option, max_recoveries)
         _finish(taken, None if down is None else lambda: down(taken))
@@ -191,7 +201,7 @@ def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
                        detach=detach, replace=replace,
                        out=sys.stderr if ctx.json else sys.stdout,
                        confirm_stop=_confirm_stop, region=ctx.region, profile=ctx.profile,
-                       max_recoveries=max_recoveries, rt=_runtime())
+                       max_recoveries=max_recoveries, preflight=preflight, rt=_runtime())
     _finish(outcome, None if down is None else lambda: down(outcome))
 
 
@@ -233,8 +243,8 @@ def _nccl_test(spec_file: str, other_options: bool, nccl_test: bool, replace: bo
                          f"clusterkit train {spec_file} --nccl-test --nccl-max-bytes 1G")
     if other_options:
         raise UsageError("--nccl-test runs the bandwidth test instead of the job: it takes "
-                         "no COMMAND, --detach, --attach, --workdir, --max-recoveries or "
-                         "--down",
+                         "no COMMAND, --detach, --attach, --workdir, --max-recoveries, "
+                         "--preflight or --down",
                          f"clusterkit train {spec_file} --nccl-test")
     ctx = get_ctx()
     found = do_nccl_test(spec_file, max_bytes=max_bytes, replace=replace,

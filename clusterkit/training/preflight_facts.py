@@ -165,10 +165,13 @@ def dataset_read(mount: str) -> NodeFact[DatasetRead | None]:
     return NodeFact("dataset_read", command, parse_dd, None)
 
 
+TORCH = "torch"
+
+
 def torch_fact(python: Sequence[str]) -> NodeFact[bool]:
     """Whether the job's interpreter imports torch (prints ``torch``)."""
     argv = " ".join(shlex.quote(word) for word in python)
-    return NodeFact("torch", f"{argv} -c 'import torch; print(\"torch\")'",
+    return NodeFact(TORCH, f"{argv} -c 'import torch; print(\"torch\")'",
                     lambda lines: any(line.strip() == "torch" for line in lines), False)
 
 
@@ -185,6 +188,11 @@ def gather(facts: Sequence[NodeFact[Any]]) -> str:
     """The facts gathered as root in one round trip (as bootstrap's are)."""
     script = shlex.quote(gather_script(facts))
     return f'if [ "$(id -u)" -eq 0 ]; then sh -c {script}; else sudo -n sh -c {script}; fi'
+
+
+def has_torch(facts: NodeFacts) -> bool:
+    """The node's ``torch_fact``, whatever interpreter it asked."""
+    return bool(facts.values.get(TORCH))
 
 
 def parse_node(lines: Sequence[str], facts: Sequence[NodeFact[Any]]) -> NodeFacts:

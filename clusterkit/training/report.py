@@ -24,6 +24,7 @@ from clusterkit.node.wire import (
     stamped,
     version_of,
 )
+from clusterkit.training import preflight
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class JobReport:
     nodes: tuple[NodeReport, ...]
     findings: tuple[Mapping[str, Any], ...] = ()
     recoveries: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    preflight: Mapping[str, Any] | None = None  # `train --preflight`'s record (preflight.py)
 
     @property
     def wall_s(self) -> float:
@@ -107,7 +109,8 @@ class JobReport:
             "recoveries": [dict(r) for r in self.recoveries],
             "wall_s": self.wall_s, "samples_per_s": self.samples_per_s,
             "samples": self.samples, "cost": self.total("cost"),
-            "on_demand_cost": self.total("on_demand_cost")})
+            "on_demand_cost": self.total("on_demand_cost"),
+            **({"preflight": dict(self.preflight)} if self.preflight else {})})
 
     @classmethod
     def from_json(cls, data: object, where: str) -> JobReport:
@@ -118,7 +121,8 @@ class JobReport:
                    as_float(data.get("ended")),
                    tuple(NodeReport.from_json(n, where) for n in as_list(data.get("nodes"))),
                    tuple(f for f in map(as_dict, as_list(data.get("findings"))) if f),
-                   tuple(r for r in map(as_dict, as_list(data.get("recoveries"))) if r))
+                   tuple(r for r in map(as_dict, as_list(data.get("recoveries"))) if r),
+                   as_dict(data.get("preflight")) or None)
 
 
 def node_report(facts: NodeFacts, kept: Summary | Mapping[str, Any] | None,
@@ -148,11 +152,12 @@ def build(cluster: str, job_id: str, state: str, started: float | None,
           ended: float | None, facts: Sequence[NodeFacts],
           totals: Mapping[int, Summary | Mapping[str, Any]],
           findings: Sequence[Mapping[str, Any]] = (),
-          recoveries: Sequence[Mapping[str, Any]] = ()) -> JobReport:
+          recoveries: Sequence[Mapping[str, Any]] = (),
+          preflight: Mapping[str, Any] | None = None) -> JobReport:
     return JobReport(cluster, job_id, state, started, ended,
                      tuple(node_report(f, totals.get(f.index), started, ended)
                            for f in sorted(facts, key=lambda f: f.index)),
-                     tuple(findings), tuple(recoveries))
+                     tuple(findings), tuple(recoveries), preflight)
 
 
 def _pct(value: float | None) -> str:
@@ -180,5 +185,17 @@ def lines(report: JobReport) -> list[str]:
                f"(on-demand would have cost {_usd(report.total('on_demand_cost'))})")
     out += [f"  finding: {f.get('kind')}: {f.get('evidence')}" for f in report.findings]
     out += [f"  recovery: {r.get('describe') or r}" for r in report.recoveries]
+    out += [f"  {line}" for line in preflight_lines(report.preflight)]
     return out
+
+
+def preflight_lines(kept: Mapping[str, Any] | None) -> list[str]:
+    """The preflight's lines (``preflight.lines``); one line when the record does not
+    read (a newer client's)."""
+    if not kept:
+        return []
+    try:
+        return preflight.lines(preflight.Preflight.from_json(kept))
+    except (KeyError, TypeError, ValueError):
+        return ["preflight: a record this client does not read"]
 

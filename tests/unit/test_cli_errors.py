@@ -170,6 +170,8 @@ def test_bad_arguments(case: Case, json_flag: bool, env, tmp_path: Path):
     (["--nccl-max-bytes", "1G"], "--nccl-max-bytes goes with --nccl-test"),
     (["--nccl-test", "--nccl-max-bytes", "1X"], "bytes, or a number with K, M or G"),
     (["--nccl-test", "--nccl-max-bytes", "4"], "must be 8 B to 8 GiB"),
+    (["--nccl-test", "--preflight"], "--preflight"),
+    (["--attach", "--preflight"], "--preflight checks the nodes before a job starts"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else "")
 def test_nccl_test_options_that_do_not_go_together(extra, message, env, tmp_path):
     spec = Path(__file__).parents[2] / "examples" / "sandbox-cpu.yaml"

@@ -102,10 +102,18 @@ def do_nccl_test(spec_file: str, *, max_bytes: int | None = None, replace: bool 
     jc = jobs.open_job_cluster(rt, spec_file, region, cached=True)
     if jc.spec is None:
         raise UsageError(f"{spec_file}: no spec", "give the cluster's spec file")
+    return measure(rt, jc, command, replace=replace, out=out,
+                   reopen=lambda: jobs.open_job_cluster(rt, spec_file, region))
+
+
+def measure(rt: Runtime, jc: JobCluster, command: str, *, replace: bool,
+            out: TextIO | None, reopen: Callable[[], JobCluster]) -> NcclTest:
+    """The test job (``command``) on every node of ``jc``, followed to its end, its table
+    weighed (`--nccl-test`; `train --preflight`'s all-reduce)."""
+    assert jc.spec is not None
     spec = nccl_spec(jc.spec)
     with contextlib.ExitStack() as stack:
-        jc, ready = attempt.ready_cluster(rt, stack, jc, None, lambda: jobs.open_job_cluster(
-            rt, spec_file, region))
+        jc, ready = attempt.ready_cluster(rt, stack, jc, None, reopen)
         attempt.refuse_running(rt, jc, ready, replace)
         job_id = topology.new_job_id(datetime.now(), secrets.token_hex(2))
         attempt.start(rt, jc, spec, command, job_id, job_dir(job_id), ready.ports,

@@ -15,6 +15,7 @@ from clusterkit.node.jobstate import Failure, JobState, JobStateName
 from clusterkit.node.totals import Summary
 from clusterkit.plan.recovery import Recovery
 from clusterkit.remote.results import GroupResult
+from clusterkit.training.preflight import Preflight
 from clusterkit.training.report import JobReport
 
 NodeName = Callable[[int], str]  # a node index -> master / worker-N
@@ -85,6 +86,8 @@ class JobOutcome:
     findings: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, repr=False)
     # each node's running totals at the end, as its follower told them (node index ->)
     totals: Mapping[int, Summary] = field(default_factory=dict, compare=False, repr=False)
+    # `train --preflight`'s checks before the job (None: none ran)
+    preflight: Preflight | None = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -96,6 +99,7 @@ class JobOutcome:
                 "failed": self.failed.to_json() if self.failed else None,
                 "others": [f.to_json() for f in self.others],
                 "recoveries": [recovery_json(r) for r in self.recoveries],
+                "preflight": self.preflight.to_json() if self.preflight else None,
                 "report": self.report.to_json() if self.report else None}
 
 

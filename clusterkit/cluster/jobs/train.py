@@ -6,6 +6,7 @@ ended job's report (``report.py``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
@@ -22,13 +23,17 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
              detach: bool = False, replace: bool = False, out: TextIO | None = None,
              confirm_stop: Callable[[str], bool] = lambda _job: True,
              region: str | None = None, profile: str | None = None,
-             max_recoveries: int | None = None, rt: Runtime | None = None) -> JobOutcome:
+             max_recoveries: int | None = None, preflight: bool = False,
+             rt: Runtime | None = None) -> JobOutcome:
     """Start the spec's job on every node of its running cluster; unless ``detach``,
     stream every log to ``out`` until it ends. On Ctrl-C, ``confirm_stop(job_id)``
     decides whether the job is stopped (True) or left running. A job that loses nodes
     is recovered up to ``max_recoveries`` times (default: the spec's
     ``train.max_recoveries``; ``cluster/jobs/recovery.py``); a detached one by the
-    controller it leaves on the master (``cluster/jobs/controller.py``)."""
+    controller it leaves on the master (``cluster/jobs/controller.py``). With
+    ``preflight`` (or ``train.preflight``) every node is checked first, and a failing one
+    replaced while recoveries are left (``cluster/jobs/preflight.py``): each replacement
+    uses one."""
     rt = rt or Runtime.make(region=region, profile=profile)
     jc = jobs.open_job_cluster(rt, spec_file, region, cached=True)
     spec = jc.spec
@@ -39,6 +44,12 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
     limit = spec.train.max_recoveries if max_recoveries is None else max_recoveries
     if detach and limit:
         controller.check(job.workdir.shared if job.workdir else None)
+    checked = None
+    if preflight or spec.train.preflight:
+        from clusterkit.cluster.jobs import preflight as pre
+
+        checked = pre.run(rt, job, jc, limit, out)
+        jc, limit = checked.cluster, limit - len(checked.recoveries)
     with recovery.standbys_for(rt, job, limit if not detach else 0) as standbys:
         outcome = run_attempt(rt, job, jc, detach=detach, replace=replace, out=out,
                               confirm_stop=confirm_stop,
@@ -51,4 +62,6 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
                 outcome.state is JobStateName.STOPPED):
             outcome = recovery.recover(rt, job, outcome, limit=limit, out=out,
                                        confirm_stop=confirm_stop, standbys=standbys)
+    if checked is not None:
+        outcome = dataclasses.replace(outcome, preflight=checked.record)
     return report.with_report(rt, outcome, spec_file, region)
