@@ -164,3 +164,10 @@ def test_listen_addresses(text, expect):
 def test_listen_addresses_refused(text, says):
     with pytest.raises(ValueError, match=says):
         prom.parse_listen(text)
+
+
+def test_the_how_to_s_table_names_every_metric_with_its_labels():
+    page = (Path(__file__).parents[2] / "docs" / "howto" / "prometheus.md").read_text()
+    rows = re.findall(r"^\| `(clusterkit_[a-z_]+)` \| ([^|]+) \|", page, re.M)
+    assert {name: tuple(re.findall(r"`(\w+)`", labels)) for name, labels in rows} == \
+        {name: labels for name, (_doc, labels) in prom.METRICS.items()}
