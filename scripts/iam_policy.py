@@ -193,6 +193,9 @@ def _resolve(node: Any, values: Mapping[str, str] | None, resources: Mapping[str
             return SUB_NAME.sub(lambda m: name(m.group(1)), text).replace("${!", "${")
         if key == "Fn::If":
             return _either(again(value[1]), again(value[2]))
+        if key == "Fn::Split":  # a pattern stays one
+            parts = str(again(value[1])).split(value[0])
+            return parts[0] if len(parts) == 1 else parts
     out = {k: again(v, in_condition or k == "Condition") for k, v in node.items()}
     return {k: v for k, v in out.items() if v is not NO_VALUE}
 

@@ -97,7 +97,17 @@ def stack_parameters(spec: Spec, facts: Facts) -> dict[str, str]:
         "MetadataHopLimit": "2" if spec.nodes.containers else "1",
         "KmsKeyId": spec.storage.kms_key or "",
         "TemplateDigest": facts.template_digest,
+        **controller_limits(spec),
     }
+
+
+def controller_limits(spec: Spec) -> dict[str, str]:
+    """What the recovery controller's role may launch (ControllerPolicy): the spec's
+    instance types, and its capacity reservation (a resource group's: ``*``, any of the
+    account's, as IAM names no group's members), none when the spec names none."""
+    cr = spec.nodes.capacity_reservation or ""
+    return {"InstanceTypes": ",".join(spec.nodes.instance_types),
+            "CapacityReservations": cr if not cr or cr.startswith("cr-") else "*"}
 
 
 def stack_action(status: str | None, current: Mapping[str, str] | None,

@@ -72,7 +72,8 @@ def test_the_stack_makes_both_roles_and_the_master_can_wear_the_controllers(moto
     name = support.unique_name("ctl")
     iam, ec2 = boto3.client("iam"), boto3.client("ec2", REGION)
     s = make_session(REGION)
-    params = {**stack_params(ec2, name), "CreateEfs": "true" if efs else "false"}
+    params = {**stack_params(ec2, name), "CreateEfs": "true" if efs else "false",
+              "InstanceTypes": "c5.large,c5.xlarge"}
     stack_id = cfn.create_stack(s, REGION, f"clusterkit-{name}", params,
                                 {"clusterkit:cluster": name})
     described = cfn.stack_record(s, REGION, stack_id)
@@ -102,6 +103,17 @@ def test_the_stack_makes_both_roles_and_the_master_can_wear_the_controllers(moto
     tagged = [st for st in doc["Statement"] if st["Sid"] == "ClusterInstances"]
     assert tagged[0]["Condition"] == {
         "StringEquals": {"aws:ResourceTag/clusterkit:cluster": name}}
+    # launches: the spec's types (the parameter split), IMDSv2, from a launch template;
+    # no capacity reservation when the spec names none
+    [launch] = [st for st in doc["Statement"] if st["Sid"] == "LaunchInstances"]
+    assert launch["Condition"]["StringEquals"] == {
+        "aws:RequestTag/clusterkit:cluster": name, "ec2:MetadataHttpTokens": "required",
+        "ec2:InstanceType": ["c5.large", "c5.xlarge"]}
+    assert launch["Condition"]["Null"] == {"ec2:LaunchTemplate": "false"}
+    [using] = [st for st in doc["Statement"] if st["Sid"] == "LaunchWith"]
+    resources = [r for r in using["Resource"] if r]  # moto keeps AWS::NoValue as null
+    assert f"image/{AMI}" in " ".join(resources) and f"key-pair/{name}" in " ".join(resources)
+    assert not any("capacity-reservation" in r for r in resources)
 
     # `up` gives a node the node profile; the master then wears the controller's
     iid = _instance(ec2)

@@ -93,3 +93,20 @@ def test_a_stack_from_another_template_is_updated_to_this_one():
     assert stack_action("CREATE_COMPLETE", older, wanted) == "update"
     assert changed_parameters(older, wanted) == [TEMPLATE_CHANGED]
     assert stack_action("UPDATE_COMPLETE", dict(wanted), wanted) == "none"
+
+
+def test_the_controllers_launch_limits_reach_the_stack():
+    """The recovery controller's role may launch the spec's instance types only, into
+    the spec's reservation only (a resource group's: `*`, any of the account's), and
+    into none when the spec names none (ControllerPolicy's LaunchInstances, LaunchWith)."""
+    params = stack_parameters(loads(SPEC), FACTS)
+    assert params["InstanceTypes"] == "p4d.24xlarge" and params["CapacityReservations"] == ""
+    two = loads(SPEC.replace("[p4d.24xlarge]", "[p4d.24xlarge, p5.48xlarge], "
+                             "capacity_reservation: cr-0123456789abcdef0"))
+    params = stack_parameters(two, FACTS)
+    assert params["InstanceTypes"] == "p4d.24xlarge,p5.48xlarge"
+    assert params["CapacityReservations"] == "cr-0123456789abcdef0"
+    group = "arn:aws:resource-groups:us-east-1:123456789012:group/ck-odcrs"
+    grouped = loads(SPEC.replace("[p4d.24xlarge]", f"[p4d.24xlarge], capacity_reservation: "
+                                 f"'{group}'"))
+    assert stack_parameters(grouped, FACTS)["CapacityReservations"] == "*"

@@ -83,6 +83,8 @@ def _condition_holds(condition: dict[str, dict], context: dict[str, str]) -> boo
                 ok = op.startswith("StringNot")
             elif op in ("StringEquals", "Bool"):
                 ok = have in wants
+            elif op in ("ArnEquals", "ArnLike"):  # both take wildcards
+                ok = any(_like(w, have) for w in wants)
             elif op == "StringNotEquals":
                 ok = have not in wants
             elif op == "StringLike":
@@ -104,13 +106,24 @@ def allowed(doc: dict, action: str, resource: str, context: dict[str, str]) -> b
                for s in _statements(doc))
 
 
+def _case_document(iam_policy, check: dict) -> dict:
+    """The policy a case's check is evaluated against: "stack" (values of cluster c1's
+    stack, STACK_VALUES but the ones given), the template's ControllerRole as that stack
+    makes it; "cluster", the controller's document of that cluster; else the role's."""
+    if "stack" in check:
+        values = {**STACK_VALUES, **check["stack"]}
+        return {"Statement": iam_policy.role_statements("ControllerRole", values)}
+    if "cluster" in check:
+        return json.loads(controller_policy_text(check["cluster"]))
+    return policy(PolicyRole(check["role"]))
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.stem for c in CASES])
-def test_policy_case(case):
+def test_policy_case(case, iam_policy):
     data = json.loads(case.read_text())
     assert data["why"] and data["checks"]
-    for check in data["checks"]:  # "cluster": the controller's of that cluster
-        doc = json.loads(controller_policy_text(check["cluster"])) if "cluster" in check \
-            else policy(PolicyRole(check["role"]))
+    for check in data["checks"]:
+        doc = _case_document(iam_policy, check)
         got = allowed(doc, check["action"], check["resource"], check.get("context", {}))
         assert got == check["allowed"], f"{case.name}: {check}"
 
@@ -277,9 +290,13 @@ def test_the_controller_reads_what_up_reads_but_iam(iam_policy, monkeypatch):
 
 ACCOUNT, OTHER_ACCOUNT, CLUSTER = "111122223333", "999988887777", "c1"
 NODE_ROLE = f"arn:aws:iam::{ACCOUNT}:role/clusterkit/{CLUSTER}/clusterkit-c1-NodeRole-AB"
-STACK_VALUES = {"AWS::Partition": "aws", "AWS::Region": "us-east-1", "AWS::AccountId": ACCOUNT,
-                "ClusterName": CLUSTER, "NodeRole.Arn": NODE_ROLE,
-                "ExistingFileSystemId": "fs-1", "EfsRetained": "fs-2", "EfsDeleted": "fs-3"}
+STACK_VALUES: dict[str, Any] = {
+    "AWS::Partition": "aws", "AWS::Region": "us-east-1", "AWS::AccountId": ACCOUNT,
+    "ClusterName": CLUSTER, "NodeRole.Arn": NODE_ROLE, "ExistingFileSystemId": "fs-1",
+    "EfsRetained": "fs-2", "EfsDeleted": "fs-3", "ImageId": "ami-1", "KeyName": "k",
+    "InstanceTypes": "p4d.24xlarge,p5.48xlarge",
+    "CapacityReservations": "cr-0123456789abcdef0"}
+LAUNCH_TEMPLATE = f"arn:aws:ec2:us-east-1:{ACCOUNT}:launch-template/lt-1"
 
 
 def _ec2(kind: str, rid: str, account: str = ACCOUNT, region: str = "us-east-1") -> str:
@@ -290,26 +307,49 @@ def _tag(key: str, cluster: str = CLUSTER, **more: str) -> dict[str, str]:
     return {f"aws:{key}/clusterkit:cluster": cluster, **more}
 
 
+def _launch(cluster: str = CLUSTER, **more: str) -> dict[str, str]:
+    """The request context of the instance a legitimate launch makes (c1's stack)."""
+    return {**_tag("RequestTag", cluster), "ec2:InstanceType": "p4d.24xlarge",
+            "ec2:MetadataHttpTokens": "required", "ec2:LaunchTemplate": LAUNCH_TEMPLATE,
+            **more}
+
+
 # (action, resource, request context, allowed by the controller role of cluster c1's stack)
 CONTROLLER_CHECKS = [
-    ("ec2:RunInstances", _ec2("instance", "*"), _tag("RequestTag"), True),
-    ("ec2:RunInstances", _ec2("instance", "*"), _tag("RequestTag", "c2"), False),
+    ("ec2:RunInstances", _ec2("instance", "*"), _launch(), True),
+    ("ec2:RunInstances", _ec2("instance", "*"), _launch("c2"), False),
     ("ec2:RunInstances", _ec2("instance", "*"), {}, False),
+    ("ec2:RunInstances", _ec2("instance", "*"), _tag("RequestTag"), False),
+    ("ec2:RunInstances", _ec2("instance", "*"),
+     _launch(**{"ec2:InstanceType": "p5.48xlarge"}), True),
+    ("ec2:RunInstances", _ec2("instance", "*"),
+     _launch(**{"ec2:InstanceType": "x2iedn.32xlarge"}), False),
+    ("ec2:RunInstances", _ec2("instance", "*"),
+     _launch(**{"ec2:MetadataHttpTokens": "optional"}), False),
+    ("ec2:RunInstances", _ec2("instance", "*"),
+     {k: v for k, v in _launch().items() if k != "ec2:LaunchTemplate"}, False),
     ("ec2:RunInstances", _ec2("volume", "*"), _tag("RequestTag"), True),
     ("ec2:RunInstances", _ec2("network-interface", "*"), _tag("RequestTag"), True),
     ("ec2:RunInstances", _ec2("network-interface", "eni-1"), {}, False),  # someone else's
     ("ec2:RunInstances", _ec2("spot-instances-request", "*"), _tag("RequestTag"), True),
-    ("ec2:RunInstances", _ec2("instance", "*", OTHER_ACCOUNT), _tag("RequestTag"), False),
+    ("ec2:RunInstances", _ec2("instance", "*", OTHER_ACCOUNT), _launch(), False),
     ("ec2:RunInstances", _ec2("launch-template", "lt-1"), _tag("ResourceTag"), True),
     ("ec2:RunInstances", _ec2("launch-template", "lt-1"), _tag("ResourceTag", "c2"), False),
+    ("ec2:RunInstances", _ec2("launch-template", "lt-9"), {}, False),
     ("ec2:RunInstances", _ec2("security-group", "sg-1"), _tag("ResourceTag"), True),
     ("ec2:RunInstances", _ec2("security-group", "sg-1"), {}, False),
     ("ec2:RunInstances", "arn:aws:ec2:us-east-1::image/ami-1", {}, True),
+    ("ec2:RunInstances", "arn:aws:ec2:us-east-1::image/ami-9", {}, False),
     ("ec2:RunInstances", "arn:aws:ec2:eu-west-1::image/ami-1", {}, False),
     ("ec2:RunInstances", _ec2("subnet", "subnet-1"), {}, True),
     ("ec2:RunInstances", _ec2("subnet", "subnet-1", OTHER_ACCOUNT), {}, False),
     ("ec2:RunInstances", _ec2("key-pair", "k"), {}, True),
-    ("ec2:RunInstances", _ec2("placement-group", "pg"), {}, True),
+    ("ec2:RunInstances", _ec2("key-pair", "someone-elses"), {}, False),
+    ("ec2:RunInstances", _ec2("placement-group", "pg"), _tag("ResourceTag"), True),
+    ("ec2:RunInstances", _ec2("placement-group", "pg-9"), _tag("ResourceTag", "c2"), False),
+    ("ec2:RunInstances", _ec2("placement-group", "pg-9"), {}, False),
+    ("ec2:RunInstances", _ec2("capacity-reservation", "cr-0123456789abcdef0"), {}, True),
+    ("ec2:RunInstances", _ec2("capacity-reservation", "cr-0999999999abcdef0"), {}, False),
     ("ec2:RunInstances", "arn:aws:ec2:us-east-1::snapshot/snap-1",
      {"aws:ResourceTag/clusterkit:dataset": "imagenet", "ec2:Owner": ACCOUNT}, True),
     ("ec2:RunInstances", "arn:aws:ec2:us-east-1::snapshot/snap-1", {"ec2:Owner": ACCOUNT},
@@ -321,8 +361,12 @@ CONTROLLER_CHECKS = [
     ("ec2:CreateTags", _ec2("network-interface", "eni-1"),
      _tag("RequestTag", **{"ec2:CreateAction": "RunInstances"}), True),
     ("ec2:CreateTags", _ec2("instance", "i-1"), _tag("RequestTag"), False),
-    ("ec2:CreateTags", _ec2("instance", "i-1"), _tag("ResourceTag"), True),
-    ("ec2:CreateTags", _ec2("volume", "vol-1"), _tag("ResourceTag"), True),
+    ("ec2:CreateTags", _ec2("instance", "i-1"),
+     _tag("ResourceTag", **{"aws:TagKeys": "clusterkit:role,Name"}), True),
+    ("ec2:CreateTags", _ec2("volume", "vol-1"),
+     _tag("ResourceTag", **{"aws:TagKeys": "clusterkit:index"}), True),
+    ("ec2:CreateTags", _ec2("instance", "i-1"),
+     _tag("ResourceTag", **{"aws:TagKeys": "clusterkit:role,clusterkit:cluster"}), False),
     ("ec2:CreateTags", _ec2("instance", "i-1"), _tag("ResourceTag", "c2"), False),
     ("ec2:CreateTags", _ec2("security-group", "sg-1"), _tag("ResourceTag"), False),
     ("ec2:DeleteTags", _ec2("instance", "i-1"),
@@ -409,6 +453,21 @@ def test_the_controller_role_of_a_stack_reaches_only_its_clusters_instances(iam_
             assert not allowed(doc, action, resource, tags), (action, resource)
 
 
+def test_the_controller_writes_only_the_tag_keys_clusterkit_writes_on_a_node(iam_policy):
+    """TagClusterResources' aws:TagKeys are the keys of a node's identity tags (role tags,
+    a standby swapped in), never clusterkit:cluster (issue 39: a master could move
+    itself into another cluster's `train` and `exec -A`)."""
+    from clusterkit.kinds import Role
+    from clusterkit.plan.nodes import CLUSTER_TAG, role_tags, swap_tags, wanted_tags
+
+    stack = iam_policy.role_statements("ControllerRole", STACK_VALUES)
+    [tagging] = [s for s in stack if s["Sid"] == "TagClusterResources"]
+    keys = tagging["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"]
+    written = {*wanted_tags(CLUSTER, 0), *role_tags(CLUSTER, Role.WORKER),
+               *swap_tags(CLUSTER, 1)[0]}
+    assert set(keys) == written and CLUSTER_TAG not in keys
+
+
 def test_template_values_become_patterns(iam_policy):
     resources = {"R": {"Type": "AWS::IAM::Role",
                        "Properties": {"Path": {"Fn::Sub": "/p/${Name}/"}}}}
@@ -422,6 +481,9 @@ def test_template_values_become_patterns(iam_policy):
     assert resolve(either, None, resources) == ["a/*", "b/*"]
     assert resolve(either, {"X": "1", "Y": "2"}, resources) == ["a/1", "b/2"]
     assert resolve([{"Fn::If": ["C", 1, {"Ref": "AWS::NoValue"}]}], None, resources) == [1]
+    split = {"Fn::Split": [",", {"Ref": "T"}]}
+    assert resolve(split, {"T": "a,b"}, resources) == ["a", "b"]
+    assert resolve(split, None, resources) == "*"
     with pytest.raises(SystemExit, match="no value given for Y"):
         resolve({"Fn::Sub": "${Y}"}, {}, resources)
     assert iam_policy._pattern_condition({"StringEquals": {"a": "*", "b": "x"}}) == {
@@ -498,7 +560,7 @@ def test_the_controller_policy_names_its_cluster(iam_policy):
     template = policy(PolicyRole.CONTROLLER)
     assert template != policy(PolicyRole.NODE)
     text = json.dumps(template)
-    assert text.count(CLUSTER_PLACEHOLDER) == 7 and '"aws:ResourceTag/clusterkit:cluster": ' \
+    assert text.count(CLUSTER_PLACEHOLDER) == 8 and '"aws:ResourceTag/clusterkit:cluster": ' \
         '"*"' not in text and '"aws:RequestTag/clusterkit:cluster": "*"' not in text
     assert iam_policy.controller_policy() == template
     c1 = json.loads(controller_policy_text(CLUSTER))
