@@ -69,3 +69,21 @@ def test_a_report_reads_back_from_its_json():
                    findings=[{"kind": "straggler", "evidence": "x"}])
     again = JobReport.from_json(report.to_json(), "master: report.json")
     assert again == report and lines(again) == lines(report)
+
+
+def test_the_preflight_is_kept_and_said_after_the_recoveries():
+    from clusterkit.training import preflight as pre
+
+    sick = pre.NodeCheck(1, "worker-1", "i-1", (pre.Verdict(
+        pre.Check.GPUS, pre.Status.FAIL, "GPU 00000000:10:1C.0: row remapping failed"),))
+    kept = pre.Preflight(((sick,), (pre.NodeCheck(1, "worker-1", "i-2", ()),)), None,
+                         ("worker-1 i-1 -> i-2 (unhealthy)",)).to_json()
+    report = build("c1", "j-1", "succeeded", 0.0, 60.0, FACTS, {}, preflight=kept)
+    assert lines(report)[-5:] == [
+        "  preflight round 1 (every node):",
+        "    worker-1 (i-1): FAIL gpus: GPU 00000000:10:1C.0: row remapping failed",
+        "    replaced: worker-1 i-1 -> i-2 (unhealthy)",
+        "  preflight round 2 (the replacement(s)):", "    worker-1: ok ()"]
+    assert lines(build("c1", "j-1", "succeeded", 0.0, 60.0, FACTS, {},
+                       preflight={"rounds": "x"}))[-1] == \
+        "  preflight: a record this client does not read"
