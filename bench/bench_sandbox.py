@@ -13,8 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import boto3
-
+from clusterkit_sandbox import credentials
 from clusterkit_sandbox.control import do_start, do_stop
 from clusterkit_sandbox.state import NODES_FILE, read_json
 
@@ -34,8 +33,7 @@ def one_round(nodes: int) -> tuple[float, float, float]:
         status = do_start(where)
         started = time.monotonic() - t0
         try:
-            ec2 = boto3.client("ec2", endpoint_url=status["endpoint"], region_name="us-east-1",
-                               aws_access_key_id="testing", aws_secret_access_key="testing")
+            ec2 = credentials.client(where, "ec2", status["endpoint"])
             ec2.create_key_pair(KeyName="bench")
             t1 = time.monotonic()
             resp = ec2.run_instances(

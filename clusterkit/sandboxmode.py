@@ -6,22 +6,27 @@ clusterkit imports nothing of it. While its daemon runs it keeps ``mode.json`` i
 state dir (``--dir`` / ``CLUSTERKIT_SANDBOX_DIR``, default ``~/.clusterkit/sandbox``),
 written whole before the daemon says it is up and removed when it stops::
 
-    {"format": "clusterkit-sandbox-mode", "version": 1,
+    {"format": "clusterkit-sandbox-mode", "version": 2,
      "pid": 4242, "daemon": "clusterkit_sandbox.server",
      "endpoint": "http://127.0.0.1:40123",
      "address_map": "/home/me/.clusterkit/sandbox/addresses.json",
      "node_address_map": "/var/lib/clusterkit-sandbox/view/addresses.json",
      "metadata_url": "http://127.0.0.1:40123/_clusterkit/imds/{instance_id}",
-     "caller_cidr": "127.0.0.1/32", "time_scale": null}
+     "caller_cidr": "127.0.0.1/32",
+     "credentials_file": "/home/me/.clusterkit/sandbox/auth/credentials",
+     "config_file": "/home/me/.clusterkit/sandbox/auth/config", "time_scale": null}
 
 ``--sandbox`` (or ``CLUSTERKIT_SANDBOX=1``) reads it (``sandbox_env``): the sandbox runs
 when the file is there and ``pid`` is alive with ``daemon`` and the state dir on its
 command line; every URL in it must be loopback. Then only environment variables change
 (``apply``), so every process clusterkit starts inherits sandbox mode:
 
-- the standard ones botocore reads: ``AWS_ENDPOINT_URL``, throwaway credentials (a
-  profile is dropped: they must win over real ones), a region where none is set, and
-  ``AWS_EC2_METADATA_DISABLED`` (never probe 169.254.169.254 for credentials);
+- the standard ones botocore reads: ``AWS_ENDPOINT_URL``; ``AWS_SHARED_CREDENTIALS_FILE``
+  and ``AWS_CONFIG_FILE`` naming the sandbox's files of this start's credentials (its
+  endpoint refuses any other key; every variable that would come before them in
+  botocore's chain, keys, a profile, a web identity, is dropped: they must win over real
+  ones); a region where none is set; and ``AWS_EC2_METADATA_DISABLED`` (never probe
+  169.254.169.254 for credentials);
 - ``CLUSTERKIT_SANDBOX=1`` (the net guard, ``clusterkit.netguard``: loopback only);
 - ``CLUSTERKIT_ADDRESS_MAP``: the address hook's map (``clusterkit.remote.address``);
 - ``CLUSTERKIT_CALLER_CIDR``: the SSH source rule, instead of asking the internet;
@@ -52,12 +57,20 @@ from clusterkit.timescale import TIME_SCALE_ENV
 DIR_ENV = "CLUSTERKIT_SANDBOX_DIR"
 MODE_FILE = "mode.json"
 FORMAT = "clusterkit-sandbox-mode"
-VERSION = 1
+VERSION = 2  # 2: the credentials' files (the endpoint checks every request's signature)
 ADDRESS_MAP_ENV = "CLUSTERKIT_ADDRESS_MAP"  # the address hook (clusterkit.remote.address)
 METADATA_URL_ENV = "CLUSTERKIT_SANDBOX_METADATA_URL"
 NODE_ADDRESS_MAP_ENV = "CLUSTERKIT_SANDBOX_NODE_ADDRESS_MAP"
 INSTANCE_ID = "{instance_id}"  # in metadata_url: the instance's id goes there
-THROWAWAY = "testing"  # the credentials: the emulator takes any
+CREDENTIALS_FILE_ENV = "AWS_SHARED_CREDENTIALS_FILE"
+CONFIG_FILE_ENV = "AWS_CONFIG_FILE"
+# what would sign instead of the sandbox's credentials file, or beside it: dropped
+DROPPED = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+           "AWS_SECURITY_TOKEN", "AWS_CREDENTIAL_EXPIRATION", "AWS_PROFILE",
+           "AWS_DEFAULT_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+           "AWS_ROLE_SESSION_NAME", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+           "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+           "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
 DEFAULT_REGION = "us-east-1"
 RESTART_HINT = "`clusterkit sandbox stop`, then `clusterkit sandbox start`"
 
@@ -80,6 +93,8 @@ class Mode:
     node_address_map: str  # the same map where the sandbox's nodes see it
     metadata_url: str  # an instance's metadata, INSTANCE_ID in it
     caller_cidr: str  # where the nodes' SSH rule lets connections come from
+    credentials_file: str  # this start's key (AWS's shared credentials format, 0600)
+    config_file: str  # a config of no profile of the user's (AWS's config format)
     time_scale: float | None = None  # a timed sandbox's scale (None: AWS's pace)
 
     def to_json(self) -> dict[str, Any]:
@@ -97,7 +112,7 @@ class Mode:
         scale = values["time_scale"]
         if scale is not None and not 0 < scale <= 1:
             raise ValueError(f"time_scale {scale} is not in (0, 1]")
-        for name in ("address_map", "node_address_map"):
+        for name in ("address_map", "node_address_map", "credentials_file", "config_file"):
             if not values[name].startswith("/"):
                 raise ValueError(f"{name} {values[name]!r} is not an absolute path")
         if INSTANCE_ID not in values["metadata_url"]:
@@ -152,36 +167,53 @@ def read_mode(directory: str | os.PathLike[str] | None = None) -> Mode:
 
 
 def sandbox_env(directory: str | os.PathLike[str] | None = None) -> dict[str, str]:
-    """The variables that make any AWS SDK / clusterkit process use the sandbox."""
+    """The variables that make any AWS SDK / clusterkit process use the sandbox: its
+    endpoint, and its credentials by the names of their files (no key in them; a process
+    given these must not have any of DROPPED, which ``apply`` removes).
+
+    Why a file and not the keys themselves in ``AWS_ACCESS_KEY_ID`` and
+    ``AWS_SECRET_ACCESS_KEY``: the environment is inherited by every process clusterkit
+    starts (ssh and what it runs, a recovery controller's launcher), lives as long as each,
+    and can be read from ``/proc/PID/environ`` by anything of the same uid and by root
+    (which every sandbox node is). The sandbox's file (0600 in a 0700 directory of its
+    state dir) is read by botocore once per client and shown to no one else; its name is
+    no secret. The config file beside it keeps a profile of the user's ``~/.aws/config``
+    (SSO, ``role_arn``, ``credential_process``: each ahead of a credentials file in
+    botocore's chain) from signing sandbox requests with real credentials."""
     from clusterkit.aws.identity import OVERRIDE_ENV
 
     mode = read_mode(directory)
+    where = state_dir(directory)
+    if not os.access(mode.credentials_file, os.R_OK):
+        raise SandboxError(f"the sandbox in {where} has no credentials file this user can "
+                           f"read ({mode.credentials_file})",
+                           f"run clusterkit as the user who started it, or {RESTART_HINT}")
     scale = {TIME_SCALE_ENV: str(mode.time_scale)} if mode.time_scale else {}
     return {**scale,
         "AWS_ENDPOINT_URL": mode.endpoint,
-        "AWS_ACCESS_KEY_ID": THROWAWAY,
-        "AWS_SECRET_ACCESS_KEY": THROWAWAY,
-        "AWS_SESSION_TOKEN": THROWAWAY,
+        CREDENTIALS_FILE_ENV: mode.credentials_file,
+        CONFIG_FILE_ENV: mode.config_file,
         "AWS_EC2_METADATA_DISABLED": "true",  # never probe 169.254.169.254 for credentials
         OVERRIDE_ENV: mode.caller_cidr,  # the nodes' SSH rule: no public-IP lookup
         SANDBOX_ENV: "1",
         ADDRESS_MAP_ENV: mode.address_map,
         METADATA_URL_ENV: mode.metadata_url,
         NODE_ADDRESS_MAP_ENV: mode.node_address_map,
-        DIR_ENV: str(state_dir(directory)),
+        DIR_ENV: str(where),
     }
 
 
 def apply(env: MutableMapping[str, str], directory: str | os.PathLike[str] | None = None
           ) -> dict[str, str]:
-    """Set the sandbox variables in ``env``; a region only if none is set.
-    Profiles are dropped: throwaway credentials must win over real ones."""
+    """Set the sandbox variables in ``env``; a region only if none is set. Keys,
+    profiles and every other source of credentials ahead of the sandbox's file are
+    dropped (DROPPED): the sandbox's must win over real ones."""
     values = sandbox_env(directory)
     env[SANDBOX_ENV] = "1"  # guard on before anything else can connect
     env.update(values)
     if TIME_SCALE_ENV not in values:
         env.pop(TIME_SCALE_ENV, None)  # an untimed sandbox: AWS's pace
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+    for name in DROPPED:
         env.pop(name, None)
     if not env.get("AWS_REGION") and not env.get("AWS_DEFAULT_REGION"):
         env["AWS_DEFAULT_REGION"] = DEFAULT_REGION
@@ -189,8 +221,8 @@ def apply(env: MutableMapping[str, str], directory: str | os.PathLike[str] | Non
 
 
 def enter_sandbox_mode() -> str:
-    """Set AWS_ENDPOINT_URL and throwaway credentials for the running sandbox; the
-    endpoint (the CLI says so on every run)."""
+    """Set AWS_ENDPOINT_URL and the sandbox's credentials file for the running sandbox;
+    the endpoint (the CLI says so on every run)."""
     os.environ[SANDBOX_ENV] = "1"
     return apply(os.environ)["AWS_ENDPOINT_URL"]
 

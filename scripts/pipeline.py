@@ -142,7 +142,7 @@ class Pipeline:
         self.snapshot = ""
         self.spec = Path()
         self.sandbox_dir = ""
-        self.aws: dict[str, str] = {}  # the sandbox endpoint and its throwaway credentials
+        self.aws: dict[str, str] = {}  # the sandbox endpoint and its credentials' files
         self.up = False
 
     def ck(self, *args: str) -> str:
@@ -239,12 +239,14 @@ class Pipeline:
 
 def tagged_leftovers(cluster: str, aws: dict[str, str]) -> dict[str, list[str]]:
     """Resources still tagged with (or named after) the cluster, asked of the sandbox
-    endpoint (``aws``: its URL and throwaway credentials)."""
+    endpoint (``aws``: its URL and the files of its credentials, as sandbox mode gives)."""
     import boto3
+    import botocore.session
 
-    session = boto3.Session(aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"],
-                            aws_session_token=aws["AWS_SESSION_TOKEN"], region_name=REGION)
+    core = botocore.session.Session()
+    core.set_config_variable("credentials_file", aws["AWS_SHARED_CREDENTIALS_FILE"])
+    core.set_config_variable("config_file", aws["AWS_CONFIG_FILE"])
+    session = boto3.Session(botocore_session=core, region_name=REGION)
     ec2 = session.client("ec2", endpoint_url=aws["AWS_ENDPOINT_URL"])
     tag = [{"Name": "tag:clusterkit:cluster", "Values": [cluster]}]
     live = [{"Name": "instance-state-name",

@@ -2,7 +2,7 @@
 
 ``sandbox`` (session): one running sandbox in a temp state dir -> SandboxHandle.
 ``sandbox_env`` (function): the same, with its variables set in os.environ
-    (AWS_ENDPOINT_URL, throwaway credentials, region, CLUSTERKIT_SANDBOX=1,
+    (AWS_ENDPOINT_URL, the sandbox's credentials file, region, CLUSTERKIT_SANDBOX=1,
     CLUSTERKIT_ADDRESS_MAP), undone after the test.
 ``sandbox_cluster`` (function, root only): a key pair in the emulator and helpers
     to launch tagged instances and reach their sshd -> SandboxCluster; every
@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from clusterkit import sandboxmode
+from clusterkit_sandbox import credentials
 from clusterkit_sandbox.control import do_start, do_stop
 from clusterkit_sandbox.state import NODES_FILE, read_json
 from tests import netsafety, support
@@ -142,10 +142,9 @@ class SandboxHandle:
     region: str = REGION
 
     def client(self, service: str, region: str | None = None) -> Any:
-        """A plain boto3 client on the sandbox endpoint (test-side setup/inspection)."""
-        return boto3.client(service, endpoint_url=self.endpoint,
-                            region_name=region or self.region, aws_access_key_id="testing",
-                            aws_secret_access_key="testing", aws_session_token="testing")
+        """A plain boto3 client on the sandbox endpoint (test-side setup/inspection),
+        signing with the sandbox's credentials of this start."""
+        return credentials.client(self.dir, service, self.endpoint, region or self.region)
 
     def nodes(self) -> dict[str, dict[str, Any]]:
         """instance id -> node record (address, hostname, state, host_key, ...)."""

@@ -20,9 +20,13 @@ from typing import Any, TypeVar
 
 import pytest
 
+from clusterkit import sandboxmode
+
 REGION = "us-east-1"
-# Variables that would point a test's AWS clients somewhere else than the emulator.
-FOREIGN_AWS_VARS = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION")
+# Variables that would point a test's AWS clients somewhere else than the emulator, or
+# sign with other credentials than the test's (the developer's shell's reach no test).
+FOREIGN_AWS_VARS = ("AWS_REGION", *sandboxmode.DROPPED, sandboxmode.CREDENTIALS_FILE_ENV,
+                    sandboxmode.CONFIG_FILE_ENV)
 T = TypeVar("T")
 
 
@@ -168,6 +172,16 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, endpoint: str, region: str = REGION
               "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
               "AWS_DEFAULT_REGION": region, **extra}
     for name, value in values.items():
+        monkeypatch.setenv(name, value)
+
+
+def sandbox_aws_env(monkeypatch: pytest.MonkeyPatch, where: Path, region: str = REGION) -> None:
+    """Sandbox mode for the sandbox running in ``where`` (its endpoint, its credentials
+    file), undone by ``monkeypatch``; nothing of the developer's shell leaks in."""
+    for name in FOREIGN_AWS_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {**sandboxmode.sandbox_env(str(where)),
+                        "AWS_DEFAULT_REGION": region}.items():
         monkeypatch.setenv(name, value)
 
 

@@ -22,7 +22,8 @@ from typing import Any
 
 from clusterkit.node.interruption import ACTION_PATH, REBALANCE_PATH, TOKEN_PATH
 from clusterkit.statedir import check_name
-from clusterkit_sandbox.state import RUN_DIR, read_json, write_json
+from clusterkit_sandbox.credentials import Keys
+from clusterkit_sandbox.state import DIR_ENV, RUN_DIR, read_json, write_json
 
 PREFIX = "/_clusterkit/imds/"  # + an instance's id: its metadata (``instance_url``)
 NOTICES_FILE = "imds.json"
@@ -81,8 +82,10 @@ def forget(state_dir: Path, instance_id: str) -> None:
 class Imds:
     """WSGI: the metadata paths answered here, anything else passed to ``app``."""
 
-    def __init__(self, app: Callable[..., Iterable[bytes]], state_dir: Path) -> None:
+    def __init__(self, app: Callable[..., Iterable[bytes]], state_dir: Path,
+                 keys: Keys | None = None) -> None:
         self.app, self.state_dir = app, state_dir
+        self.keys = keys or Keys()  # the endpoint's: the role credentials handed out join it
         self.tokens: dict[str, tuple[str, float]] = {}  # token -> (instance id, expires)
 
     def __call__(self, environ: dict[str, Any],
@@ -124,8 +127,8 @@ class Imds:
 
     def described(self, iid: str, rest: str) -> tuple[int, str]:
         """The identity document, and the instance profile role's name and temporary
-        credentials (what boto3 on the node reads; the emulator takes any key), 404
-        without a profile, as EC2 answers."""
+        credentials (what boto3 on the node reads: a key of the endpoint's, naming the
+        instance and its role), 404 without a profile, as EC2 answers."""
         from clusterkit_sandbox.moto_models import instance_metadata
 
         about = instance_metadata(iid)
@@ -138,15 +141,17 @@ class Imds:
             return 404, "Not Found"
         if rest == ROLE_PATH:
             return 200, role
-        return 200, json.dumps(role_credentials(iid, time.time()), indent=2)
+        return 200, json.dumps(role_credentials(self.keys, iid, role, time.time()), indent=2)
 
 
-def role_credentials(iid: str, now: float) -> dict[str, str]:
-    """A credentials document as EC2's IMDS serves it (fresh keys each time)."""
+def role_credentials(keys: Keys, iid: str, role: str, now: float) -> dict[str, str]:
+    """A credentials document as EC2's IMDS serves it: a fresh temporary key of the
+    endpoint's each time, for ``role`` on instance ``iid`` (so the endpoint can tell who
+    calls), accepted until it expires and only while this daemon runs."""
+    key = keys.temporary(f"role/{role}@{iid}", CREDENTIALS_TTL, now)
     return {"Code": "Success", "LastUpdated": iso(now), "Type": "AWS-HMAC",
-            "AccessKeyId": "ASIA" + secrets.token_hex(8).upper(),
-            "SecretAccessKey": secrets.token_urlsafe(30), "Token": secrets.token_urlsafe(60),
-            "Expiration": iso(now + CREDENTIALS_TTL)}
+            "AccessKeyId": key.key_id, "SecretAccessKey": key.secret,
+            "Token": key.token or "", "Expiration": iso(now + CREDENTIALS_TTL)}
 
 
 DURATION_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(s|m)?$")
@@ -184,15 +189,13 @@ def running_instance(directory: str | None, cluster: str, node: str,
                      region: str) -> str | None:
     """The instance of NODE of CLUSTER running in the sandbox (None: none); SandboxError
     when the sandbox is not running, or its endpoint no longer answers (it stopped)."""
-    import boto3
-
     from clusterkit.aws.errors import aws_call
     from clusterkit.sandboxmode import sandbox_env
+    from clusterkit_sandbox import credentials
 
     index = node_index(node)
     env = sandbox_env(directory)
-    ec2 = boto3.client("ec2", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=region,
-                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    ec2 = credentials.client(Path(env[DIR_ENV]), "ec2", env["AWS_ENDPOINT_URL"], region)
     with aws_call("DescribeInstances", f"cluster {cluster}", sandbox=True):
         return find_instance(ec2, cluster, index)
 

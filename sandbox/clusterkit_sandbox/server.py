@@ -19,6 +19,7 @@ from typing import Any
 from clusterkit_sandbox import (
     capacity,
     client,
+    credentials,
     ebs_direct,
     ec2_gaps,
     iam_seed,
@@ -85,20 +86,21 @@ def claim_block() -> tuple[int, socket.socket]:
 
 
 def _serve(state_dir: Path) -> None:
-    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-
     from clusterkit_sandbox.agent import Agent
+    from clusterkit_sandbox.guard import GuardedMotoServer
 
     (state_dir / RUN_DIR).mkdir(exist_ok=True)
     (state_dir / RUN_DIR / RUN_MARKER).touch()  # first: stop may delete run/ only if ours
     caps = capabilities()
     write_json(state_dir / CAPS_FILE, caps)
     timings = Timings.from_json(read_json(state_dir / TIMINGS_FILE, None))
-    server = ThreadedMotoServer("127.0.0.1", 0, verbose=False)
+    keys = credentials.Keys()  # this start's: the endpoint takes no other
+    files = credentials.write(state_dir, keys)
+    server = GuardedMotoServer(keys)  # every request checked from the first
     server.start()
     host, port = server.get_host_and_port()
     recorder = install_timings(server, timings, state_dir / RUN_DIR)
-    server._server.app = imds.Imds(server._server.app, state_dir)  # each node's metadata
+    server._server.app = imds.Imds(server._server.app, state_dir, keys)  # unsigned, as EC2's
     _install_extras()
     iam_seed.install()
     block, _claim = claim_block()
@@ -110,7 +112,7 @@ def _serve(state_dir: Path) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     endpoint = f"http://{host}:{port}"
-    client.hand_over(state_dir, endpoint, os.getpid(), timings)  # before state.json: see there
+    client.hand_over(state_dir, endpoint, os.getpid(), timings, files)  # before state.json
     write_json(state_dir / STATE_FILE, {"endpoint": endpoint, "pid": os.getpid(),
                                         "started": time.time(), "dir": str(state_dir),
                                         "address_block": f"127.{block}.0.0/16"})

@@ -10,6 +10,8 @@ Layout of the state dir (default ``~/.clusterkit/sandbox``, or ``--dir`` /
     nodes.json         {instance_id: {address, hostname, state, pid, mntns, ...}}
     capabilities.json  what this machine can emulate (root, loop, md, namespaces)
     sandbox.log        the daemon's log (kept after stop, for post-mortems)
+    auth/              0700: this start's credentials and a config file, 0600 each
+                       (credentials.py; written at start, removed at stop)
     run/               everything temporary: node roots, host keys, disk images
 """
 
@@ -28,6 +30,7 @@ from clusterkit.node.reaping import pid_alive as pid_alive
 from clusterkit.sandboxmode import DIR_ENV as DIR_ENV
 from clusterkit.sandboxmode import MODE_FILE, daemon_alive
 from clusterkit.sandboxmode import state_dir as state_dir
+from clusterkit_sandbox import credentials
 
 STATE_FILE = "state.json"
 ADDRESSES_FILE = "addresses.json"
@@ -82,3 +85,5 @@ def cleanup_files(state_dir: Path) -> None:
     for name in (MODE_FILE, STATE_FILE, ADDRESSES_FILE, NODES_FILE):
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             (state_dir / name).unlink()
+    with contextlib.suppress(NotADirectoryError):
+        credentials.remove(state_dir)

@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import boto3
 import paramiko
 import pytest
 
-from clusterkit_sandbox import disks
+from clusterkit_sandbox import credentials, disks
 from clusterkit_sandbox.control import do_start, do_status, do_stop, mounts_under
 from clusterkit_sandbox.state import NODES_FILE, STATE_FILE, pid_alive, read_json
 from tests import support
@@ -75,10 +74,9 @@ def _paramiko_hostname(address: str, key: Path, host_key: str) -> str:
         ssh.close()
 
 
-def _ec2_with_key_pair(endpoint: str, tmp_path: Path) -> tuple[Any, Path]:
+def _ec2_with_key_pair(where: Path, endpoint: str, tmp_path: Path) -> tuple[Any, Path]:
     """An EC2 client on the sandbox and key pair "k", its private key saved 0600."""
-    ec2 = boto3.client("ec2", endpoint_url=endpoint, region_name="us-east-1",
-                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    ec2 = credentials.client(where, "ec2", endpoint)
     key = tmp_path / "k.pem"
     key.write_text(ec2.create_key_pair(KeyName="k")["KeyMaterial"])
     key.chmod(0o600)
@@ -95,7 +93,7 @@ def test_done_when(tmp_path: Path) -> None:
     print(f"sandbox start took {time.monotonic() - started:.2f} s")
     daemon = status["pid"]
     try:
-        ec2, key = _ec2_with_key_pair(status["endpoint"], tmp_path)
+        ec2, key = _ec2_with_key_pair(where, status["endpoint"], tmp_path)
         launched = time.monotonic()
         ids = _launch_three(ec2, "k")
         nodes = _wait_ready(where, ids)
@@ -162,7 +160,7 @@ def test_stop_sweeps_after_a_crashed_daemon(tmp_path: Path) -> None:
     job = support.unique_name("ck-detached-job")
     status = do_start(where)
     try:
-        ec2, key = _ec2_with_key_pair(status["endpoint"], tmp_path)
+        ec2, key = _ec2_with_key_pair(where, status["endpoint"], tmp_path)
         resp = ec2.run_instances(
             ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="c5d.large",
             KeyName="k", TagSpecifications=[{"ResourceType": "instance", "Tags": [

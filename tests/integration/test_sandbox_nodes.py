@@ -161,14 +161,17 @@ def test_cli_refuses_when_not_running(tmp_path):
 
 
 def test_client_env_is_the_standard_aws_mechanism(sandbox):
-    """AWS_ENDPOINT_URL + throwaway credentials; a real profile is dropped, a region kept,
-    and no public-IP lookup is needed for the SSH rule."""
+    """AWS_ENDPOINT_URL + the sandbox's credentials file; a real profile and real keys
+    are dropped, a region kept, and no public-IP lookup is needed for the SSH rule."""
     from clusterkit.sandboxmode import apply
 
-    env = {"AWS_PROFILE": "real-account", "AWS_REGION": "eu-west-1"}
+    env = {"AWS_PROFILE": "real-account", "AWS_REGION": "eu-west-1",
+           "AWS_ACCESS_KEY_ID": "AKIAREALKEY", "AWS_SECRET_ACCESS_KEY": "real-secret"}
     values = apply(env, str(sandbox.dir))
     assert env["AWS_ENDPOINT_URL"] == values["AWS_ENDPOINT_URL"] == sandbox.endpoint
-    assert env["AWS_ACCESS_KEY_ID"] == env["AWS_SECRET_ACCESS_KEY"] == "testing"
+    assert "AWS_ACCESS_KEY_ID" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+    assert env["AWS_SHARED_CREDENTIALS_FILE"] == str(sandbox.dir / "auth" / "credentials")
+    assert env["AWS_CONFIG_FILE"] == str(sandbox.dir / "auth" / "config")
     assert "AWS_PROFILE" not in env and env["AWS_REGION"] == "eu-west-1"
     assert env["CLUSTERKIT_SANDBOX"] == "1" and env["CLUSTERKIT_CALLER_CIDR"] == "127.0.0.1/32"
     assert env["CLUSTERKIT_ADDRESS_MAP"].startswith(str(sandbox.dir))

@@ -10,13 +10,13 @@ import json
 import time
 from pathlib import Path
 
-import boto3
 import pytest
 from click.testing import CliRunner
 
 from clusterkit.cli.main import cli
 from clusterkit.sandboxmode import apply, sandbox_env
 from clusterkit.timescale import TIME_SCALE_ENV
+from clusterkit_sandbox import credentials
 from clusterkit_sandbox.control import do_start, do_status, do_stop
 from clusterkit_sandbox.state import NODES_FILE, RUN_DIR, read_json
 from clusterkit_sandbox.timed import TIMELINE_FILE, read_timeline
@@ -26,9 +26,8 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.root]
 SCALE = 0.06  # pending 0.3 s, SSH 0.3 s, RunInstances 0.09 s
 
 
-def _ec2(endpoint: str):
-    return boto3.client("ec2", endpoint_url=endpoint, region_name="us-east-1",
-                        aws_access_key_id="testing", aws_secret_access_key="testing")
+def _ec2(where: Path, endpoint: str):
+    return credentials.client(where, "ec2", endpoint)
 
 
 def _poll(check, timeout: float = 20.0):
@@ -50,7 +49,7 @@ def test_instances_wait_as_aws_does_and_every_wait_is_recorded(tmp_path: Path) -
     status = do_start(where, Timings(SCALE))
     try:
         assert status["timings"]["scale"] == SCALE and status["timings"]["profile"] == "aws"
-        ec2 = _ec2(status["endpoint"])
+        ec2 = _ec2(where, status["endpoint"])
         ec2.create_key_pair(KeyName="k")
         (inst,) = ec2.run_instances(  # tagged: the agent runs a node only for a cluster's
             ImageId="ami-12c6146b", MinCount=1, MaxCount=1, KeyName="k",
@@ -88,7 +87,7 @@ def test_the_untimed_sandbox_answers_at_once(tmp_path: Path) -> None:
     status = do_start(where)
     try:
         assert status["timings"]["profile"] == "none"
-        ec2 = _ec2(status["endpoint"])
+        ec2 = _ec2(where, status["endpoint"])
         (inst,) = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1,
                                     MaxCount=1)["Instances"]
         # moto >= 5.2.5 answers RunInstances "pending" whatever the state: ask again

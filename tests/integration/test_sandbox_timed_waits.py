@@ -31,6 +31,7 @@ from clusterkit.cluster.provision import stackops
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.events import Event, Kind
 from clusterkit.plan.provision import launch_outputs
+from clusterkit_sandbox import credentials
 from clusterkit_sandbox.control import do_start, do_stop
 from clusterkit_sandbox.disks import ebs_link_name
 from clusterkit_sandbox.stack_schedule import create_schedule, critical_path
@@ -66,9 +67,8 @@ def timed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]
         do_stop(where)
 
 
-def _client(endpoint: str, service: str) -> Any:
-    return boto3.client(service, endpoint_url=endpoint, region_name=REGION,
-                        aws_access_key_id="testing", aws_secret_access_key="testing")
+def _client(where: Path, endpoint: str, service: str) -> Any:
+    return credentials.client(where, service, endpoint, REGION)
 
 
 def _waits(where: Path) -> dict[tuple[str, str], dict[str, Any]]:
@@ -93,11 +93,11 @@ def _stack_resources_path() -> float:
 
 def test_the_stack_is_in_progress_for_its_critical_path(timed, monkeypatch) -> None:
     where, endpoint = timed
-    support.aws_env(monkeypatch, endpoint, REGION, CLUSTERKIT_SANDBOX="1")
+    support.sandbox_aws_env(monkeypatch, where, REGION)
     name = support.unique_name("ts")
     stack = f"clusterkit-{name}"
     session = boto3.Session(region_name=REGION)
-    params = stack_params(_client(endpoint, "ec2"), name)
+    params = stack_params(_client(where, endpoint, "ec2"), name)
     stack_id = cfn.create_stack(session, REGION, stack, params, {"clusterkit:cluster": name})
     now = cfn.stack_record(session, REGION, stack_id)
     assert now["status"] == "CREATE_IN_PROGRESS" and now["outputs"] == {}
@@ -188,7 +188,7 @@ def _launch_with_clone(ec2: Any, where: Path, snapshot: str) -> tuple[str, str]:
 
 def test_volumes_and_snapshots_wait_and_the_node_sees_a_device_only_then(timed) -> None:
     where, endpoint = timed
-    ec2 = _client(endpoint, "ec2")
+    ec2 = _client(where, endpoint, "ec2")
     snapshot = _completed_snapshot(ec2, where)
     iid, clone = _launch_with_clone(ec2, where, snapshot)
     called = time.time()
@@ -218,7 +218,7 @@ def test_volumes_and_snapshots_wait_and_the_node_sees_a_device_only_then(timed) 
 
 def test_efs_file_system_and_mount_target_are_creating_first(timed) -> None:
     where, endpoint = timed
-    efs, ec2 = _client(endpoint, "efs"), _client(endpoint, "ec2")
+    efs, ec2 = _client(where, endpoint, "efs"), _client(where, endpoint, "ec2")
     called = time.time()
     fs = efs.create_file_system(CreationToken=support.unique_name("tf"))
     assert fs["LifeCycleState"] == "creating"
@@ -245,8 +245,8 @@ def test_the_untimed_sandbox_makes_each_at_once(tmp_path: Path) -> None:
     where = tmp_path / "state"
     endpoint = do_start(where)["endpoint"]
     try:
-        ec2, efs = _client(endpoint, "ec2"), _client(endpoint, "efs")
-        cf = _client(endpoint, "cloudformation")
+        ec2, efs = _client(where, endpoint, "ec2"), _client(where, endpoint, "efs")
+        cf = _client(where, endpoint, "cloudformation")
         name = support.unique_name("tu")
         stack = cf.create_stack(StackName=f"clusterkit-{name}", TemplateBody=cfn.template_body(),
                                 Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v

@@ -17,7 +17,7 @@ import pytest
 from clusterkit import sandboxmode
 from clusterkit.errors import NetworkSafetyError, SandboxError
 from clusterkit.sandboxmode import MODE_FILE, Mode
-from clusterkit_sandbox import client, imds
+from clusterkit_sandbox import client, credentials, imds
 from clusterkit_sandbox.node import VIEW_IN_NODE
 from clusterkit_sandbox.state import DAEMON_MODULE
 from clusterkit_sandbox.timings import Timings
@@ -61,14 +61,24 @@ def test_the_sandboxs_mode_reads_back_as_written(where, daemon):
         == f"{ENDPOINT}/_clusterkit/imds/i-0abc"
 
 
+def _credentials(where: Path) -> None:
+    """The credentials' files as the daemon writes them at its start."""
+    credentials.write(where, credentials.Keys())
+
+
 def test_the_environment_of_sandbox_mode(where, daemon):
     client.hand_over(where, ENDPOINT, daemon, Timings(0.25))
-    env = {"AWS_PROFILE": "real-account", "CLUSTERKIT_TIME_SCALE": "0.5"}
+    _credentials(where)
+    real = {"AWS_PROFILE": "real-account", "AWS_ACCESS_KEY_ID": "AKIAREAL",
+            "AWS_SECRET_ACCESS_KEY": "real", "AWS_SESSION_TOKEN": "real",
+            "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/token", "AWS_ROLE_ARN": "arn:real"}
+    env = {**real, "CLUSTERKIT_TIME_SCALE": "0.5"}
     values = sandboxmode.apply(env, str(where))
-    assert env == {**values, "AWS_DEFAULT_REGION": "us-east-1"}
+    assert env == {**values, "AWS_DEFAULT_REGION": "us-east-1"}  # none of ``real`` left
     assert values == {
-        "AWS_ENDPOINT_URL": ENDPOINT, "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+        "AWS_ENDPOINT_URL": ENDPOINT,
+        "AWS_SHARED_CREDENTIALS_FILE": str(where / "auth" / "credentials"),
+        "AWS_CONFIG_FILE": str(where / "auth" / "config"),
         "AWS_EC2_METADATA_DISABLED": "true", "CLUSTERKIT_CALLER_CIDR": "127.0.0.1/32",
         "CLUSTERKIT_SANDBOX": "1", "CLUSTERKIT_ADDRESS_MAP": str(where / "addresses.json"),
         "CLUSTERKIT_SANDBOX_METADATA_URL": f"{ENDPOINT}/_clusterkit/imds/{{instance_id}}",
@@ -103,11 +113,12 @@ def test_nothing_running_is_the_sandbox_not_running(where, daemon, tmp_path):
 
 
 def test_another_version_is_refused_naming_both(where, daemon):
-    _write(where, client.mode(where, ENDPOINT, daemon, Timings()), version=2)
-    with pytest.raises(SandboxError) as info:
-        sandboxmode.read_mode(where)
-    assert "clusterkit-sandbox-mode version 2" in info.value.message
-    assert "reads clusterkit-sandbox-mode version 1" in info.value.message
+    for other in (1, 3):  # 1: before the credentials' files
+        _write(where, client.mode(where, ENDPOINT, daemon, Timings()), version=other)
+        with pytest.raises(SandboxError) as info:
+            sandboxmode.read_mode(where)
+        assert f"clusterkit-sandbox-mode version {other}" in info.value.message
+        assert "reads clusterkit-sandbox-mode version 2" in info.value.message
     assert "clusterkit-sandbox" in (info.value.hint or "")
 
 
@@ -124,7 +135,8 @@ def test_an_address_off_loopback_is_refused(where, daemon):
 @pytest.mark.parametrize("change", [
     {"address_map": "addresses.json"}, {"node_address_map": None},
     {"metadata_url": f"{ENDPOINT}/_clusterkit/imds/"}, {"time_scale": 2},
-    {"time_scale": "0.1"}, {"caller_cidr": 127},
+    {"time_scale": "0.1"}, {"caller_cidr": 127}, {"credentials_file": None},
+    {"config_file": "auth/config"},
 ])
 def test_a_file_that_is_not_a_usable_configuration_is_refused(where, daemon, change):
     _write(where, client.mode(where, ENDPOINT, daemon, Timings()), **change)
@@ -134,6 +146,7 @@ def test_a_file_that_is_not_a_usable_configuration_is_refused(where, daemon, cha
 
 def test_a_node_gets_the_map_and_metadata_where_it_sees_them_and_no_credentials(where, daemon):
     client.hand_over(where, ENDPOINT, daemon, Timings(0.1))
+    _credentials(where)
     env = sandboxmode.sandbox_env(str(where))
     on_node = sandboxmode.node_env("i-0master", env)
     assert on_node == {
@@ -150,3 +163,14 @@ def test_a_node_gets_the_map_and_metadata_where_it_sees_them_and_no_credentials(
 def test_no_metadata_url_where_sandbox_mode_did_not_say():
     assert sandboxmode.metadata_url("i-1", {}) == ""
     assert sandboxmode.metadata_url("i-1", {sandboxmode.METADATA_URL_ENV: "http://x/"}) == ""
+
+
+def test_a_sandbox_without_its_credentials_file_is_refused(where, daemon):
+    """mode.json names a credentials file that is not there (a daemon of before, or one
+    whose files were removed): no process is pointed at a file of no keys."""
+    client.hand_over(where, ENDPOINT, daemon, Timings())
+    with pytest.raises(SandboxError, match="no credentials file"):
+        sandboxmode.sandbox_env(str(where))
+    _credentials(where)
+    assert sandboxmode.sandbox_env(str(where))["AWS_SHARED_CREDENTIALS_FILE"] == \
+        str(where / "auth" / "credentials")
