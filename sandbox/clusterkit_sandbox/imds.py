@@ -5,6 +5,12 @@ posted), its instance id, and the spot ``instance-action`` notice and rebalance
 recommendation that `clusterkit sandbox interrupt` posts. When a notice's time comes,
 the node agent stops or terminates the instance, as EC2 does (``due``).
 
+A token (and with it anything, role credentials included) only for the instance's own
+node or the sandbox's user (``peers``): EC2's metadata is reachable from the instance
+alone, and on this machine any local user could reach the port. The role credentials are
+temporary keys the endpoint accepts (``credentials.Keys.temporary``), naming the role and
+the instance.
+
 The notices live in ``run/imds.json`` (instance id -> {"action": doc, "rebalance": doc}),
 written by the CLI, read by the server at each request.
 """
@@ -83,9 +89,15 @@ class Imds:
     """WSGI: the metadata paths answered here, anything else passed to ``app``."""
 
     def __init__(self, app: Callable[..., Iterable[bytes]], state_dir: Path,
-                 keys: Keys | None = None) -> None:
+                 keys: Keys | None = None,
+                 callers: Callable[[dict[str, Any], str], bool] | None = None) -> None:
+        """``keys``: the endpoint's (the role credentials handed out join them);
+        ``callers``: who may have a token of an instance (the daemon's: its own user or
+        the instance's node, ``peers.metadata_callers``; None: anyone, for tests of the
+        metadata alone)."""
         self.app, self.state_dir = app, state_dir
-        self.keys = keys or Keys()  # the endpoint's: the role credentials handed out join it
+        self.keys = keys or Keys()
+        self.callers = callers
         self.tokens: dict[str, tuple[str, float]] = {}  # token -> (instance id, expires)
 
     def __call__(self, environ: dict[str, Any],
@@ -108,6 +120,8 @@ class Imds:
                 ttl = int(environ.get(TTL_HEADER, ""))
             except ValueError:
                 return 400, "missing or bad X-aws-ec2-metadata-token-ttl-seconds"
+            if self.callers is not None and not self.callers(environ, iid):
+                return 403, "Forbidden: not a process of this instance"
             token = secrets.token_urlsafe(24)
             self.tokens[token] = (iid, time.time() + max(1, min(ttl, 21600)))
             return 200, token

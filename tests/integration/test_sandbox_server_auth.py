@@ -296,3 +296,31 @@ def test_a_restarted_sandbox_refuses_the_keys_of_before(tmp_path: Path) -> None:
         assert "Reservations" in _client(handle, "ec2", *new).describe_instances()
     finally:
         do_stop(where)
+
+
+def _token_status(url: str, run: Any) -> str:
+    """The HTTP status of IMDSv2's token PUT at ``url``, asked with curl by ``run``."""
+    command = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "PUT", "-H",
+               "X-aws-ec2-metadata-token-ttl-seconds: 60", f"{url}/latest/api/token"]
+    return run(command).stdout.strip()
+
+
+@pytest.mark.root
+def test_the_metadata_gives_tokens_only_to_the_instance_and_the_sandbox_user(
+        sandbox_cluster: SandboxCluster) -> None:
+    """The metadata (unsigned, as EC2's) would hand any local user an instance's role
+    credentials; EC2's answers only the instance: here its node's processes and the
+    sandbox's own user get a token, another user 403 (sandbox/clusterkit_sandbox/peers.py)."""
+    import shlex
+    import subprocess
+
+    [node] = sandbox_cluster.launch(1)
+    url = sandboxmode.metadata_url(node.instance_id, sandbox_cluster.sandbox.env)
+
+    def here(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30, **kwargs)
+
+    assert _token_status(url, here) == "200"  # the sandbox's user (this test's)
+    assert _token_status(url, lambda argv: here(argv, user=65534)) == "403"  # nobody
+    on_node = _token_status(url, lambda argv: sandbox_cluster.run(node, shlex.join(argv)))
+    assert on_node == "200"
