@@ -144,16 +144,17 @@ def given_up(jc: JobCluster, failed: Sequence[pre.NodeCheck], done: int, limit: 
 
 
 def all_reduce(rt: Runtime, job: Job, jc: JobCluster, torch: bool, out: TextIO | None,
-               ) -> tuple[pre.Verdict | None, pre.NodeCheck | None]:
-    """The all-reduce's verdict (None: not run, said why) and, when its test failed on a
-    node, that node as a failed check."""
+               replace: bool = False) -> tuple[pre.Verdict | None, pre.NodeCheck | None]:
+    """The all-reduce's verdict (SKIPPED: not run, said why) and, when its test failed
+    on a node, that node as a failed check. ``replace``: a job running on the cluster is
+    stopped first (`train --replace`), else it stops the test."""
     if len(jc.nodes) < 2 or not torch:
         why = ("one node: no network between nodes to measure" if len(jc.nodes) < 2 else
                "no torch in the job's interpreter on the nodes (train.python / "
                "train.packages): the all-reduce test runs under torchrun")
         rt.info(f"preflight: all-reduce not run: {why}", stage=Stage.TRAIN)
         return pre.Verdict(pre.Check.ALL_REDUCE, pre.Status.SKIPPED, why), None
-    test = nccltest.measure(rt, jc, nccltest.nccl_command(None), replace=False, out=out,
+    test = nccltest.measure(rt, jc, nccltest.nccl_command(None), replace=replace, out=out,
                             reopen=lambda: jobs.open_job_cluster(rt, job.spec_file,
                                                                  job.region))
     failed = test.outcome.failed
@@ -165,16 +166,20 @@ def all_reduce(rt: Runtime, job: Job, jc: JobCluster, torch: bool, out: TextIO |
                               f"the all-reduce test: {failed.describe()}{tail}")
         return verdict, pre.NodeCheck(node.index or 0, failed.node, node.instance_id,
                                       (verdict,))
-    verdict = pre.judge_all_reduce(test.verdict, test.efa)
+    if not test.outcome.ok:  # stopped off EFA (transport.py), or ended without a cause
+        verdict = pre.Verdict(pre.Check.ALL_REDUCE, pre.Status.FAIL, "the all-reduce test "
+                              f"{test.outcome.state.value}: {test.outcome.reason or '-'}")
+    else:
+        verdict = pre.judge_all_reduce(test.verdict, test.efa)
     (rt.warn if verdict.status is pre.Status.FAIL else rt.done)(
         f"preflight: all-reduce {verdict.status.value}: {verdict.evidence}", stage=Stage.TRAIN)
     return verdict, None
 
 
-def run(rt: Runtime, job: Job, jc: JobCluster, limit: int,
-        out: TextIO | None = None) -> Checked:
+def run(rt: Runtime, job: Job, jc: JobCluster, limit: int, out: TextIO | None = None,
+        replace: bool = False) -> Checked:
     """The preflight (steps 1 to 3 above); raises when nodes fail with no recovery left
-    or the all-reduce falls short of EFA."""
+    or the all-reduce falls short of EFA. ``replace``: `train --replace`."""
     rounds: list[tuple[pre.NodeCheck, ...]] = []
     done: list[Recovery] = []
     targets = list(jc.targets)
@@ -184,7 +189,7 @@ def run(rt: Runtime, job: Job, jc: JobCluster, limit: int,
         failed = pre.failed_nodes(checks)
         reduce_verdict = None
         if not failed:
-            reduce_verdict, culprit = all_reduce(rt, job, jc, torch, out)
+            reduce_verdict, culprit = all_reduce(rt, job, jc, torch, out, replace)
             failed = (culprit,) if culprit else ()
         if not failed:
             break

@@ -48,7 +48,7 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
     if preflight or spec.train.preflight:
         from clusterkit.cluster.jobs import preflight as pre
 
-        checked = pre.run(rt, job, jc, limit, out)
+        checked = pre.run(rt, job, jc, limit, out, replace)
         jc, limit = checked.cluster, limit - len(checked.recoveries)
     with recovery.standbys_for(rt, job, limit if not detach else 0) as standbys:
         outcome = run_attempt(rt, job, jc, detach=detach, replace=replace, out=out,
