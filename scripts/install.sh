@@ -51,10 +51,10 @@ fi
 # modules too, which an editable install leaves as source: else every `clusterkit`
 # command compiles ~250 modules again (0.4 s of CPU a command). The sandbox is a package
 # of its own (sandbox/: `clusterkit sandbox ...`), installed by the same command: the test
-# extra needs it by name, and it is on no index.
+# extra needs it by name, and it is on no index. The docs extra builds the site (mkdocs).
 [ -x .venv/bin/uv ] || .venv/bin/python -m pip install -q --disable-pip-version-check uv
 .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python \
-    -e '.[mxnet,charts,test]' -e ./sandbox
+    -e '.[mxnet,charts,test,docs]' -e ./sandbox
 .venv/bin/python -m compileall -q -j 0 clusterkit sandbox/clusterkit_sandbox >/dev/null
 
 # torch for the torch-marked tests (torchrun, the all-reduce check): a CPU build in a venv

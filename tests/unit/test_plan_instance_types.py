@@ -44,5 +44,6 @@ def test_the_key_says_the_rule_where_it_is_described():
     text = nodes["instance_types"]["description"]
     assert "not an order of preference" in text and "per GPU-hour" in text
     assert "per vCPU-hour" in text
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    assert "in order of preference" not in readme
+    root = Path(__file__).parents[2]
+    for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        assert "in order of preference" not in page.read_text(), page

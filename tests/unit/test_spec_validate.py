@@ -232,16 +232,16 @@ def test_validate_nonexistent_file_is_exit_2():
     assert result.exit_code == 2 and "cannot read" in result.output
 
 
-def test_readme_documents_every_key_and_its_example_validates():
+def test_the_spec_page_documents_every_key_and_its_example_validates():
     from clusterkit.spec.keys import walk_keys
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme.split("<!-- section:spec -->")[1].split("<!-- /section:spec -->")[0]
+    page = (Path(__file__).parents[2] / "docs" / "reference" / "spec.md").read_text()
+    section = page.split("<!-- section:spec -->")[1].split("<!-- /section:spec -->")[0]
     for path, _key in walk_keys():
         if path and not path.endswith(("[]", ".*")):
             assert f"| `{path}` |" in section, path
     example = section.split("```yaml\n")[1].split("```")[0]
-    spec, issues = spec_api.checks(example, "README")
+    spec, issues = spec_api.checks(example, "docs/reference/spec.md")
     assert spec is not None, [i.format() for i in issues]
 
 

@@ -1,13 +1,17 @@
-"""scripts/readme.py and README's generated and quoted parts: the spec key table, the
-examples' costs and quotas and the IAM policy are what the code says today, and every
-error README's troubleshooting quotes is the one the code prints."""
+"""scripts/docs.py and the docs site's generated and quoted parts: the generated pages
+(every command and option, the IAM policies, the exit codes, the sandbox's timings, the
+wire records) and parts (the spec key table, the examples' costs and quotas, what
+install.sh installs) are what the code says today; every command and option has its
+entry; and every error the troubleshooting page quotes is the one the code prints."""
 
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import click
 import pytest
 from botocore.exceptions import ClientError
 from rich.console import Console
@@ -21,33 +25,80 @@ from clusterkit.training.jobfiles import state_of
 from tests import support
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+SPEC_PAGE = (DOCS / "reference/spec.md").read_text()
+TROUBLESHOOTING = (DOCS / "operations/troubleshooting.md").read_text()
 EXAMPLES = ROOT / "examples"
 
 
 @pytest.fixture(scope="module")
-def readme():
-    return support.load_script("readme")
+def docs():
+    return support.load_script("docs")
 
 
-def _section(name: str) -> str:
-    return README.split(f"<!-- section:{name} -->")[1].split(f"<!-- /section:{name} -->")[0]
+def _section(text: str, name: str) -> str:
+    return text.split(f"<!-- section:{name} -->")[1].split(f"<!-- /section:{name} -->")[0]
 
 
-def test_readme_generated_parts_are_fresh(readme):
-    assert readme.regenerate(README) == README, "run: python scripts/readme.py --write"
-    assert readme.main(["--check"]) == 0
+def test_generated_pages_and_parts_are_fresh(docs):
+    assert docs.stale() == [], "run: scripts/docs.sh write"
+    assert docs.main(["--check"]) == 0
 
 
-def test_a_stale_part_is_rewritten(readme):
-    stale = README.replace("| `train.python` |", "| `train.interpreter` |")
-    assert stale != README
-    assert readme.regenerate(stale) == README
+def test_every_generated_page_says_it_is_generated(docs):
+    for page in docs.PAGES:
+        assert (DOCS / page).read_text().startswith(docs.NOTE), page
 
 
-def test_a_missing_marker_is_refused(readme):
+def test_a_hand_edited_generated_page_is_stale(docs, monkeypatch, tmp_path):
+    for page in [*docs.PAGES, *(page for page, _make in docs.PARTS.values())]:
+        (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / page).write_text((DOCS / page).read_text())
+    monkeypatch.setattr(docs, "DOCS", tmp_path)
+    assert docs.stale() == []
+    cli_page = tmp_path / "reference/cli.md"
+    cli_page.write_text(cli_page.read_text().replace("`--yes`", "`--yes-please`", 1))
+    assert docs.stale() == [cli_page]
+    assert docs.main(["--check"]) == 1
+    assert docs.main(["--write"]) == 0 and docs.stale() == []
+
+
+def test_a_stale_part_is_rewritten(docs):
+    stale = SPEC_PAGE.replace("| `train.python` |", "| `train.interpreter` |")
+    assert stale != SPEC_PAGE
+    assert docs.regenerate(stale, ["spec-keys"]) == SPEC_PAGE
+
+
+def test_a_missing_marker_is_refused(docs):
     with pytest.raises(SystemExit, match="generated:spec-keys"):
-        readme.regenerate(README.replace("<!-- generated:spec-keys -->", ""))
+        docs.regenerate(SPEC_PAGE.replace("<!-- generated:spec-keys -->", ""), ["spec-keys"])
+
+
+def _commands(group: click.Group, ctx: click.Context):
+    """(path, command) of every command under ``group``, hidden ones too."""
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        sub = click.Context(command, info_name=name, parent=ctx)
+        yield sub.command_path, command
+        if isinstance(command, click.Group):
+            yield from _commands(command, sub)
+
+
+def test_every_command_and_option_has_its_entry():
+    from clusterkit.cli.main import cli
+
+    page = (DOCS / "reference/cli.md").read_text()
+    entries = re.split(r"\n(?=#+ `clusterkit)", page)
+    found = list(_commands(cli, click.Context(cli, info_name="clusterkit")))
+    assert {"clusterkit up", "clusterkit sandbox start", "clusterkit train"} <= \
+        {path for path, _c in found}
+    for path, command in found:
+        (entry,) = [e for e in entries if e.lstrip("#").startswith(f" `{path}`\n")]
+        for param in command.params:
+            if isinstance(param, click.Option) and not param.hidden:
+                assert f"| `{param.opts[0]}`" in entry, (path, param.opts)
+            elif isinstance(param, click.Argument):
+                assert f"`{param.human_readable_name}`" in entry, (path, param.name)
 
 
 def test_key_table_has_every_key_once_with_new_keys():
@@ -67,14 +118,14 @@ def test_shown_defaults_name_existing_keys():
     assert set(SHOWN_DEFAULTS) <= {p for p, _ in walk_keys()}
 
 
-def test_quotas_per_market_and_largest_candidate(readme):
-    p4d = readme.quota_lines(EXAMPLES / "imagenet-p4d-spot.yaml")  # 4 x 96, both markets
+def test_quotas_per_market_and_largest_candidate(docs):
+    p4d = docs.quota_lines(EXAMPLES / "imagenet-p4d-spot.yaml")  # 4 x 96, both markets
     assert p4d == ["384 vCPUs of *All P Spot Instance Requests (L-7212CCBC)*",
                    "384 vCPUs of *Running On-Demand P instances (L-417A185B)*"]
-    g5 = readme.quota_lines(EXAMPLES / "torchrun-g5.yaml")  # 2 x g5.24xlarge (96), spot
+    g5 = docs.quota_lines(EXAMPLES / "torchrun-g5.yaml")  # 2 x g5.24xlarge (96), spot
     assert g5 == ["192 vCPUs of *All G and VT Spot Instance Requests (L-3819A6DF)*"]
     with pytest.raises(SystemExit, match="x1e.xlarge"):
-        readme._quota("x1e.xlarge")
+        docs._quota("x1e.xlarge")
 
 
 def _printed(err: ClusterkitError) -> list[str]:
@@ -122,7 +173,7 @@ def _troubles(monkeypatch: pytest.MonkeyPatch) -> list[ClusterkitError]:
 
 
 def test_troubleshooting_quotes_what_the_code_prints(monkeypatch):
-    section = _section("troubleshooting")
+    section = _section(TROUBLESHOOTING, "troubleshooting")
     errors = _troubles(monkeypatch)
     assert len(errors) == 6
     for err in errors[:-1]:
@@ -145,6 +196,6 @@ def test_troubleshooting_quotes_the_no_key_error(monkeypatch, tmp_path):
     monkeypatch.setattr(probe, "DEFAULT_KEYS", (str(tmp_path / "none.pub"),))
     with pytest.raises(UsageError) as caught:
         probe.local_public_key()
-    section = _section("troubleshooting")
+    section = _section(TROUBLESHOOTING, "troubleshooting")
     for line in _printed(caught.value):
         assert line in section, line
