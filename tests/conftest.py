@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from clusterkit import sandboxmode
 from clusterkit_sandbox import credentials
 from clusterkit_sandbox.control import do_start, do_stop
 from clusterkit_sandbox.state import NODES_FILE, read_json
-from tests import netsafety, support
+from tests import netsafety, scheduling, support
 
 REGION = "us-east-1"
 AMI = "ami-12c6146b"  # one of moto's built-in images
@@ -89,10 +89,17 @@ SANDBOX_FIXTURES = frozenset({"sandbox"})
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`sandbox` is put on every test that uses the sandbox fixture, however indirectly,
-    so `-m sandbox` / `-m "not sandbox"` split the suite exactly."""
+    so `-m sandbox` / `-m "not sandbox"` split the suite exactly. With `--dist loadgroup`
+    the longest work units come first (tests/scheduling.py), on top of pytest-randomly's
+    shuffle: xdist hands units out in collection order."""
     for item in items:
         if SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.sandbox)
+    if config.getvalue("dist") == "loadgroup":
+        by_id = {item.nodeid: item for item in items}
+        order = scheduling.longest_first(by_id, work_unit(Path(str(config.rootpath))),
+                                         scheduling.load())
+        items[:] = [by_id[nodeid] for nodeid in order]
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -106,14 +113,26 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    grouped = modules_with_module_fixtures(Path(str(config.rootpath)))
+    unit_of = work_unit(Path(str(config.rootpath)))
 
     class ModuleFixtureScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return module if module in grouped else nodeid
+            return unit_of(nodeid)
 
+    config.option.loadscopereorder = False  # the collection's order: longest first
     return ModuleFixtureScheduling(config, log)
+
+
+def work_unit(root: Path) -> Callable[[str], str]:
+    """A test's unit of scheduling: its module where the module defines a module-scoped
+    fixture, else the test itself."""
+    grouped = modules_with_module_fixtures(root)
+
+    def unit_of(nodeid: str) -> str:
+        module = nodeid.split("::", 1)[0]
+        return module if module in grouped else nodeid
+
+    return unit_of
 
 
 def modules_with_module_fixtures(root: Path) -> frozenset[str]:
