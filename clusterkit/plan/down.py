@@ -23,6 +23,9 @@ class Resource(StrEnum):
     """What `down` deletes in a region, in the order it deletes them; the value is the
     word `down` shows."""
 
+    # the master that wears the recovery controller's profile: its controller is stopped
+    # first, or it would replace the nodes `down` terminates
+    CONTROLLER = "recovery controller to stop first, on the master"
     INSTANCES = "instances"
     VOLUMES = "volumes"
     STACK = "stack"
@@ -33,6 +36,18 @@ class Resource(StrEnum):
     ADDRESSES = "Elastic IPs"  # the master's, on a type launched with several interfaces
     SECURITY_GROUPS = "security groups"
     KEY_PAIRS = "key pairs"
+
+
+# The logical id of the controller's instance profile in the stack template: CloudFormation
+# names a profile <stack>-<logical id>-<suffix>, so the profile's ARN tells it apart.
+CONTROLLER_PROFILE = "ControllerInstanceProfile"
+
+
+def controller_hosts(profiles: Mapping[str, str | None]) -> list[str]:
+    """Of ``profiles`` (running instance id -> its instance profile's ARN), the instances
+    that wear the recovery controller's profile: where a controller may run."""
+    return [iid for iid, arn in profiles.items()
+            if arn and f"-{CONTROLLER_PROFILE}-" in arn.rsplit("/", 1)[-1]]
 
 
 class Verdict(StrEnum):

@@ -119,3 +119,19 @@ def test_iam_goes_once_no_stack_uses_it():
     gone = plan_iam(old, live=set())
     assert (gone.profiles, gone.roles, gone.kept) == (("p-bare",), ("r-old",), ())
     assert not IamSeen({}, {})
+
+
+def test_a_controller_runs_where_the_master_wears_its_profile():
+    """The controller's profile by its name as CloudFormation makes it (<stack>-<logical
+    id>-<suffix>, under the cluster's path); the nodes' profile, none, or a profile
+    whose path alone says Controller are not it."""
+    from clusterkit.aws.stack import template_body
+    from clusterkit.plan.down import CONTROLLER_PROFILE, controller_hosts
+
+    assert f"\n  {CONTROLLER_PROFILE}:\n    Type: AWS::IAM::InstanceProfile" in template_body()
+
+    arn = "arn:aws:iam::123456789012:instance-profile/clusterkit/{}/clusterkit-{}-{}-AB12"
+    assert controller_hosts({
+        "i-0": arn.format("r", "r", "ControllerInstanceProfile"),
+        "i-1": arn.format("r", "r", "NodeInstanceProfile"), "i-2": None,
+        "i-3": arn.format("ControllerInstanceProfile", "x", "NodeInstanceProfile")}) == ["i-0"]

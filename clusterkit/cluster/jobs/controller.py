@@ -16,7 +16,9 @@ What the client sets up (``start``), once the job runs:
    launches, by the launch's cloud-config: ``remote/incluster.py``);
 4. the controller started (``setsid``: it outlives the SSH session), and waited for until
    it holds its lock and follows the job.
-While it runs, `train --attach` follows the job without recovering it (``alive``)."""
+While it runs, `train --attach` follows the job without recovering it (``alive``). As it
+exits it takes its key off every node and gives the master its node profile back, and
+`down` stops it before deleting anything (``retire.py``)."""
 
 from __future__ import annotations
 
@@ -71,14 +73,17 @@ def check(workdir_shared: bool | None) -> None:
 
 def settings(rt: Runtime, jc: JobCluster, job_id: str, limit: int, region: str,
              node_workdir: str | None) -> dict[str, Any]:
-    """What the controller is told: the job, the limit, where the code is, and the SSH
+    """What the controller is told: the job, the limit, where the code is, the SSH
     source the stack allows (so the controller's `up` never points the rule at the
-    master's own address)."""
+    master's own address), and what it gives back as it exits (``retire.py``): the
+    master's node profile."""
     described = aws_stack.stack_record(rt.session, region, stack_name(jc.name))
+    record = StackRecord.of(region, described)
     return {"cluster": jc.name, "job_id": job_id, "max_recoveries": limit,
             "region": region, "node_workdir": node_workdir,
             "ssh_cidr": (described.get("parameters") or {}).get("SshCidr", ""),
-            "profile": StackRecord.of(region, described).controller_profile}
+            "profile": record.controller_profile, "node_profile": record.instance_profile,
+            "master_instance_id": jc.master.node.instance_id}
 
 
 def package_files() -> Iterator[tuple[str, bytes, int]]:

@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,33 +58,52 @@ def credentials_source(rt: Runtime) -> str:
     return method
 
 
+def _terminated(signum: int, _frame: object) -> None:
+    """TERM (`down`, ``retire.stop``): unwound like an error, so the controller retires."""
+    signal.signal(signum, signal.SIG_IGN)  # once: its retirement is not cut short
+    raise SystemExit(128 + signum)
+
+
 def run(directory: str, report: Reporter) -> JobOutcome:
-    """Follow and recover the job ``DIR/controller.json`` names, until it ends."""
-    from clusterkit.cluster.jobs.attach import do_attach
+    """Follow and recover the job ``DIR/controller.json`` names, until it ends; then, or
+    on TERM or an error, retire (``retire.retire``: its key off the nodes, the master's
+    node profile back)."""
+    from clusterkit.cluster.jobs.retire import retire
 
     where = Path(directory)
     values: dict[str, Any] = json.loads((where / controller.SETTINGS).read_text())
     if values.get("ssh_cidr"):  # the stack's rule as it is: not this master's address
         os.environ[OVERRIDE_ENV] = values["ssh_cidr"]
+    signal.signal(signal.SIGTERM, _terminated)
     with holding(where / controller.LOCK):
         rt = Runtime.make(region=values["region"], report=report)
-        method = credentials_source(rt)
-        rt.info(f"controller of job {values['job_id']} on cluster {values['cluster']} "
-                f"(pid {os.getpid()}; AWS credentials: {method}"
-                f"{', sandbox' if os.environ.get(SANDBOX_ENV) == '1' else ''})",
-                stage=Stage.TRAIN)
-        (where / controller.READY).write_text(
-            json.dumps({"pid": os.getpid(), "job_id": values["job_id"]}) + "\n")
         try:
-            with open(os.devnull, "w") as dropped:
-                outcome = do_attach(str(where / controller.SPEC_COPY),
-                                    job_id=values["job_id"], out=dropped,
-                                    region=values["region"],
-                                    max_recoveries=int(values["max_recoveries"]), rt=rt,
-                                    node_workdir=values.get("node_workdir") or None)
+            return _follow(rt, values, where)
         finally:
-            (where / controller.READY).unlink(missing_ok=True)
-        rt.info(f"job {outcome.job_id} {outcome.state}"
-                f"{': ' + outcome.reason if outcome.reason else ''}; "
-                f"{len(outcome.recoveries)} recovery(ies)", stage=Stage.TRAIN)
-        return outcome
+            retire(rt, values, where)
+
+
+def _follow(rt: Runtime, values: dict[str, Any], where: Path) -> JobOutcome:
+    """Follow and recover the job, as `train --attach` does, until it ends."""
+    from clusterkit.cluster.jobs.attach import do_attach
+
+    method = credentials_source(rt)
+    rt.info(f"controller of job {values['job_id']} on cluster {values['cluster']} "
+            f"(pid {os.getpid()}; AWS credentials: {method}"
+            f"{', sandbox' if os.environ.get(SANDBOX_ENV) == '1' else ''})",
+            stage=Stage.TRAIN)
+    (where / controller.READY).write_text(
+        json.dumps({"pid": os.getpid(), "job_id": values["job_id"]}) + "\n")
+    try:
+        with open(os.devnull, "w") as dropped:
+            outcome = do_attach(str(where / controller.SPEC_COPY),
+                                job_id=values["job_id"], out=dropped,
+                                region=values["region"],
+                                max_recoveries=int(values["max_recoveries"]), rt=rt,
+                                node_workdir=values.get("node_workdir") or None)
+    finally:
+        (where / controller.READY).unlink(missing_ok=True)
+    rt.info(f"job {outcome.job_id} {outcome.state}"
+            f"{': ' + outcome.reason if outcome.reason else ''}; "
+            f"{len(outcome.recoveries)} recovery(ies)", stage=Stage.TRAIN)
+    return outcome

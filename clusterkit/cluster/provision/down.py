@@ -13,6 +13,7 @@ from clusterkit.aws import addresses, instances, keypairs, teardown, volumes
 from clusterkit.aws import stack as cfn
 from clusterkit.cluster.access import record
 from clusterkit.cluster.access.target import open_cluster, per_region, search_regions
+from clusterkit.cluster.jobs import retire
 from clusterkit.cluster.provision import saveddown, stackops
 from clusterkit.cluster.provision.locks import cluster_lock
 from clusterkit.cluster.runtime import Runtime
@@ -35,6 +36,7 @@ from clusterkit.plan.down import (
     RegionSeen,
     Resource,
     Verdict,
+    controller_hosts,
     instance_drift,
     plan_down,
     plan_iam,
@@ -68,6 +70,8 @@ def survey_region(rt: Runtime, cluster: str, region: str) -> RegionSeen:
     fss = teardown.file_systems(s, region, cluster)
     nodes = instances.cluster_instances(s, region, cluster)
     return RegionSeen.of(region, {
+        Resource.CONTROLLER: controller_hosts({n.instance_id: n.instance_profile for n in nodes
+                                               if n.state == InstanceState.RUNNING}),
         Resource.INSTANCES: [n.instance_id for n in nodes],
         Resource.VOLUMES: [v["id"] for v in volumes.cluster_volumes(s, region, cluster)],
         Resource.STACK: [stack_name(cluster)] if _stack(rt, region, cluster) else [],
@@ -221,6 +225,8 @@ def down_region(rt: Runtime, cluster: str, rp: RegionPlan, *, timeout: float,
                 kept: Sequence[KeptEfs] = ()) -> None:
     """Apply ``rp``; ``kept``: the kept file systems of its region (said, not deleted)."""
     deadline = rt.clock() + timeout
+    for master in rp.ids(Resource.CONTROLLER):  # before anything it would replace
+        retire.stop(rt, cluster, rp.region, master)
     _instances(rt, cluster, rp, deadline)
     _volumes(rt, cluster, rp, deadline)
     _mount_targets(rt, rp.region, rp.file_systems, deadline)
