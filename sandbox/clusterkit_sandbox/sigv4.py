@@ -8,7 +8,8 @@ Refused: a request without an ``Authorization`` header (query-string, presigned,
 included: nothing clusterkit does uses it), a header that is not SigV4 or misses a part,
 a key this daemon does not know, a temporary key without its session token or past its
 end, a signature that does not match, an ``X-Amz-Date`` more than 15 minutes from now
-(AWS's window), and a body whose ``X-Amz-Content-SHA256`` is not its hash."""
+(AWS's window), and a body whose ``X-Amz-Content-SHA256`` is neither its hash nor
+``UNSIGNED-PAYLOAD``."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ from clusterkit_sandbox.credentials import Key, Keys
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SKEW = 15 * 60  # seconds either way, as AWS allows
+# signed in place of the body's hash, as AWS takes it (botocore sends it for the operations
+# whose body it does not sign, EBS's PutSnapshotBlock: its x-amz-checksum header is signed)
+UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 AMZ_DATE = "%Y%m%dT%H%M%SZ"
 HEADER_RE = re.compile(
     r"^AWS4-HMAC-SHA256\s+Credential=(?P<key>[^/,\s]+)/(?P<date>\d{8})/(?P<region>[^/,\s]+)/"
@@ -140,7 +144,7 @@ def verify(environ: dict, body: bytes, keys: Keys, now: float) -> Verdict:
 def _signature(environ: dict, body: bytes, key: Key, found: re.Match[str],
                service: str) -> Verdict:
     declared = environ.get("HTTP_X_AMZ_CONTENT_SHA256")
-    if declared is not None and declared != hashlib.sha256(body).hexdigest():
+    if declared not in (None, UNSIGNED_PAYLOAD, hashlib.sha256(body).hexdigest()):
         return _refused(Refusal.BODY_MISMATCH, "The provided 'x-amz-content-sha256' header "
                         "does not match what was computed.", service)
     signed = found["signed"].split(";")

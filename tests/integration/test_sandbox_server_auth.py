@@ -196,6 +196,26 @@ def test_a_tampered_body_or_a_stale_date_is_refused(sandbox: SandboxHandle) -> N
     assert (stale[0], _code(stale)) == (403, "RequestExpired")
 
 
+def test_a_body_is_its_declared_hash_or_declared_unsigned(sandbox: SandboxHandle) -> None:
+    """EBS's PutSnapshotBlock is signed with UNSIGNED-PAYLOAD, as AWS takes it (its
+    checksum header is signed); a body that is not the hash it declares is refused."""
+    import base64
+    import hashlib
+
+    ebs = sandbox.client("ebs")
+    snap = ebs.start_snapshot(VolumeSize=1)["SnapshotId"]
+    data = b"\1" * 524288
+    ebs.put_snapshot_block(SnapshotId=snap, BlockIndex=0, BlockData=data, DataLength=len(data),
+                           Checksum=base64.b64encode(hashlib.sha256(data).digest()).decode(),
+                           ChecksumAlgorithm="SHA256")
+    body = b"Action=DescribeInstances&Version=2016-11-15"
+    headers = {"Content-Type": FORM, "X-Amz-Content-SHA256": hashlib.sha256(body).hexdigest()}
+    key = _key(sandbox)
+    assert _signed(sandbox.endpoint, "POST", "/", body, headers, key, "ec2")[0] == 200
+    swapped = _signed(sandbox.endpoint, "POST", "/", body, headers, key, "ec2", sent_body=RUN)
+    assert (swapped[0], _code(swapped)) == (400, "XAmzContentSHA256Mismatch")
+
+
 def test_moto_api_takes_only_the_sandbox_key(sandbox: SandboxHandle) -> None:
     reply = _signed(sandbox.endpoint, "GET", "/moto-api/data.json", b"", {}, _key(sandbox),
                     "s3")
