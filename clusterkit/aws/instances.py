@@ -113,9 +113,11 @@ def reservation_options(request: LaunchRequest) -> dict[str, Any]:
 
 def run_instances(session: boto3.Session, region: str, request: LaunchRequest, *,
                   launch_template_id: str, subnet_id: str, security_group: str = "",
-                  placement_group: str = "") -> list[Node]:
+                  placement_group: str = "", metadata_hops: int = 1) -> list[Node]:
     """All ``request.count`` instances or none (MinCount = MaxCount): EC2 itself is
-    all-or-nothing."""
+    all-or-nothing. IMDSv2 is asked for in the request too, as the launch template has
+    it (``metadata_hops``: its hop limit): the recovery controller's role launches only
+    with ec2:MetadataHttpTokens required, which then need not come from the template."""
     offer, count = request.offer, request.count
     az = offer.az or ""
     kwargs: dict[str, Any] = {
@@ -123,6 +125,8 @@ def run_instances(session: boto3.Session, region: str, request: LaunchRequest, *
         "LaunchTemplate": {"LaunchTemplateId": launch_template_id, "Version": "$Latest"},
         "Placement": {"AvailabilityZone": az}, **_network(request, subnet_id, security_group),
         "ClientToken": request.client_token,
+        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled",
+                            "HttpPutResponseHopLimit": metadata_hops},
         # network interfaces tagged too: the recovery controller may create only
         # what carries the cluster's tag (aws:RequestTag in its role)
         "TagSpecifications": tag_specs(["instance"], request.tags)

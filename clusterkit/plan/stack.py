@@ -93,12 +93,17 @@ def stack_parameters(spec: Spec, facts: Facts) -> dict[str, str]:
         "CreateEfs": "true" if create_efs and not reuse else "false",
         "EfsDeletionPolicy": efs.deletion_policy if efs is not None else "retain",
         "ExistingFileSystemId": reuse,
-        # IMDS answers one hop more only where containers need it (their bridge is a hop)
-        "MetadataHopLimit": "2" if spec.nodes.containers else "1",
+        "MetadataHopLimit": str(metadata_hop_limit(spec)),
         "KmsKeyId": spec.storage.kms_key or "",
         "TemplateDigest": facts.template_digest,
         **controller_limits(spec),
     }
+
+
+def metadata_hop_limit(spec: Spec) -> int:
+    """IMDSv2's hop limit: one hop more only where containers need it (their bridge is a
+    hop)."""
+    return 2 if spec.nodes.containers else 1
 
 
 def controller_limits(spec: Spec) -> dict[str, str]:

@@ -52,3 +52,27 @@ def test_one_efa_interface_keeps_the_public_ip_and_a_plain_launch_names_subnet_a
     plain = _network(_request("c5.large"), "subnet-1", "sg-1")
     assert plain == {"SubnetId": "subnet-1", "SecurityGroupIds": ["sg-1"]}
     assert _model_errors({"MinCount": 1, "MaxCount": 1, **plain}) == ""
+
+
+def test_a_launch_asks_for_imdsv2_as_the_template_does(monkeypatch) -> None:
+    """RunInstances names IMDSv2 required (and the template's hop limit): the recovery
+    controller's role launches only with ec2:MetadataHttpTokens required (issue 39),
+    which then does not hang on how EC2 fills the key from a launch template. (The
+    client stands in for EC2 here: only the request is checked.)"""
+    from clusterkit.aws import instances
+
+    sent: list[dict] = []
+
+    class Client:
+        def run_instances(self, **kwargs: object) -> dict:
+            sent.append(kwargs)
+            return {"Instances": []}
+
+    monkeypatch.setattr(instances, "_ec2", lambda *_a: Client())
+    for hops in (1, 2):
+        instances.run_instances(None, "us-east-1", _request("c5.large", (1,)),  # type: ignore[arg-type]
+                                launch_template_id="lt-1", subnet_id="subnet-1",
+                                metadata_hops=hops)
+        assert sent[-1]["MetadataOptions"] == {"HttpTokens": "required", "HttpEndpoint":
+                                               "enabled", "HttpPutResponseHopLimit": hops}
+        assert _model_errors(sent[-1]) == ""

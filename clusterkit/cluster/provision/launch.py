@@ -22,6 +22,7 @@ from clusterkit.plan.nodes import (
     Node,
     node_index,
 )
+from clusterkit.plan.stack import metadata_hop_limit
 from clusterkit.remote.incluster import controller_public_keys
 from clusterkit.spec.model import Spec
 
@@ -53,7 +54,8 @@ def gang_launch(rt: Runtime, spec: Spec, offer: Offer, slots: Sequence[int], *,
                              authorized_keys=controller_public_keys())
     launched = instances.run_instances(
         rt.session, offer.region, request, launch_template_id=launch_template_id,
-        subnet_id=subnet_id, security_group=security_group, placement_group=placement_group)
+        subnet_id=subnet_id, security_group=security_group, placement_group=placement_group,
+        metadata_hops=metadata_hop_limit(spec))
     # The creation tags are on the instances whether or not the response echoes them.
     nodes = [replace(n, tags={**request.tags, **n.tags},
                      index=node_index({**request.tags, **n.tags}, n.launch_index))
