@@ -1,6 +1,6 @@
 """Spot-offer ranking and the launch order `up` walks. PURE.
 
-The rule (also in README, section "spot"):
+The rule (also in docs/howto/spot-search.md, "Spot search and the ranking rule"):
 
 1. An offer is *eligible* when its zone is usable (a Local or Wavelength Zone only
    where the account opted in and the VPC has a subnet there: ``blocked`` is empty),

@@ -31,14 +31,15 @@ DEVICE_HINT = "/dev/sdf"  # AttachVolume wants a name; the node finds the device
 DEFAULT_MOUNT = "/data"
 GIB = 1024 ** 3
 
-# us-east-1 list prices (see README "Deploying a dataset"): gp3 includes 3000 IOPS and
-# 125 MiB/s; io1/io2 bill every provisioned IOPS (io2's tiers above 32000 are cheaper:
+# us-east-1 list prices (docs/howto/datasets.md, "Deploying a dataset"): gp3 includes
+# 3000 IOPS and 125 MiB/s; io1/io2 bill every provisioned IOPS (io2's tiers above 32000 are cheaper:
 # this overstates those).
 BASE_IOPS = {"gp3": 3000}
 BASE_THROUGHPUT = {"gp3": 125}
 IOPS_MONTH = {"gp3": 0.005, "io1": 0.065, "io2": 0.065}
 THROUGHPUT_MONTH = 0.040  # gp3, per MiB/s-month above 125
-INIT_RATE_PER_GIB = 0.0015  # ASSUMED per GiB initialized at a provisioned rate (README)
+# ASSUMED per GiB initialized at a provisioned rate (docs/howto/datasets.md)
+INIT_RATE_PER_GIB = 0.0015
 
 
 class SnapshotState(str, Enum):
@@ -197,7 +198,8 @@ class DatasetCost:
         if ds.initialization_rate:
             once = "?" if self.initialization is None else f"${self.initialization:.2f}"
             out.append(f"  initialization rate {ds.initialization_rate} MiB/s: {once} once "
-                       f"(assumed ${INIT_RATE_PER_GIB}/GiB initialized; see README)")
+                       f"(assumed ${INIT_RATE_PER_GIB}/GiB initialized; see "
+                       "docs/howto/datasets.md)")
         return out
 
 

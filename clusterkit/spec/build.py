@@ -1,8 +1,8 @@
 """Checked plain values -> the immutable ``Spec``. PURE.
 
 Keys that were not written (or failed their check) take the dataclass defaults
-of ``model.py``; the README and the JSON Schema show the same defaults (a test
-holds the key tables to the dataclasses).
+of ``model.py``; the docs' key table (docs/reference/spec.md) and the JSON Schema show
+the same defaults (a test holds the key tables to the dataclasses).
 """
 
 from __future__ import annotations

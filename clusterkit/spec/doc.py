@@ -1,7 +1,8 @@
-"""The README's "Every key" table, generated from the key tables of ``keys.py``. PURE.
+"""The docs' "Every key" table, generated from the key tables of ``keys.py``. PURE.
 
-``scripts/readme.py --write`` puts it into README.md; a test fails when README.md holds
-another table, so the documentation cannot drift from the validator and the schema.
+``scripts/docs.py --write`` puts it into docs/reference/spec.md; a test fails when the
+page holds another table, so the documentation cannot drift from the validator and the
+schema.
 """
 
 from __future__ import annotations

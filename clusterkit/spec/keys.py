@@ -1,6 +1,6 @@
 """The key tables of cluster.yaml: the one description of every key.
 
-The validator (``walk.py``), the JSON Schema (``schema.py``) and the README table
+The validator (``walk.py``), the JSON Schema (``schema.py``) and the docs' key table
 are all generated from these tables, so they cannot drift apart. Checks that a
 table cannot express (cross-key rules, instance facts) live in ``checks.py``.
 """

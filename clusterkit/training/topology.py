@@ -2,7 +2,7 @@
 argv and environment (DMLC_* for MXNet's parameter server, torchrun's flags, the
 CLUSTERKIT_* variables every framework gets). PURE: no clock, no environment, no I/O.
 
-Decisions (README, "The environment of each process"):
+Decisions (docs/howto/training.md, "The environment of each process"):
 - MXNet scheduler and servers run ``<python> -c 'import mxnet'`` rather than the user's
   command (MXNet's tools/launch.py runs the user command for every role): mxnet runs the
   scheduler/server loop inside its import when DMLC_ROLE says so, so the command's own

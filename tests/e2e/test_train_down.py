@@ -1,5 +1,5 @@
 """`train --down` / `--down-always` end to end in the sandbox, through the CLI as a user
-runs it (no terminal: `--yes`): a 2-node cluster, the README's example job
+runs it (no terminal: `--yes`): a 2-node cluster, the docs' example job
 (examples/mxnet_dist_sync.py, real MXNet), and `down` itself taking the cluster down
 once the job's report is out. `--down` leaves a failed job's cluster up; `--down-always`
 takes it down; a success under `--down` takes it down. Refused before anything runs:

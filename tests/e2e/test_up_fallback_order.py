@@ -1,5 +1,5 @@
-"""`clusterkit --sandbox up` falls through capacity errors in the order README (section
-`spot`) documents, and a quota error stops the walk at once.
+"""`clusterkit --sandbox up` falls through capacity errors in the order the spot guide
+(docs/howto/spot-search.md, "What `up` tries") documents, and a quota error stops the walk at once.
 
 Runs the real CLI (click's CliRunner, in process) against the sandbox: moto in server
 mode in its own process, serving the recorded spot prices of
@@ -8,7 +8,7 @@ clusterkit/catalog/data/aws-prices.csv. The only test double is the *failure*: a
 VcpuLimitExceeded) for the first K RunInstances calls, because the emulator never runs
 out of capacity. Every other call, and every RunInstances after the K-th, is real HTTP.
 
-The expected order is derived here from the CSV and the rule as README words it, not
+The expected order is derived here from the CSV and the rule as the spot guide words it, not
 from clusterkit's ranking code (which is only cross-checked).
 """
 
@@ -75,7 +75,7 @@ class FailRunInstances:
                                "ResponseMetadata": {"HTTPStatusCode": 500}}, model.name)
 
 
-# --- the expected order, from the recorded prices and README's rule --------------------
+# --- the expected order, from the recorded prices and the guide's rule --------------
 
 def _recorded() -> tuple[dict[tuple[str, str, str], float], dict[tuple[str, str], float]]:
     """(type, region, zone id) -> spot $/h, and (type, region) -> on-demand $/h."""
@@ -103,7 +103,7 @@ def _zones(region: str) -> tuple[dict[str, str], set[tuple[str, str]]]:
 
 
 def _grouped(ranked: list[tuple[float, Key]]) -> list[Key]:
-    """README: next AZ of the same type and region, then the next type in that region,
+    """docs/howto/spot-search.md: next AZ of the same type and region, then the next type in that region,
     then the next region; groups in the order of their best offer."""
     region_at: dict[str, int] = {}
     type_at: dict[tuple[str, str], int] = {}

@@ -162,7 +162,7 @@ def leftovers(cluster: str, region: str = REGION) -> dict[str, list[str]]:
                      and {t["Key"]: t["Value"] for t in f.get("Tags", [])}.get(CLUSTER_TAG)
                      == cluster]
     # placement groups: moto has no placement-group API and its CloudFormation skips the
-    # resource, so none can exist in the emulator (see README, provision).
+    # resource, so none can exist in the emulator (see docs/howto/provision.md).
     cf = checker("cloudformation", region)
     out["stacks"] = [s["StackName"] for s in cf.describe_stacks()["Stacks"]
                      if s["StackName"] == f"clusterkit-{cluster}"

@@ -1,5 +1,5 @@
-"""What README promises about `up`, checked against moto in server mode (real HTTP):
-the AMI found by name and owner, `ssh.key_name` (used, never imported or deleted, and
+"""What the provisioning guide (docs/howto/provision.md) promises about `up`, checked
+against moto in server mode (real HTTP): the AMI found by name and owner, `ssh.key_name` (used, never imported or deleted, and
 refused when missing), `ssh.allowed_cidr` as the security group's only SSH source, the
 spec's `tags` on every resource, `--profile` choosing the credentials, and the launch's
 `ClientToken` (the same for a retried launch, another for other indexes)."""

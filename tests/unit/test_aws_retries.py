@@ -62,8 +62,8 @@ def throttling_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[Thrott
 
 
 def test_max_attempts_10_means_one_call_and_ten_retries(throttling_endpoint) -> None:
-    """README: "tried 11 times in all (the first call and 10 retries)"; botocore's
-    client-config ``max_attempts`` counts retries, not calls."""
+    """docs/howto/provision.md: "a throttled call is made 11 times in all (the first call
+    and 10 retries)"; botocore's client-config ``max_attempts`` counts retries, not calls."""
     assert aws_session.RETRY_CONFIG.retries == {"mode": "adaptive", "max_attempts": 10}
     ec2 = aws_session.client(aws_session.make_session("us-east-1"), "ec2")
     with pytest.raises(ClientError) as caught:

@@ -2,7 +2,7 @@
 ``.git``, not what ``.gitignore`` ignores), packed as one tar stream for SSH stdin, and
 where it lands on the nodes.
 
-Decisions (README, "Training"):
+Decisions (docs/howto/training.md):
 - ``--workdir DIR`` is always a local directory to sync. ``train.workdir`` is synced
   only when it is a relative path (taken from the spec file's directory); an absolute
   path or one starting with ``~`` names a directory on the nodes, where the command runs
