@@ -60,7 +60,7 @@ def stop(rt: Runtime, cluster: str, region: str, master_id: str) -> str:
         jc = running_nodes(rt, cluster, region)
         said = jc.run([jc.master], {jc.master.hop.label: Call(stop_command())},
                       timeout=STOP_WAIT + 30)[jc.master.hop.label].stdout.strip()
-    except (ClusterkitError, GroupError) as exc:
+    except (ClusterkitError, GroupError, IndexError) as exc:  # IndexError: no node runs
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         rt.warn(f"could not reach the master to stop its recovery controller: {first}; "
                 "terminating the master ends it", stage=Stage.DOWN)
