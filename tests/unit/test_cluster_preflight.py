@@ -68,7 +68,8 @@ def cluster(ids: tuple[str, str], answers: dict[str, dict]) -> Cluster:
 
 
 SAID: list[str] = []
-RT = SimpleNamespace(started=lambda *a, **k: None, done=lambda text, **k: SAID.append(text),
+RT = SimpleNamespace(started=lambda stage, text, **k: None,
+                     done=lambda stage, text, **k: SAID.append(text),
                      warn=lambda text, **k: SAID.append(text),
                      info=lambda text, **k: SAID.append(text))
 

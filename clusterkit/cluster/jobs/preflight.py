@@ -75,6 +75,14 @@ def expect_of(jc: JobCluster, node: Node) -> pre.Expect:
                       GP3_BASELINE_MIB_S, lazy_clone(jc))
 
 
+def say(rt: Runtime, text: str, bad: bool) -> None:
+    """A verdict's line: a warning when it failed."""
+    if bad:
+        rt.warn(text, stage=Stage.TRAIN)
+    else:
+        rt.done(Stage.TRAIN, text)
+
+
 def facts_of(jc: JobCluster) -> tuple[NodeFact[Any], ...]:
     assert jc.spec is not None and jc.spec.train is not None
     dataset = jc.spec.storage.dataset
@@ -98,8 +106,7 @@ def check_nodes(rt: Runtime, jc: JobCluster, targets: Sequence[Target],
         check = pre.NodeCheck(index, jc.node_name(index), target.node.instance_id,
                               pre.judge_node(parsed, expect_of(jc, target.node)))
         torch = torch or (index == 0 and pf.has_torch(parsed))
-        (rt.warn if check.failed else rt.done)(f"preflight: {pre.node_line(check)}",
-                                               stage=Stage.TRAIN)
+        say(rt, f"preflight: {pre.node_line(check)}", bool(check.failed))
         checks.append(check)
     return tuple(checks), bool(torch)
 
@@ -171,8 +178,8 @@ def all_reduce(rt: Runtime, job: Job, jc: JobCluster, torch: bool, out: TextIO |
                               f"{test.outcome.state.value}: {test.outcome.reason or '-'}")
     else:
         verdict = pre.judge_all_reduce(test.verdict, test.efa)
-    (rt.warn if verdict.status is pre.Status.FAIL else rt.done)(
-        f"preflight: all-reduce {verdict.status.value}: {verdict.evidence}", stage=Stage.TRAIN)
+    say(rt, f"preflight: all-reduce {verdict.status.value}: {verdict.evidence}",
+        verdict.status is pre.Status.FAIL)
     return verdict, None
 
 
