@@ -196,6 +196,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxHandle]
 
 @pytest.fixture
 def sandbox_env(sandbox: SandboxHandle, monkeypatch: pytest.MonkeyPatch) -> SandboxHandle:
+    support.forget_default_session()
     for name in support.FOREIGN_AWS_VARS:
         monkeypatch.delenv(name, raising=False)
     for name, value in sandbox.env.items():

@@ -162,10 +162,20 @@ def moto_server() -> Iterator[str]:
         server.stop()
 
 
+def forget_default_session() -> None:
+    """boto3's default session (``boto3.client(...)``) resolves its credentials once:
+    after the AWS environment changed, the next one reads them again. A sandbox refuses
+    any key but its own of this start."""
+    import boto3
+
+    boto3.DEFAULT_SESSION = None
+
+
 def aws_env(monkeypatch: pytest.MonkeyPatch, endpoint: str, region: str = REGION,
             **extra: str) -> None:
     """Point every AWS client at ``endpoint`` with throwaway credentials, undone by
     ``monkeypatch``; no profile or region from the developer's shell leaks in."""
+    forget_default_session()
     for name in FOREIGN_AWS_VARS:
         monkeypatch.delenv(name, raising=False)
     values = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
@@ -178,6 +188,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, endpoint: str, region: str = REGION
 def sandbox_aws_env(monkeypatch: pytest.MonkeyPatch, where: Path, region: str = REGION) -> None:
     """Sandbox mode for the sandbox running in ``where`` (its endpoint, its credentials
     file), undone by ``monkeypatch``; nothing of the developer's shell leaks in."""
+    forget_default_session()
     for name in FOREIGN_AWS_VARS:
         monkeypatch.delenv(name, raising=False)
     for name, value in {**sandboxmode.sandbox_env(str(where)),

@@ -110,14 +110,28 @@ def calls(moto_env: str) -> Calls:
 
 
 @functools.lru_cache(maxsize=64)
-def _client(service: str, region: str | None, endpoint: str | None) -> Any:
-    return boto3.client(service, region, endpoint_url=endpoint)
+def _client(service: str, region: str | None, endpoint: str | None,
+            _signer: tuple[str | None, str | None, int]) -> Any:
+    return boto3.Session().client(service, region, endpoint_url=endpoint)
+
+
+def _signer() -> tuple[str | None, str | None, int]:
+    """What the clients made now sign with: a key in the environment, or a credentials
+    file (its path and its last write: a sandbox writes a new key at each start, and
+    refuses any other)."""
+    path = os.environ.get("AWS_SHARED_CREDENTIALS_FILE")
+    try:
+        stamp = os.stat(path).st_mtime_ns if path else 0
+    except OSError:
+        stamp = 0
+    return os.environ.get("AWS_ACCESS_KEY_ID"), path, stamp
 
 
 def checker(service: str, region: str | None = REGION) -> Any:
-    """The tests' own client of ``service`` (one per endpoint: the checks below run after
-    every `up` and `down`, and a new client costs more than the calls it makes)."""
-    return _client(service, region, os.environ.get("AWS_ENDPOINT_URL"))
+    """The tests' own client of ``service`` (one per endpoint and credentials: the checks
+    below run after every `up` and `down`, and a new client costs more than the calls it
+    makes; each made in a session of its own, which reads the credentials in force)."""
+    return _client(service, region, os.environ.get("AWS_ENDPOINT_URL"), _signer())
 
 
 def live_instances(cluster: str) -> list[dict]:
