@@ -86,6 +86,7 @@ def ssh_agent(where: Path) -> Iterator[str]:
 def point_at_sandbox(mp: pytest.MonkeyPatch, sandbox: SandboxHandle) -> None:
     """AWS clients (and clusterkit) in this process use ``sandbox``: its variables set,
     none left from the developer's shell that would point them elsewhere."""
+    support.forget_default_session()  # boto3.client(): signed with this sandbox's key
     for var in support.FOREIGN_AWS_VARS:
         mp.delenv(var, raising=False)
     for var, value in sandbox.env.items():
