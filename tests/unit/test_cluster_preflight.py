@@ -40,7 +40,7 @@ def outputs(case: str) -> dict:
     return json.loads((CASES / f"{case}.json").read_text())["outputs"]
 
 
-HEALTHY = outputs("healthy-p4de")
+HEALTHY = {**outputs("healthy-p4de"), "torch": None}  # no torch: the all-reduce skipped
 FAILING = {**HEALTHY, "smi_q": outputs("remapped-rows-pending")["smi_q"],
            "dcgmi": outputs("dcgm-fails")["dcgmi"]}
 NEW = {**HEALTHY, "smi_q": None, "dcgmi": None}  # the replacement: a fresh c5.large
@@ -148,3 +148,28 @@ def test_what_a_node_should_have_comes_from_its_type_and_the_spec():
     assert preflight.expect_of(off, p4d) == pre.Expect(
         "p4d.24xlarge", 8, 0, "network.efa: false (p4d.24xlarge has 4)", "/data", 250.0,
         True)
+
+
+def test_an_all_reduce_that_fails_on_a_node_names_it_once_every_node_has_torch(monkeypatch):
+    torch = {**HEALTHY, "torch": {"lines": ["torch"]}}
+    jc = cluster(("i-m", "i-w"), {"master": torch, "worker": torch})
+    failed = SimpleNamespace(node="worker-1", tail=("RuntimeError: NCCL error",),
+                             describe=lambda: "torchrun torchrun-0 on worker-1 exited 1")
+    ran = []
+
+    def measure(rt, jc_, command, **kwargs):
+        ran.append(command)
+        return SimpleNamespace(outcome=SimpleNamespace(ok=False, failed=failed))
+
+    monkeypatch.setattr(preflight.nccltest, "measure", measure)
+    with pytest.raises(ClusterkitError) as stopped:
+        preflight.run(RT, job(jc), jc, limit=0)  # type: ignore[arg-type]
+    assert ran == ["python3 nccl_allreduce.py"]
+    assert stopped.value.message.splitlines()[1] == (
+        "  worker-1: all_reduce: the all-reduce test: torchrun torchrun-0 on worker-1 "
+        "exited 1: RuntimeError: NCCL error")
+    ran.clear()
+    no_torch = cluster(("i-m", "i-w"), {"master": torch, "worker": HEALTHY})
+    checked = preflight.run(RT, job(no_torch), no_torch, limit=0)  # type: ignore[arg-type]
+    assert ran == [] and checked.record.all_reduce is not None
+    assert checked.record.all_reduce.status is pre.Status.SKIPPED

@@ -93,19 +93,19 @@ def facts_of(jc: JobCluster) -> tuple[NodeFact[Any], ...]:
 def check_nodes(rt: Runtime, jc: JobCluster, targets: Sequence[Target],
                 ) -> tuple[tuple[pre.NodeCheck, ...], bool]:
     """Every node of ``targets`` checked at once: its verdicts, each said; and whether
-    the master's job interpreter has torch (for the all-reduce)."""
+    the job's interpreter has torch there (every node: for the all-reduce)."""
     facts = facts_of(jc)
     rt.started(Stage.TRAIN, f"preflight: checking {len(targets)} node(s) (GPUs, DCGM, "
                "EFA, dataset)")
     calls = {t.hop.label: Call(pf.gather(facts)) for t in targets}
     group = jc.run(targets, calls, timeout=TIMEOUT)
-    checks, torch = [], False
+    checks, torch = [], True
     for target in targets:
         parsed = pf.parse_node(group[target.hop.label].stdout.splitlines(), facts)
         index = target.node.index or 0
         check = pre.NodeCheck(index, jc.node_name(index), target.node.instance_id,
                               pre.judge_node(parsed, expect_of(jc, target.node)))
-        torch = torch or (index == 0 and pf.has_torch(parsed))
+        torch = torch and pf.has_torch(parsed)
         say(rt, f"preflight: {pre.node_line(check)}", bool(check.failed))
         checks.append(check)
     return tuple(checks), bool(torch)
@@ -189,9 +189,12 @@ def run(rt: Runtime, job: Job, jc: JobCluster, limit: int, out: TextIO | None = 
     or the all-reduce falls short of EFA. ``replace``: `train --replace`."""
     rounds: list[tuple[pre.NodeCheck, ...]] = []
     done: list[Recovery] = []
-    targets = list(jc.targets)
+    if jc.cached:  # the nodes `up` last saw: asked of AWS, as a replacement would be
+        jc = jobs.open_job_cluster(rt, job.spec_file, job.region)
+    targets, torch = list(jc.targets), True
     while True:
-        checks, torch = check_nodes(rt, jc, targets)  # a node that does not answer: raises
+        checks, torch_here = check_nodes(rt, jc, targets)  # a node not answering: raises
+        torch = torch and torch_here  # every node checked so far (the old ones kept)
         rounds.append(checks)
         failed = pre.failed_nodes(checks)
         reduce_verdict = None
