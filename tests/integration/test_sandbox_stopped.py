@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterkit_sandbox import client
+from clusterkit_sandbox import client, credentials
 from clusterkit_sandbox.state import DAEMON_MODULE, DIR_ENV, STATE_FILE
 from clusterkit_sandbox.timings import Timings
 
@@ -52,6 +52,7 @@ def stopped_sandbox(tmp_path: Path) -> Iterator[dict[str, str]]:
         endpoint = f"http://127.0.0.1:{_closed_port()}"
         (where / STATE_FILE).write_text(json.dumps({"endpoint": endpoint, "pid": daemon.pid}))
         client.hand_over(where, endpoint, daemon.pid, Timings())
+        credentials.write(where, credentials.Keys())  # as its daemon did at its start
         home = tmp_path / "home"
         home.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CLUSTERKIT_"))}
