@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clusterkit.catalog.prices import on_demand_price
 from clusterkit.kinds import KeyPairAction, Market, MarketPolicy, StackAction
 from clusterkit.plan.applied import apply_lines
+from clusterkit.plan.cost import duration, hours_bought, usd, worst_hourly
 from clusterkit.plan.dataset import dataset_cost
 from clusterkit.plan.network import efa_lines
 from clusterkit.plan.nodes import node_name
@@ -157,6 +159,7 @@ def plan_lines(plan: UpPlan) -> list[str]:
         lines.append(f"tag {len(plan.nodes.retag_ids)} node(s) with their role "
                      f"({len(plan.nodes.retag)} call(s))")
     lines += apply_lines(plan)
+    lines += cap_lines(plan.spec)
     if not plan.mutates:
         total = plan.hourly_after()
         lines.append("the cluster's nodes cost " + (f"${total:.4f}/h" if total is not None
@@ -164,3 +167,28 @@ def plan_lines(plan: UpPlan) -> list[str]:
     if not plan.nodes.launch:  # else the spend lines show them under the launch
         lines += [f"warning: {w}" for w in plan.warnings]
     return lines + [f"note: {n}" for n in plan.notes]
+
+
+def cap_lines(spec: Spec) -> list[str]:
+    """What ``train.max_cost`` buys, in hours at the worst case: every node at the
+    dearest allowed type's on-demand price in the allowed regions (or nodes.max_price,
+    when dearer): the most a job can bill per hour, whatever `up` or a recovery
+    launches (``training/budget.py``)."""
+    cap = spec.train.max_cost if spec.train is not None else None
+    if cap is None:
+        return []
+    nodes = spec.nodes
+    prices = [on_demand_price(t, r) for t in nodes.instance_types for r in spec.regions]
+    worst = worst_hourly(nodes.count, prices, nodes.max_price)
+    return [cap_line(cap, worst, f"{nodes.count} x the dearest allowed type on-demand"
+                     + (" or nodes.max_price" if nodes.max_price is not None else ""))]
+
+
+def cap_line(cap: float, worst: float | None, what: str) -> str:
+    """``train.max_cost $5.00 buys 1.2 h of the job at the worst case $4.0800/h (…)``."""
+    hours = hours_bought(cap, worst)
+    if hours is None:
+        return (f"train.max_cost {usd(cap)}: the hours it buys are unknown (no price for "
+                f"{what}); `train` refuses a cap it cannot count")
+    return (f"train.max_cost {usd(cap)} buys {duration(hours)} of the job at the worst "
+            f"case ${worst:.4f}/h ({what})")

@@ -27,6 +27,7 @@ SHOWN_DEFAULTS: dict[str, str] = {
     "storage.dataset.iops": "gp3: 3000",
     "storage.dataset.throughput": "gp3: 125",
     "storage.dataset.size_gb": "the snapshot's size",
+    "train.max_cost": "no cap",
     "train": "off",
     "autostop": "off",
 }

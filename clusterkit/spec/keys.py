@@ -310,6 +310,11 @@ TRAIN = _obj("The distributed job `clusterkit train` starts.", {
                                  "replaced. 0: never read.", 60, 0, 86400),
     "stop_on_stall": Key("boolean", "Stop a stalled job (after the checkpoint signal and "
                          "checkpoint_grace), so a hung run stops billing.", default=False),
+    "max_cost": Key("number", "Dollars the job may spend (`train --max-cost`): every "
+                    "node it uses, standbys and replacements too, at the prices they were "
+                    "launched at; before it crosses the cap the job gets the checkpoint "
+                    "signal and stops as `budget` (docs/howto/spending-cap.md).",
+                    minimum=0, exclusive_minimum=True, maximum=1000000),
     "preflight": Key("boolean", "Check every node before the job starts (`train "
                      "--preflight`): GPUs, DCGM, EFA, the dataset volume's read rate and an "
                      "all-reduce; a failing node is replaced while max_recoveries allows, "

@@ -162,6 +162,7 @@ class Train:
     stop_on_stall: bool = False  # a stalled job is stopped after its checkpoint signal
     gpu_health_every: float = 60.0  # seconds between GPU health reads on a node (0: off)
     preflight: bool = False  # every node checked before the job (`train --preflight`)
+    max_cost: float | None = None  # USD the job may spend (training/budget.py)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ PURE_FILES = ("bootstrap/facts.py", "bootstrap/steps.py", "bootstrap/stepdata.py
               "node/autostop_policy.py", "training/nccl.py", "training/allreduce.py",
               "bootstrap/efa.py", "bootstrap/efa_facts.py", "bootstrap/nodefact.py",
               "node/wire.py", "node/jobfile.py", "cluster/access/console_keys.py",
-              "remote/selection.py", "training/preflight.py", "training/preflight_facts.py")
+              "remote/selection.py", "training/preflight.py", "training/preflight_facts.py",
+              "training/budget.py")
 # top-level module -> the only sub-packages of clusterkit that may import it
 ONLY_IN = {
     "boto3": ("aws",),
