@@ -133,6 +133,11 @@ def _byte_size(_ctx: click.Context, _param: click.Parameter, value: str | None) 
               help="Times a lost node (spot notice, instance gone, silent for "
                    "train.node_timeout) is replaced and the job restarted from its "
                    "checkpoint (default: train.max_recoveries, 0).")
+@click.option("--max-cost", type=click.FloatRange(min=0, min_open=True, max=1_000_000),
+              default=None, metavar="DOLLARS",
+              help="The job's spending cap: every node it uses (standbys and replacements "
+                   "too) at its launch price; before the cap the job gets the checkpoint "
+                   "signal and stops as `budget` (default: train.max_cost, none).")
 @click.option("--preflight", is_flag=True,
               help="Check every node first (GPUs, DCGM, EFA, the dataset's read rate, an "
                    "all-reduce); a failing node is replaced while recoveries are left, "
@@ -155,13 +160,13 @@ def _byte_size(_ctx: click.Context, _param: click.Parameter, value: str | None) 
 @json_option
 def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
           workdir_option: str | None, attach: bool, max_recoveries: int | None,
-          preflight: bool, nccl_test: bool, nccl_max_bytes: int | None,
+          max_cost: float | None, preflight: bool, nccl_test: bool, nccl_max_bytes: int | None,
           down_when: str | None, yes: bool) -> None:
     """Start the distributed job (MXNet PS or torchrun) on every node; live logs; fail-fast.
 
     \b
       clusterkit train SPEC [--detach] [--replace] [--workdir DIR] [--max-recoveries N]
-                       [--preflight] [-- COMMAND ...]
+                       [--max-cost DOLLARS] [--preflight] [-- COMMAND ...]
       clusterkit train SPEC --attach [--max-recoveries N] [--workdir DIR]
       clusterkit train SPEC --nccl-test [--nccl-max-bytes SIZE] [--replace]
       clusterkit train SPEC --down|--down-always [--yes] [-- COMMAND ...]
@@ -183,7 +188,8 @@ def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
     ctx = get_ctx()
     if nccl_test or nccl_max_bytes is not None:
         _nccl_test(spec_file, bool(command or detach or attach or workdir_option or
-                                   max_recoveries is not None or down_when or preflight),
+                                   max_recoveries is not None or down_when or preflight
+                                   or max_cost is not None),
                    nccl_test,
                    replace, nccl_max_bytes)
         return
@@ -193,6 +199,11 @@ def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
 
         raise UsageError("--preflight checks the nodes before a job starts; --attach "
                          "takes over one that runs", f"clusterkit train {spec_file} --attach")
+    if attach and max_cost is not None:
+        from clusterkit.errors import UsageError
+
+        raise UsageError("--max-cost sets a new job's cap; --attach keeps the cap the job "
+                         "started with", f"clusterkit train {spec_file} --attach")
     if attach:
         taken = _attach(spec_file, command, detach, replace, workdir_option, max_recoveries)
         _finish(taken, None if down is None else lambda: down(taken))
@@ -201,7 +212,8 @@ def train(spec_file: str, command: tuple[str, ...], detach: bool, replace: bool,
                        detach=detach, replace=replace,
                        out=sys.stderr if ctx.json else sys.stdout,
                        confirm_stop=_confirm_stop, region=ctx.region, profile=ctx.profile,
-                       max_recoveries=max_recoveries, preflight=preflight, rt=_runtime())
+                       max_recoveries=max_recoveries, preflight=preflight,
+                       max_cost=max_cost, rt=_runtime())
     _finish(outcome, None if down is None else lambda: down(outcome))
 
 
@@ -244,7 +256,7 @@ def _nccl_test(spec_file: str, other_options: bool, nccl_test: bool, replace: bo
     if other_options:
         raise UsageError("--nccl-test runs the bandwidth test instead of the job: it takes "
                          "no COMMAND, --detach, --attach, --workdir, --max-recoveries, "
-                         "--preflight or --down",
+                         "--max-cost, --preflight or --down",
                          f"clusterkit train {spec_file} --nccl-test")
     ctx = get_ctx()
     found = do_nccl_test(spec_file, max_bytes=max_bytes, replace=replace,

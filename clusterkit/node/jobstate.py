@@ -54,6 +54,7 @@ class JobStateName(_Name):
     FAILED = "failed"
     STOPPED = "stopped"
     INTERRUPTED = "interrupted"  # a spot interruption notice: checkpoint, then stopped
+    BUDGET = "budget"  # the job's spending cap (train.max_cost): checkpoint, then stopped
     UNKNOWN = "unknown"  # no state.json (the supervisor never wrote one)
 
     @property
@@ -65,7 +66,9 @@ class JobStateName(_Name):
         return self.value in ACTIVE
 
 
-FINAL = ("succeeded", "failed", "stopped", "interrupted")
+FINAL = ("succeeded", "failed", "stopped", "interrupted", "budget")
+# The outcomes that give every process the checkpoint signal and its grace before SIGTERM
+CHECKPOINTED = ("interrupted", "budget")
 ACTIVE = ("starting", "running", "stopping")
 
 

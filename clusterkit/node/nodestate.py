@@ -182,10 +182,21 @@ def state_from(data: Mapping[str, Any], state: JobStateName) -> JobState:
 # -- the stop verb's request to the daemon ------------------------------------------------
 
 STOP_NAME = "stop.json"  # {"grace": seconds}: written by the stop verb, read by the daemon
+# (the budget verb adds {"budget": reason, "checkpoint_for": seconds})
 
 
-def write_stop(job_dir: str, grace: float) -> None:
-    write_json(os.path.join(job_dir, STOP_NAME), {"grace": grace})
+def write_stop(job_dir: str, grace: float, budget: str | None = None,
+               checkpoint_for: float | None = None) -> None:
+    extra = {} if budget is None else {"budget": budget, "checkpoint_for": checkpoint_for}
+    write_json(os.path.join(job_dir, STOP_NAME), {"grace": grace, **extra})
+
+
+def read_stop_budget(job_dir: str) -> tuple | None:
+    """(reason, checkpoint seconds) when the budget verb asked for the stop, else None."""
+    data = read_json(os.path.join(job_dir, STOP_NAME))
+    if not isinstance(data, dict) or not isinstance(data.get("budget"), str):
+        return None
+    return data["budget"], wire.as_float(data.get("checkpoint_for")) or 0.0
 
 
 def read_stop_grace(job_dir: str) -> float | None:

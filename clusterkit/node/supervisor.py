@@ -145,6 +145,18 @@ def verb_stop(job_dir: str, job: JobFile, grace: float | None) -> int:
     return 0 if gone else 1
 
 
+def verb_budget(job_dir: str, job: JobFile, reason: str, checkpoint_for: float) -> int:
+    """The job's spending cap is near (the client decides, ``training/budget.py``): ask
+    the master's daemon to stop the job as ``budget``, the checkpoint signal first and
+    ``checkpoint_for`` seconds to save; returns at once (the job ends on its own)."""
+    pid = daemon_pid(job_dir, job.job_id)
+    if pid is not None:
+        nodestate.write_stop(job_dir, job.stopping.grace_seconds, reason, checkpoint_for)
+        signal_pid(pid, signal.SIGTERM)
+    print(refreshed_state(job_dir, job).text())
+    return 0 if pid is not None else 1
+
+
 def _pgids(job_dir: str, job: JobFile) -> set:
     found = set()
     for p in job.processes:
@@ -189,10 +201,12 @@ def verb_wait(job_dir: str, job: JobFile, timeout: float | None) -> int:
 def main(argv: list) -> int:
     import argparse
     parser = argparse.ArgumentParser(prog="supervisor.py")
-    parser.add_argument("verb", choices=("start", "stop", "status", "wait"))
+    parser.add_argument("verb", choices=("start", "stop", "status", "wait", "budget"))
     parser.add_argument("job_dir")
     parser.add_argument("--grace", type=float)
     parser.add_argument("--timeout", type=float)
+    parser.add_argument("--reason", default="the job's spending cap")
+    parser.add_argument("--checkpoint", type=float, default=0.0)
     args = parser.parse_args(argv)
     job_dir = os.path.abspath(args.job_dir)
     try:
@@ -204,6 +218,8 @@ def main(argv: list) -> int:
         return verb_start(job_dir, job)
     if args.verb == "stop":
         return verb_stop(job_dir, job, args.grace)
+    if args.verb == "budget":
+        return verb_budget(job_dir, job, args.reason, args.checkpoint)
     if args.verb == "wait":
         return verb_wait(job_dir, job, args.timeout)
     print(refreshed_state(job_dir, job).text())

@@ -228,7 +228,8 @@ class Supervisor:
         log(f"decided {outcome.state}: {outcome.reason}")
         self.outcome, self.state = outcome, S.STOPPING
         self.coord.broadcast(outcome)
-        until = self.coord.checkpoint_until if outcome.state == S.INTERRUPTED else None
+        until = self.coord.checkpoint_until if outcome.state in jobstate.CHECKPOINTED \
+            else None
         left = self.group.begin_stop(None if until is None else until - time.time())
         if left is not None:  # checkpoint first; SIGTERM when the grace ends
             log(f"sent {self.group.signal.name} to every process but a launcher, scheduler "
@@ -247,6 +248,8 @@ class Supervisor:
             self.save()
             self.report()
         now = time.monotonic()
+        if self.stop_flag and self.outcome is None and self.coord.master:
+            self.on_budget()
         if self.stop_flag and self.outcome is None:
             grace = nodestate.read_stop_grace(self.job_dir)
             self.group.grace = self.group.grace if grace is None else grace
@@ -293,6 +296,18 @@ class Supervisor:
         if self.job.sampling is not None and self.job.sampling.stop_on_stall:
             self.stall_stop_at = time.monotonic() + self.job.stopping.checkpoint_grace
         self.save()
+
+    def on_budget(self) -> None:
+        """The client's budget verb (the job's spending cap, ``training/budget.py``):
+        every node's processes get the checkpoint signal and its grace (0: SIGTERM now),
+        and the job ends as ``budget`` with the client's reason (the amount)."""
+        asked = nodestate.read_stop_budget(self.job_dir)
+        if asked is None:
+            return
+        reason, checkpoint_for = asked
+        if checkpoint_for > 0 and self.coord.checkpoint_until is None:
+            self.coord.checkpoint_until = time.time() + checkpoint_for
+        self.decide(Outcome(S.BUDGET, reason))
 
     def crash(self, error: BaseException) -> None:
         """Last resort: nothing of the job may outlive its supervisor silently."""

@@ -24,6 +24,7 @@ from clusterkit.node.wire import (
     stamped,
     version_of,
 )
+from clusterkit.plan.cost import usd
 from clusterkit.training import preflight
 
 
@@ -81,6 +82,7 @@ class JobReport:
     findings: tuple[Mapping[str, Any], ...] = ()
     recoveries: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
     preflight: Mapping[str, Any] | None = None  # `train --preflight`'s record (preflight.py)
+    budget: Mapping[str, Any] | None = None  # spend against the cap (training/budget.py)
 
     @property
     def wall_s(self) -> float:
@@ -110,7 +112,8 @@ class JobReport:
             "wall_s": self.wall_s, "samples_per_s": self.samples_per_s,
             "samples": self.samples, "cost": self.total("cost"),
             "on_demand_cost": self.total("on_demand_cost"),
-            **({"preflight": dict(self.preflight)} if self.preflight else {})})
+            **({"preflight": dict(self.preflight)} if self.preflight else {}),
+            **({"budget": dict(self.budget)} if self.budget else {})})
 
     @classmethod
     def from_json(cls, data: object, where: str) -> JobReport:
@@ -122,7 +125,7 @@ class JobReport:
                    tuple(NodeReport.from_json(n, where) for n in as_list(data.get("nodes"))),
                    tuple(f for f in map(as_dict, as_list(data.get("findings"))) if f),
                    tuple(r for r in map(as_dict, as_list(data.get("recoveries"))) if r),
-                   as_dict(data.get("preflight")) or None)
+                   as_dict(data.get("preflight")) or None, as_dict(data.get("budget")) or None)
 
 
 def node_report(facts: NodeFacts, kept: Summary | Mapping[str, Any] | None,
@@ -153,11 +156,12 @@ def build(cluster: str, job_id: str, state: str, started: float | None,
           totals: Mapping[int, Summary | Mapping[str, Any]],
           findings: Sequence[Mapping[str, Any]] = (),
           recoveries: Sequence[Mapping[str, Any]] = (),
-          preflight: Mapping[str, Any] | None = None) -> JobReport:
+          preflight: Mapping[str, Any] | None = None,
+          budget: Mapping[str, Any] | None = None) -> JobReport:
     return JobReport(cluster, job_id, state, started, ended,
                      tuple(node_report(f, totals.get(f.index), started, ended)
                            for f in sorted(facts, key=lambda f: f.index)),
-                     tuple(findings), tuple(recoveries), preflight)
+                     tuple(findings), tuple(recoveries), preflight, budget)
 
 
 def _pct(value: float | None) -> str:
@@ -186,7 +190,23 @@ def lines(report: JobReport) -> list[str]:
     out += [f"  finding: {f.get('kind')}: {f.get('evidence')}" for f in report.findings]
     out += [f"  recovery: {r.get('describe') or r}" for r in report.recoveries]
     out += [f"  {line}" for line in preflight_lines(report.preflight)]
+    out += [f"  {line}" for line in budget_lines(report.budget)]
     return out
+
+
+def budget_lines(kept: Mapping[str, Any] | None) -> list[str]:
+    """``budget: spent $0.0512 of the $0.0500 cap (train.max_cost), every instance the
+    job used; stopped by the cap`` (nothing when the job had no cap)."""
+    if not kept:
+        return []
+    spent, cap = as_float(kept.get("spent")), as_float(kept.get("cap"))
+    if spent is None or cap is None:
+        return ["budget: a record this client does not read"]
+    acted = as_str(kept.get("acted"), "under")
+    how = {"checkpoint": "; stopped by the cap after the checkpoint signal",
+           "stop": "; stopped by the cap"}.get(acted or "", "")
+    return [f"budget: spent {usd(spent)} of the {usd(cap)} cap (train.max_cost), every "
+            f"instance the job used{how}"]
 
 
 def preflight_lines(kept: Mapping[str, Any] | None) -> list[str]:

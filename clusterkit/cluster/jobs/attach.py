@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
-from clusterkit.cluster.jobs import controller, workdir
+from clusterkit.cluster.jobs import budget, controller, workdir
 from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.attempt import Job, follow_job
 from clusterkit.cluster.jobs.results import JobOutcome
@@ -52,13 +52,18 @@ def do_attach(spec_file: str, *, job_id: str | None = None,
         rt.info("the recovery controller on the master recovers this job: following it "
                 "only", stage=Stage.TRAIN)
         limit = 0
+    spending = budget.Spending.resume(jc, job_id)  # the cap the job's start recorded
     with recovery.standbys_for(rt, job, limit) as standbys:
+        recovery.count_standbys(spending, standbys)
         outcome = follow_job(jc, job_id, out, confirm_stop,
                              standbys.on_notice if standbys else None,
-                             active=state is not None and state.state.active)
-        if not (outcome.ok or outcome.detached or outcome.state is JobStateName.STOPPED):
+                             active=state is not None and state.state.active,
+                             spending=spending)
+        if not (outcome.ok or outcome.detached or
+                outcome.state in (JobStateName.STOPPED, JobStateName.BUDGET)):
             outcome = recovery.recover(rt, job, outcome, limit=limit, out=out,
-                                       confirm_stop=confirm_stop, standbys=standbys)
+                                       confirm_stop=confirm_stop, standbys=standbys,
+                                       spending=spending)
     from clusterkit.cluster.jobs import report
 
     return report.with_report(rt, outcome, spec_file, region)

@@ -38,7 +38,7 @@ from typing import TextIO
 from clusterkit import sandboxmode
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.catalog.instances import lookup as instance_type
-from clusterkit.cluster.jobs import ending, top, transport, workdir
+from clusterkit.cluster.jobs import budget, ending, top, transport, workdir
 from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.nodejobs import JobCluster, JobOutcome, job_dir, node_python
 from clusterkit.cluster.runtime import Runtime
@@ -302,9 +302,11 @@ def run_attempt(rt: Runtime, job: Job, jc: JobCluster, *, detach: bool = False,
                 replace: bool = False, out: TextIO | None = None,
                 confirm_stop: Callable[[str], bool] = lambda _job: True,
                 restart: Restart | None = None,
-                on_notice: jobs.OnNotice | None = None) -> JobOutcome:
+                on_notice: jobs.OnNotice | None = None,
+                spending: budget.Spending | None = None) -> JobOutcome:
     """The job started on ``jc`` (its nodes asked first, one call each) and, unless
-    ``detach``, followed until it ends (``on_notice``: each spot notice meanwhile)."""
+    ``detach``, followed until it ends (``on_notice``: each spot notice meanwhile;
+    ``spending``: the job's spending cap, kept while it is followed)."""
     assert job.spec.train is not None
     node_workdir = None if job.workdir else job.node_workdir or job.spec.train.workdir
     with contextlib.ExitStack() as stack:  # one SSH handshake per node in all
@@ -312,14 +314,15 @@ def run_attempt(rt: Runtime, job: Job, jc: JobCluster, *, detach: bool = False,
             rt, job.spec_file, job.region))
         return _run_job(rt, jc, job.spec, job.command, job.workdir, ready, detach=detach,
                         replace=replace, out=out, confirm_stop=confirm_stop,
-                        restart=restart, on_notice=on_notice)
+                        restart=restart, on_notice=on_notice, spending=spending)
 
 
 def _run_job(rt: Runtime, jc: JobCluster, spec: Spec, text: str,
              plan: workdir.Workdir | None, ready: Ready, *, detach: bool, replace: bool,
              out: TextIO | None, confirm_stop: Callable[[str], bool],
              restart: Restart | None = None,
-             on_notice: jobs.OnNotice | None = None) -> JobOutcome:
+             on_notice: jobs.OnNotice | None = None,
+             spending: budget.Spending | None = None) -> JobOutcome:
     """``do_train`` once the nodes answered: every call on ``jc``'s open connections."""
     assert spec.train is not None
     refuse_running(rt, jc, ready, replace)
@@ -330,27 +333,52 @@ def _run_job(rt: Runtime, jc: JobCluster, spec: Spec, text: str,
     if sync is not None and sync.shared:
         sync_shared(jc, sync, job_id)
     cwd = sync.remote if sync else ready.cwd or "/"
+    if spending is not None:
+        spending.observe(jc)
     start(rt, jc, spec, text, job_id, cwd, ready.ports,
-          sync if sync is not None and not sync.shared else None, restart)
+          sync if sync is not None and not sync.shared else None, restart,
+          spending.files() if spending is not None else None)
     if restart is not None:  # the node clocks say it in the record; this one says it now
         latest = recoveries_of(restart.record, time.time())[-1:]
         for recovery in latest:
             rt.done(Stage.TRAIN, f"job {job_id} is the job restarted: {recovery.describe()}")
     if detach:
         return JobOutcome(jc.name, job_id, JobStateName.RUNNING, detached=True)
-    return follow_job(jc, job_id, out, confirm_stop, on_notice)
+    return follow_job(jc, job_id, out, confirm_stop, on_notice, spending=spending)
 
 
 def follow_job(jc: JobCluster, job_id: str, out: TextIO | None,
                confirm_stop: Callable[[str], bool], on_notice: jobs.OnNotice | None = None,
-               active: bool = True) -> JobOutcome:
+               active: bool = True, spending: budget.Spending | None = None) -> JobOutcome:
     """The job's logs until it ends (``active``; else those it has, then its state);
     Ctrl-C asks ``confirm_stop`` whether to stop it. While active, its NCCL transport
     is checked on EFA-capable nodes (``transport.py``: a job not on EFA under
-    ``network.efa: true`` is stopped)."""
+    ``network.efa: true`` is stopped), and its spend kept to its cap (``spending``:
+    ``cluster/jobs/budget.py``)."""
     teller = top.FindingsTeller(jc, lambda line: out.write(line + "\n")) \
         if active and out is not None else None
     watch = transport.watch_for(jc, out) if active else None
+    spend = budget.watch_for(spending if active else None, jc, job_id, _sayer(out))
+    try:
+        outcome = _follow(jc, job_id, out, confirm_stop, on_notice, active, teller, watch)
+    finally:
+        spent = spend.close() if spend is not None else None
+    return dataclasses.replace(outcome, budget=spent) if spent is not None else outcome
+
+
+def _sayer(out: TextIO | None) -> Callable[[str], None]:
+    def say(line: str) -> None:
+        if out is not None:
+            out.write(line + "\n")
+            out.flush()
+    return say
+
+
+def _follow(jc: JobCluster, job_id: str, out: TextIO | None,
+            confirm_stop: Callable[[str], bool], on_notice: jobs.OnNotice | None,
+            active: bool, teller: top.FindingsTeller | None,
+            watch: transport.TransportWatch | None) -> JobOutcome:
+    """``follow_job``'s follow, its watches made."""
     try:
         printer = jobs.follow_logs(jc, job_id, keep_following=active, out=out,
                                    on_notice=on_notice,

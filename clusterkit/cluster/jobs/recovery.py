@@ -33,6 +33,7 @@ from clusterkit.bootstrap.steps import host_names
 from clusterkit.cluster.access.remote_ops import cluster_nodes, login_for
 from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.attempt import Job, Restart, follow_job, run_attempt
+from clusterkit.cluster.jobs.budget import Spending, reason_of
 from clusterkit.cluster.jobs.nodejobs import JobCluster
 from clusterkit.cluster.jobs.results import JobOutcome
 from clusterkit.cluster.jobs.standby import Standbys, swap_in
@@ -41,7 +42,7 @@ from clusterkit.errors import ClusterkitError
 from clusterkit.events import Stage
 from clusterkit.kinds import InstanceState
 from clusterkit.node.jobfile import RecoveryRecord
-from clusterkit.node.jobstate import JobState
+from clusterkit.node.jobstate import JobState, JobStateName
 from clusterkit.plan.cost import cluster_hourly
 from clusterkit.plan.nodes import Node
 from clusterkit.plan.recovery import (
@@ -55,6 +56,7 @@ from clusterkit.plan.recovery import (
 )
 from clusterkit.remote.address import targets as dial_targets
 from clusterkit.remote.channels import Call
+from clusterkit.training.budget import Decision
 
 MASTER = 0
 
@@ -62,17 +64,18 @@ MASTER = 0
 def recover(rt: Runtime, job: Job, outcome: JobOutcome, *, limit: int,
             out: TextIO | None = None,
             confirm_stop: Callable[[str], bool] = lambda _job: True,
-            standbys: Standbys | None = None) -> JobOutcome:
+            standbys: Standbys | None = None, spending: Spending | None = None) -> JobOutcome:
     """``outcome`` of a job that ended; while it lost nodes and ``limit`` allows, those
     nodes replaced and the job started again. The last outcome, with every recovery
-    (those its record held before too: a job `train --attach` took over)."""
+    (those its record held before too: a job `train --attach` took over). A job whose
+    spending cap (``spending``) leaves no room for a restart ends as ``budget``."""
     record = outcome.final.recovery if outcome.final is not None else RecoveryRecord()
     done = recoveries_of(record, outcome.final.started if outcome.final else None)
     first = record.first_job or outcome.job_id
     while True:
         nodes = _nodes(rt, job)
         if outcome.final is None and running_by_index(nodes, 1)[MASTER]:
-            outcome = _follow_again(rt, job, outcome, out, confirm_stop, standbys)
+            outcome = _follow_again(rt, job, outcome, out, confirm_stop, standbys, spending)
             if outcome.final is None:
                 return _unanswered(rt, outcome, done)
         loss = find_loss(ending(outcome.final),
@@ -81,19 +84,22 @@ def recover(rt: Runtime, job: Job, outcome: JobOutcome, *, limit: int,
             return dataclasses.replace(outcome, recoveries=tuple(done))
         if len(done) >= limit:
             return _given_up(rt, job, outcome, loss, nodes, done, limit)
+        if spending is not None and spending.status().decision is not Decision.UNDER:
+            return _over_budget(rt, outcome, spending, done)
         done.append(replace_lost(rt, job, nodes, loss, outcome.job_id, len(done) + 1, limit,
                                  standbys))
         jc = jobs.open_job_cluster(rt, job.spec_file, job.region)
         outcome = run_attempt(rt, job, jc, replace=True, out=out, confirm_stop=confirm_stop,
                               restart=Restart(job_record(first, done, job.command)),
-                              on_notice=standbys.on_notice if standbys else None)
+                              on_notice=standbys.on_notice if standbys else None,
+                              spending=spending)
         if outcome.final is not None and outcome.final.recovery.first_job:
             done = recoveries_of(outcome.final.recovery, outcome.final.started)
 
 
 def _follow_again(rt: Runtime, job: Job, outcome: JobOutcome, out: TextIO | None,
                   confirm_stop: Callable[[str], bool],
-                  standbys: Standbys | None) -> JobOutcome:
+                  standbys: Standbys | None, spending: Spending | None = None) -> JobOutcome:
     """The job followed again after its running master did not answer (as `train
     --attach` would), tried for ``train.node_timeout``; the outcome as it was when the
     master still does not answer."""
@@ -105,7 +111,7 @@ def _follow_again(rt: Runtime, job: Job, outcome: JobOutcome, out: TextIO | None
         try:
             jc = jobs.open_job_cluster(rt, job.spec_file, job.region)
             return follow_job(jc, outcome.job_id, out, confirm_stop,
-                              standbys.on_notice if standbys else None)
+                              standbys.on_notice if standbys else None, spending=spending)
         except ClusterkitError as exc:
             if rt.clock() >= deadline:
                 rt.warn(f"the master still does not answer: {exc}", stage=Stage.TRAIN)
@@ -120,6 +126,24 @@ def _unanswered(rt: Runtime, outcome: JobOutcome, done: Sequence[Recovery]) -> J
               "`clusterkit train SPEC --attach` takes it over once it answers")
     rt.warn(reason, stage=Stage.TRAIN)
     return dataclasses.replace(outcome, reason=reason, recoveries=tuple(done))
+
+
+def _over_budget(rt: Runtime, outcome: JobOutcome, spending: Spending,
+                 done: Sequence[Recovery]) -> JobOutcome:
+    """A job that lost nodes when its spending cap leaves no room for a restart: not
+    replaced, ended as ``budget``."""
+    reason = f"{reason_of(spending.status())}: no room left for a restart"
+    rt.warn(reason, stage=Stage.TRAIN)
+    return dataclasses.replace(outcome, state=JobStateName.BUDGET, reason=reason,
+                               recoveries=tuple(done),
+                               budget={**spending.status().to_json(), "acted": "stop"})
+
+
+def count_standbys(spending: Spending | None, standbys: Standbys | None) -> None:
+    """The standbys' spend counted against the job's cap (those ready: a booting one is
+    counted from its launch once it is)."""
+    if spending is not None and standbys is not None:
+        spending.standbys = lambda: list(standbys.ready.values())
 
 
 def ending(state: JobState | None) -> Ending | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clusterkit.catalog.prices import on_demand_price
@@ -87,11 +87,13 @@ def facts(jc: JobCluster) -> list[report.NodeFacts]:
 def make(jc: JobCluster, job_id: str, state: JobState,
          answers: dict[int, SummaryFrame], recoveries: list[dict[str, Any]],
          findings: Sequence[dict[str, Any]] = (),
-         preflight: dict[str, Any] | None = None) -> report.JobReport:
+         preflight: dict[str, Any] | None = None,
+         budget: Mapping[str, Any] | None = None) -> report.JobReport:
     return report.build(jc.name, job_id, state.state.value, state.started,
                         state.updated if not state.state.active else None, facts(jc),
                         {i: a.totals for i, a in answers.items() if a.totals is not None},
-                        findings=findings, recoveries=recoveries, preflight=preflight)
+                        findings=findings, recoveries=recoveries, preflight=preflight,
+                        budget=budget)
 
 
 def recoveries_json(recoveries: Sequence[Recovery]) -> list[dict[str, Any]]:
@@ -121,7 +123,8 @@ def with_report(rt: Runtime, outcome: JobOutcome, spec_file: str,
             answers = summaries(jc, outcome.job_id)
         made = make(jc, outcome.job_id, outcome.final, answers,
                     recoveries_json(outcome.recoveries), outcome.findings,
-                    outcome.preflight.to_json() if outcome.preflight else None)
+                    outcome.preflight.to_json() if outcome.preflight else None,
+                    outcome.budget)
         keep(jc, outcome.job_id, made)
     except (ClusterkitError, GroupError, ValueError, OSError) as exc:
         rt.warn(f"no report for job {outcome.job_id}: {str(exc).splitlines()[0]}",

@@ -88,6 +88,8 @@ class JobOutcome:
     totals: Mapping[int, Summary] = field(default_factory=dict, compare=False, repr=False)
     # `train --preflight`'s checks before the job (None: none ran)
     preflight: Preflight | None = field(default=None, compare=False, repr=False)
+    # the spend against the job's cap as it ended (``training.budget.Status``; None: no cap)
+    budget: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -100,6 +102,7 @@ class JobOutcome:
                 "others": [f.to_json() for f in self.others],
                 "recoveries": [recovery_json(r) for r in self.recoveries],
                 "preflight": self.preflight.to_json() if self.preflight else None,
+                "budget": dict(self.budget) if self.budget else None,
                 "report": self.report.to_json() if self.report else None}
 
 
