@@ -5,7 +5,7 @@ Two commands per node at most, whatever the number of steps, on one connection: 
 gathers its facts (``facts.gather_script``), then, if it has anything to do, one script
 holds its steps in order; each node goes on to its steps as soon as its own facts are
 in (``fanout.chain_each``), never waiting for the other nodes. A step's commands run as
-root (directly when the login is uid 0, as in the sandbox, else ``sudo -n``); the last
+root (directly when the login is uid 0, else ``sudo -n``, as in the sandbox); the last
 of them writes the step's receipt, so a step that fails leaves none and the next `up`
 runs it again. A node stops at its first failed step; the other nodes go on. A step
 that exits 3 saying "not emulated" (the sandbox has no md driver) is skipped with that

@@ -48,7 +48,8 @@ class EmulatedNode:
     root: Path
     host_key: str = ""
     proc: subprocess.Popen | None = None
-    ns: str | None = None
+    ns: str | None = None  # its mount namespace
+    pidns: str | None = None  # its PID namespace (nodeprocs)
     state: str = "stopped"
     instance_store: list[str] = field(default_factory=list)
     role: str | None = None  # the instance profile its ROLE_FILE says (as last written)
@@ -57,7 +58,7 @@ class EmulatedNode:
         return {"instance_id": self.view.instance_id, "cluster": self.view.cluster,
                 "address": self.address, "hostname": self.view.hostname,
                 "state": self.state, "pid": self.proc.pid if self.proc else None,
-                "mntns": self.ns, "host_key": self.host_key, "region": self.view.region,
+                "mntns": self.ns, "pidns": self.pidns, "host_key": self.host_key, "region": self.view.region,
                 "instance_store": self.instance_store}
 
 
@@ -296,18 +297,20 @@ class Agent:
             return
         assert node.proc is not None
         node.ns = nodes.mount_ns(node.proc.pid)
+        node.pidns = nodes.pid_ns(node.proc.pid, children=True) if self.caps.get(
+            "namespaces") else None
         node.state = "ready"
         write_json(node.root / "node.json", node.record())  # the sweep's ledger
         log.info("node %s up on %s (%s)", iid, node.address, node.view.hostname)
 
     def _halt(self, node: EmulatedNode) -> None:
         if node.proc is not None:
-            nodes.stop(node.proc.pid, node.ns)
+            nodes.stop(node.proc.pid, node.ns, node.pidns)
             try:
                 node.proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
                 log.error("node %s: boot process did not exit", node.view.instance_id)
-        node.proc, node.ns = None, None
+        node.proc, node.ns, node.pidns = None, None, None
         self.disks.drop_instance_store(node.root)
         node.instance_store = []
         node.state = "stopped"

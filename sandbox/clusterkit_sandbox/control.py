@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from clusterkit.errors import SandboxError
-from clusterkit_sandbox import disks, node
+from clusterkit_sandbox import disks, node, nodeprocs
 from clusterkit_sandbox.state import (
     CAPS_FILE,
     DAEMON_MODULE,
@@ -147,11 +147,10 @@ def sweep(where: Path) -> dict[str, int]:
     killed = 0
     records = list(read_json_dict(where / NODES_FILE).values())
     records += [read_json_dict(p) for p in run.glob("nodes/*/node.json")]
-    namespaces = {rec.get("mntns") for rec in records if isinstance(rec, dict)}
-    for ns in namespaces - {None, node.mount_ns(os.getpid())}:
-        victims = node.pids_in_ns(str(ns))
+    for rec in (r for r in records if isinstance(r, dict)):
+        victims = nodeprocs.node_pids(None, rec.get("mntns"), rec.get("pidns"))
         killed += len(victims)
-        node.kill_all(victims)
+        nodeprocs.stop(None, rec.get("mntns"), rec.get("pidns"))
     strays = pids_mentioning(str(run))
     killed += len(strays)
     node.kill_all(strays)

@@ -1,36 +1,56 @@
 """One emulated node: a real OpenSSH server on its own loopback address.
 
-As root, each node runs in its own UTS + mount namespace with a private,
-persistent root file system (an overlay of the host's ``/``; the upper layer
-lives in the node dir, so writes survive stop/start like a root EBS volume and
-vanish on terminate). Inside it the node has its own hostname, ``/etc`` (hosts,
-passwd), ``/root`` and ``/home``, ``/dev/disk/by-id`` (EBS / instance-store
-devices by id) and shims: ``mount.nfs4`` and ``mount.efs`` (EFS = a directory shared
-by the nodes; ``mount.efs`` stands for amazon-efs-utils, refuses a mount without
-``tls``, as the file system policy clusterkit sets does, and notes each mount's
-options in ``EFS_MOUNTS``) and, without an md driver, ``mdadm`` (says "not emulated").
+As root, each node runs in its own UTS, mount and PID namespaces (``start``): its own
+hostname; its own root file system (``noderoot``: its own top-level tree, of this machine
+only the OS trees ``/usr`` and ``/etc`` as overlays and a few read-only paths, kept over
+stop/start like a root EBS volume and gone on terminate); its own ``/proc``, mounted for
+its PID namespace, so a node sees only its own processes, its sshd is its PID 1 and
+``/proc/1/root`` is its own ``/``; its own ``/run``, ``/dev/shm`` and ``/dev/pts``
+instance; and its own ``/dev`` (a copy of the host's, plus its disks by id,
+``/dev/disk/by-id``: EBS / instance-store devices). How the sandbox finds and signals a
+node's processes from here: ``nodeprocs``. Shims: ``mount.nfs4`` and ``mount.efs`` (EFS =
+a directory shared by the nodes; ``mount.efs`` stands for amazon-efs-utils, refuses a
+mount without ``tls``, as the file system policy clusterkit sets does, and notes each
+mount's options in ``EFS_MOUNTS``), shutdown / poweroff / halt (``POWER_SHIM``) and,
+without an md driver, ``mdadm`` (says "not emulated").
 
-Login users: ``root`` and ``ubuntu`` / ``ec2-user`` (uid 0 in the node, home
-``/root``, ``/home/<user>`` links there), all authorized with the instance's
-EC2 key pair.
+Login users: ``ubuntu`` and ``ec2-user``, non-root with passwordless ``sudo``, authorized
+with the instance's EC2 key pair; root cannot log in (``noderoot``).
+
+No user namespace: one would make a node's root powerless outside it, but then a node
+cannot mount its disks. ext4 and xfs are not mountable in a user namespace (the kernel
+lets only file systems marked FS_USERNS_MOUNT, such as tmpfs and overlay, be mounted
+with capabilities of a user namespace other than the initial one; mount(2) answers
+EPERM), and the product mounts its disks on the node as root: the dataset volume
+(deploy-dataset, ``playbooks/dataset.sh``) and the instance-store scratch
+(``playbooks/scratch.sh``), as ``tests/integration/test_sandbox_nodes.py`` does too. So
+a node's root, which ``sudo`` makes of its login users, is this machine's root: the
+namespaces and the file system allow-list keep a node's processes from seeing this
+machine's processes and files; they are no wall against a user who runs ``sudo`` on a
+node (docs/operations/security-sandbox-nodes.md).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import shlex
-import signal
 import socket
 import subprocess
-import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clusterkit_sandbox import noderoot
+from clusterkit_sandbox.nodeprocs import kill_all as kill_all
+from clusterkit_sandbox.nodeprocs import mount_ns as mount_ns
+from clusterkit_sandbox.nodeprocs import pid_ns as pid_ns
+from clusterkit_sandbox.nodeprocs import pids_in_ns as pids_in_ns
+from clusterkit_sandbox.nodeprocs import stop as stop
+from clusterkit_sandbox.noderoot import LOGIN_USERS as LOGIN_USERS
+from clusterkit_sandbox.noderoot import client_packages_mount as client_packages_mount
+
 SSHD = "/usr/sbin/sshd"
-LOGIN_USERS = ("ubuntu", "ec2-user")
 EFS_IN_NODE = "/var/lib/clusterkit-sandbox/efs"
 MARKER_ENV = "CLUSTERKIT_SANDBOX_RUN"  # set on each node's sshd, so a sweep finds them
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -39,7 +59,7 @@ SSHD_CONFIG = """\
 ListenAddress {address}:22
 HostKey /etc/clusterkit-node/ssh_host_ed25519_key
 AuthorizedKeysFile /etc/clusterkit-node/authorized_keys .ssh/authorized_keys
-PermitRootLogin prohibit-password
+PermitRootLogin no
 PubkeyAuthentication yes
 PasswordAuthentication no
 KbdInteractiveAuthentication no
@@ -158,54 +178,41 @@ def _keygen(path: Path) -> None:
                     "-f", str(path)], check=True, stdin=subprocess.DEVNULL, env=node_env())
 
 
+
+
 def prepare(spec: NodeSpec) -> str:
-    """First boot: host key, sshd config, authorized keys, the node's /etc. Returns
-    the public host key line. Later boots keep what is there (like a root volume)."""
+    """Every boot: host key, sshd config, authorized keys, the node's root file system
+    (built at first boot, ``noderoot``; what it hides refreshed every boot). Returns the
+    public host key line. Later boots keep what is there (like a root volume)."""
     conf = spec.root / "conf"
     conf.mkdir(parents=True, exist_ok=True)
     key = conf / "ssh_host_ed25519_key"
+    run_dir = spec.efs_dir.parent
     if not key.exists():
         _keygen(key)
         (conf / "authorized_keys").write_text("".join(k.strip() + "\n" for k in spec.public_keys))
         _first_boot_root(spec)
+    elif spec.namespaces:
+        noderoot.hide(spec.root, run_dir)
     (conf / "sshd_config").write_text(SSHD_CONFIG.format(address=spec.address))
     (conf / INSTANCE_ID_FILE).write_text(spec.instance_id + "\n")
-    for sub in ("disk/by-id", "upper", "work", "merged"):
+    for sub in ("disk/by-id", "merged"):
         (spec.root / sub).mkdir(parents=True, exist_ok=True)
     return key.with_suffix(".pub").read_text().strip()
 
 
-def _write(path: Path, text: str, mode: int = 0o644) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    path.chmod(mode)
-
-
 def _first_boot_root(spec: NodeSpec) -> None:
-    """Seed the overlay's upper layer: what differs from the host on this node."""
-    upper = spec.root / "upper"
-    for private in ("root", "tmp", "home"):  # start empty, like a fresh image
-        (upper / private).mkdir(parents=True, exist_ok=True)
-        _opaque(upper / private)
-    (upper / "root").chmod(0o700)
-    (upper / "tmp").chmod(0o1777)
-    passwd = Path("/etc/passwd").read_text()
-    for user in LOGIN_USERS:
-        if f"\n{user}:" not in "\n" + passwd:
-            passwd += f"{user}:x:0:0:{user} (sandbox, uid 0):/root:/bin/bash\n"
-        # one home for every uid-0 login, so the shell's ~ and ssh's ~ agree
-        (upper / "home" / user).symlink_to("/root")
-    _write(upper / "etc/passwd", passwd)
-    _write(upper / "etc/hostname", spec.hostname + "\n")
-    hosts = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
-    _write(upper / "etc/hosts", hosts + f"{spec.address}\t{spec.hostname}\n")
-    _write(upper / "usr/sbin/mount.nfs4", MOUNT_NFS_SHIM, 0o755)
-    _write(upper / "usr/sbin/mount.efs", MOUNT_EFS_SHIM, 0o755)
+    """The node's root file system (``noderoot.build``) and the sandbox's shims in it."""
+    if spec.namespaces:
+        noderoot.build(spec.root, spec.efs_dir.parent, spec.hostname, spec.address)
+    shims = {"/usr/sbin/mount.nfs4": MOUNT_NFS_SHIM, "/usr/sbin/mount.efs": MOUNT_EFS_SHIM}
     if not spec.md:
-        _write(upper / "usr/sbin/mdadm", MDADM_SHIM, 0o755)
+        shims["/usr/sbin/mdadm"] = MDADM_SHIM
     for command in POWER_COMMANDS:
         for where in power_shim_dirs():
-            _write(upper / where / command, POWER_SHIM, 0o755)
+            shims[f"/{where}/{command}"] = POWER_SHIM
+    for path, text in shims.items():
+        noderoot.write(noderoot.stored(spec.root, path), text, 0o755)
 
 
 VIEW_IN_NODE = "/var/lib/clusterkit-sandbox/view"  # the sandbox's run/view, read-only
@@ -232,44 +239,54 @@ def power_shim_dirs() -> list[str]:
     return dirs
 
 
-def _opaque(path: Path) -> None:
-    """Hide the host's files below ``path`` in the node (overlay opaque dir)."""
-    # not root / no xattrs: the node sees the host's files there
-    with contextlib.suppress(OSError):
-        os.setxattr(path, "trusted.overlay.opaque", b"y")
+def _root_mounts(spec: NodeSpec, merged: str) -> list[str]:
+    """The node's / at ``merged``: its own tree, the host's shown trees as overlays with
+    the node's upper layers, the read-only ones, a /proc of its PID namespace, /sys, a
+    fresh /run."""
+    r = shlex.quote(str(spec.root))
+    lines = [f"mount --bind {shlex.quote(str(noderoot.fs_dir(spec.root)))} {merged}"]
+    for name, link in noderoot.trees():
+        if link is None:
+            up = f"{r}/layers/{name}"
+            lines.append(f"mount -t overlay ck{name} -o lowerdir=/{name},upperdir={up}/upper,"
+                         f"workdir={up}/work {merged}/{name}")
+    for rel in noderoot.read_only_shown():
+        lines.append(f"mkdir -p {merged}/{rel} && mount --bind -o ro /{rel} {merged}/{rel}")
+    return [*lines, *noderoot.masks(spec.efs_dir.parent, merged),
+            f"mount -t proc -o nosuid,nodev,noexec ckproc {merged}/proc",
+            f"mount --rbind /sys {merged}/sys",
+            f"mount -t tmpfs -o mode=755,nosuid,nodev ckrun {merged}/run",
+            f"mkdir -p {merged}/run/sshd {merged}/run/lock"]
 
 
-PRIVATE_DIRS = ("/root", "/tmp", "/home")  # empty on a node (``_first_boot_root``)
-
-
-def client_packages_mount(merged: str) -> list[str]:
-    """Commands showing the client's Python packages (the sandbox's own interpreter's
-    site-packages: MXNet for sandbox jobs) read-only at the same path on the node, when
-    they lie under a directory the nodes get empty (a checkout under /tmp or /root);
-    elsewhere the nodes see them through the overlay already."""
-    site = sysconfig.get_paths()["purelib"]
-    if not site.startswith(tuple(d + "/" for d in PRIVATE_DIRS)):
-        return []
-    where = shlex.quote(site)
-    return [f"mkdir -p {merged}{where} && mount --bind -o ro {where} {merged}{where}"]
+def _dev_mounts(spec: NodeSpec, merged: str) -> list[str]:
+    """The node's own /dev: a copy of the host's, its own devpts instance and /dev/shm,
+    its disks by id."""
+    r = shlex.quote(str(spec.root))
+    return [
+        f"mount -t tmpfs -o mode=755,size=64m ckdev {merged}/dev",
+        f"(cd /dev && cp -a $(ls -A | grep -vxE 'pts|shm|disk|ptmx') {merged}/dev/) || true",
+        f"mkdir -p {merged}/dev/pts {merged}/dev/shm {merged}/dev/disk",
+        f"mount -t devpts -o newinstance,ptmxmode=0666,mode=620,gid=5 ckpts {merged}/dev/pts",
+        f"ln -s pts/ptmx {merged}/dev/ptmx",
+        f"mount -t tmpfs -o mode=1777,nosuid,nodev ckshm {merged}/dev/shm",
+        f"mount --bind {r}/disk {merged}/dev/disk",
+    ]
 
 
 def boot_script(spec: NodeSpec) -> str:
-    r = shlex.quote(str(spec.root))
-    merged = f"{r}/merged"
-    power = shlex.quote(str(power_dir(spec.efs_dir.parent)))
-    view = shlex.quote(str(view_dir(spec.efs_dir.parent)))
+    """What the node's init runs (``start``: in its own namespaces) before it becomes
+    the node's sshd."""
+    merged = f"{shlex.quote(str(spec.root))}/merged"
+    run_dir = spec.efs_dir.parent
+    power = shlex.quote(str(power_dir(run_dir)))
+    view = shlex.quote(str(view_dir(run_dir)))
     lines = [
         "set -e",
-        f"mount -t overlay ckroot -o lowerdir=/,upperdir={r}/upper,workdir={r}/work {merged}",
-        f"for m in /proc /sys; do mount --rbind $m {merged}$m; done",
-        # the node's own /dev: a copy of the host's, plus its disks by id
-        f"mount -t tmpfs -o mode=755,size=64m ckdev {merged}/dev",
-        f"(cd /dev && cp -a $(ls -A | grep -vxE 'pts|shm|disk') {merged}/dev/) || true",
-        f"for m in /dev/pts /dev/shm; do mkdir -p {merged}$m; mount --rbind $m {merged}$m; done",
-        f"mkdir -p {merged}/dev/disk && mount --bind {r}/disk {merged}/dev/disk",
-        f"mkdir -p {merged}/etc/clusterkit-node {merged}/run/sshd {merged}{EFS_IN_NODE}",
-        f"mount --bind {r}/conf {merged}/etc/clusterkit-node",
+        *_root_mounts(spec, merged),
+        *_dev_mounts(spec, merged),
+        f"mkdir -p {merged}{CONF_IN_NODE} {merged}{EFS_IN_NODE}",
+        f"mount --bind -o ro {shlex.quote(str(spec.root / 'conf'))} {merged}{CONF_IN_NODE}",
         f"mount --bind {shlex.quote(str(spec.efs_dir))} {merged}{EFS_IN_NODE}",
         f"mkdir -p {merged}{POWER_IN_NODE}",
         f"mount --bind {power} {merged}{POWER_IN_NODE}",
@@ -277,7 +294,7 @@ def boot_script(spec: NodeSpec) -> str:
         f"mount --bind -o ro {view} {merged}{VIEW_IN_NODE}",
         *client_packages_mount(merged),
         f"hostname {shlex.quote(spec.hostname)}",
-        f"exec chroot {merged} {' '.join(sshd_flags())} -f /etc/clusterkit-node/sshd_config",
+        f"exec chroot {merged} {' '.join(sshd_flags())} -f {CONF_IN_NODE}/sshd_config",
     ]
     return "\n".join(lines) + "\n"
 
@@ -295,14 +312,19 @@ def sshd_flags() -> tuple[str, ...]:
     return (SSHD, "-D", "-e", *(("-r",) if no_reexec else ()))
 
 
+# the node's namespaces; with --pid --fork, unshare's child is the node's init (PID 1),
+# killed with unshare (--kill-child): nodeprocs
+UNSHARE = ("unshare", "--uts", "--mount", "--pid", "--fork", "--kill-child",
+           "--propagation", "private")
+
+
 def start(spec: NodeSpec, log: Path) -> subprocess.Popen:
     """Boot the node's sshd in the background."""
     with open(log, "ab") as out:
         if spec.namespaces:
             script = spec.root / "boot.sh"
             script.write_text(boot_script(spec))
-            argv = ["unshare", "--uts", "--mount", "--propagation", "private",
-                    "sh", str(script)]
+            argv = [*UNSHARE, "sh", str(script)]
         else:
             argv = [*sshd_flags(), "-f", str(spec.root / "conf" / "sshd_config")]
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
@@ -320,55 +342,3 @@ def wait_listening(address: str, timeout: float = 5.0, port: int = 22) -> bool:
                 return True
         time.sleep(0.02)
     return False
-
-
-def mount_ns(pid: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/mnt")
-    except OSError:
-        return None
-
-
-def pids_in_ns(ns: str) -> list[int]:
-    """Every process whose mount namespace is ``ns`` (all of a node's processes,
-    including training jobs detached from their SSH session)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid() and mount_ns(int(entry)) == ns:
-            found.append(int(entry))
-    return found
-
-
-def kill_all(pids: list[int], grace: float = 1.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
-            time.sleep(0.02)
-        pids = [p for p in pids if _alive(p)]
-        if not pids:
-            return
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def stop(pid: int | None, ns: str | None) -> None:
-    """Stop the node: its sshd and every process living in its namespace."""
-    victims = set(pids_in_ns(ns)) if ns and ns != mount_ns(os.getpid()) else set()
-    if pid:
-        victims.add(pid)
-    kill_all(sorted(victims))
-    if pid:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)

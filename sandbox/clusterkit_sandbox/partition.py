@@ -1,7 +1,7 @@
 """`clusterkit sandbox partition`: a node that stops answering, as a node cut off by the
 network (or hung) does: every process of the emulated node (its sshd, its sessions, the
-job's supervisor and processes, all in the node's own mount namespace) is frozen with
-SIGSTOP, so connections to it open (the kernel still accepts them) and nothing answers;
+job's supervisor and processes, all in the node's own PID namespace: ``nodeprocs``) is
+frozen with SIGSTOP, so connections to it open (the kernel still accepts them) and nothing answers;
 ``heal`` thaws them (SIGCONT). Terminating the instance still ends the node (SIGKILL
 reaches stopped processes)."""
 
@@ -12,7 +12,7 @@ import os
 import signal
 from typing import Any
 
-from clusterkit_sandbox import node as nodes
+from clusterkit_sandbox import nodeprocs
 from clusterkit_sandbox.imds import check_name, running_instance
 from clusterkit_sandbox.state import NODES_FILE, read_json
 
@@ -38,12 +38,11 @@ def do_partition(directory: str | None, cluster: str, node: str, *, heal: bool =
 
 
 def node_pids(record: dict[str, Any]) -> list[int]:
-    """The node's boot process and everything in its mount namespace; ValueError when
-    that namespace is this process's own (it would freeze the host's processes)."""
-    if record["mntns"] == nodes.mount_ns(os.getpid()):
-        raise ValueError(f"node {record.get('instance_id')} shares this machine's mount "
-                         "namespace: not partitioned")
-    pids = set(nodes.pids_in_ns(record["mntns"]))
-    if record.get("pid"):
-        pids.add(int(record["pid"]))
-    return sorted(pids)
+    """The node's boot process and everything in its PID and mount namespaces
+    (``nodeprocs``); ValueError when a namespace is this process's own (it would freeze
+    the host's processes)."""
+    for kind, ns in (("mount", record["mntns"]), ("PID", record.get("pidns"))):
+        if nodeprocs.own(ns):
+            raise ValueError(f"node {record.get('instance_id')} shares this machine's "
+                             f"{kind} namespace: not partitioned")
+    return nodeprocs.node_pids(record.get("pid"), record["mntns"], record.get("pidns"))

@@ -30,7 +30,7 @@ from clusterkit.cluster.access.remote_ops import do_exec
 from clusterkit.cluster.jobs.nodejobs import node_jobs, open_job_cluster
 from clusterkit.cluster.jobs.train import do_train
 from clusterkit.errors import ClusterkitError
-from clusterkit_sandbox.node import PRIVATE_DIRS
+from clusterkit_sandbox.noderoot import SHOWN_READ_ONLY, SHOWN_TREES
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session
 from tests.integration.conftest import Calls, runtime
@@ -297,12 +297,12 @@ DDP_EXAMPLE = Path(__file__).parents[2] / "examples" / "torchrun_ddp.py"
 def torch_spec(cluster: Cluster, count: int) -> Path:
     """A spec of ``cluster`` (the same name and nodes) whose jobs run torchrun. The
     nodes run the system python3 with the torch venv's site-packages (scripts/install.sh
-    puts it outside /tmp, /root and /home, which the nodes get empty) on PYTHONPATH."""
+    puts it in /var/cache/clusterkit, which the nodes see read-only) on PYTHONPATH."""
     site = subprocess.run([support.torch_python(), "-c", "import sysconfig; print(sysconfig."
                            "get_paths()['purelib'])"], capture_output=True, text=True,
                           check=True).stdout.strip()
-    assert not site.startswith(tuple(d + "/" for d in PRIVATE_DIRS)), (
-        f"torch's site-packages {site} lie under a directory the nodes get empty")
+    assert site.startswith(tuple(f"/{d}/" for d in (*SHOWN_TREES, *SHOWN_READ_ONLY))), (
+        f"torch's site-packages {site} lie outside what the nodes see of this machine")
     spec = cluster.spec.with_name(f"{cluster.name}-torch.yaml")
     spec.write_text(sandbox_spec(cluster.name, count=count, instance_type="c5.large",
                                  extra=TORCH_SECTIONS.format(site=site)))

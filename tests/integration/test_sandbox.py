@@ -113,7 +113,8 @@ def test_done_when(tmp_path: Path) -> None:
             opts = f"-o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={known}"
             # A gets the host keys (as clusterkit distributes them) but no private key:
             # the hop to B works only through the forwarded agent
-            inner = ("cat > /etc/ssh/ssh_known_hosts && ! ls ~/.ssh/id_* 2>/dev/null && "
+            inner = ("sudo -n tee /etc/ssh/ssh_known_hosts > /dev/null && "
+                     "! ls ~/.ssh/id_* 2>/dev/null && "
                      f"ssh -o BatchMode=yes -o StrictHostKeyChecking=yes ubuntu@{b['address']} "
                      "hostname")
             out = subprocess.run(["ssh", "-A", *opts.split(), f"ubuntu@{a['address']}", inner],
@@ -175,11 +176,12 @@ def test_stop_sweeps_after_a_crashed_daemon(tmp_path: Path) -> None:
         known.write_text(f"{node['address']} {node['host_key']}\n")
         # the detached job's command line carries a marker no other process on the host has
         script = (f"for i in $(seq 50); do [ -b {dev} ] && break; sleep 0.1; done; "
-                  f"mkfs.ext4 -q {dev} && mkdir -p /data && mount {dev} /data && "
+                  f"sudo -n mkfs.ext4 -q {dev} && sudo -n mkdir -p /data && "
+                  f"sudo -n mount {dev} /data && "
                   f"(setsid bash -c 'exec -a {job} sleep 600' >/dev/null 2>&1 < /dev/null &)"
                   " && echo ok")
         out = subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes",
-                              "-o", f"UserKnownHostsFile={known}", f"root@{node['address']}",
+                              "-o", f"UserKnownHostsFile={known}", f"ubuntu@{node['address']}",
                               script], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
         support.wait_for(lambda: _pgrep(job), f"detached job {job} running")

@@ -50,7 +50,7 @@ def test_product_path_reaches_nodes_through_the_hook(sandbox_env, sandbox_cluste
 
 def test_stop_start_terminate(sandbox_cluster):
     (n,) = sandbox_cluster.launch(1)
-    sandbox_cluster.run(n, "echo kept > /root/survives")
+    sandbox_cluster.run(n, "sudo -n sh -c 'echo kept > /root/survives'")
     ec2 = sandbox_cluster.ec2
     ec2.stop_instances(InstanceIds=[n.instance_id])
     sandbox_cluster.sandbox.wait_nodes([n.instance_id], states=("stopped",))
@@ -58,7 +58,7 @@ def test_stop_start_terminate(sandbox_cluster):
     ec2.start_instances(InstanceIds=[n.instance_id])
     (again,) = sandbox_cluster.wait_ssh([n.instance_id])
     assert again.address == n.address and again.host_key == n.host_key
-    assert sandbox_cluster.run(n, "cat /root/survives").stdout.strip() == "kept"
+    assert sandbox_cluster.run(n, "sudo -n cat /root/survives").stdout.strip() == "kept"
     sandbox_cluster.terminate([n.instance_id])
     _wait_closed(n.address)
 
@@ -68,8 +68,8 @@ def test_nodes_are_isolated(sandbox_cluster):
     the host. Each check prints its verdict, so B's whole answer is compared."""
     a, b = sandbox_cluster.launch(2)
     marker = support.unique_name("only-a")
-    sandbox_cluster.run(a, f"echo '10.9.9.9 {marker}' >> /etc/hosts && "
-                           f"mkdir -p /{marker} && touch /tmp/{marker}")
+    sandbox_cluster.run(a, f"echo '10.9.9.9 {marker}' | sudo -n tee -a /etc/hosts && "
+                           f"sudo -n mkdir -p /{marker} && touch /tmp/{marker}")
     look = (f"grep -c {marker} /etc/hosts || true; "
             f"[ -e /tmp/{marker} ] && echo tmp-seen || echo tmp-unseen; "
             f"[ -e /{marker} ] && echo root-seen || echo root-unseen")
@@ -95,15 +95,16 @@ def test_ebs_attach_snapshot_clone(sandbox_cluster):
     ec2.attach_volume(VolumeId=vol, InstanceId=a.instance_id, Device="/dev/sdf")
     dev = f"/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_{vol.replace('-', '')}"
     sandbox_cluster.run(a, f"for i in $(seq 50); do [ -b {dev} ] && break; sleep 0.1; done; "
-                           f"mkfs.ext4 -q {dev} && mkdir -p /data && mount {dev} /data && "
-                           "echo dataset > /data/hello && umount /data")
+                           f"sudo -n mkfs.ext4 -q {dev} && sudo -n mkdir -p /data && "
+                           f"sudo -n mount {dev} /data && "
+                           "sudo -n sh -c 'echo dataset > /data/hello' && sudo -n umount /data")
     snap = ec2.create_snapshot(VolumeId=vol)["SnapshotId"]
     clone = ec2.create_volume(SnapshotId=snap, AvailabilityZone=az)["VolumeId"]
     ec2.attach_volume(VolumeId=clone, InstanceId=b.instance_id, Device="/dev/sdf")
     dev_b = f"/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_{clone.replace('-', '')}"
     out = sandbox_cluster.run(b, f"for i in $(seq 50); do [ -b {dev_b} ] && break; sleep 0.1; "
-                                 f"done; mkdir -p /data && mount -o ro {dev_b} /data && "
-                                 "cat /data/hello && umount /data")
+                                 f"done; sudo -n mkdir -p /data && sudo -n mount -o ro {dev_b} /data && "
+                                 "cat /data/hello && sudo -n umount /data")
     assert out.stdout.strip() == "dataset"
     ec2.detach_volume(VolumeId=clone, InstanceId=b.instance_id)  # moto needs the id
     out = sandbox_cluster.run(b, _until_gone(dev_b))
@@ -114,7 +115,7 @@ def test_instance_store_and_md(sandbox_cluster):
     (n,) = sandbox_cluster.launch(1, instance_type="c5d.large")
     out = sandbox_cluster.run(n, "ls /dev/disk/by-id/")
     assert "nvme-Amazon_EC2_NVMe_Instance_Storage_" in out.stdout
-    md = sandbox_cluster.run(n, "mdadm --create /dev/md0 --level=0 --raid-devices=2 a b",
+    md = sandbox_cluster.run(n, "sudo -n mdadm --create /dev/md0 --level=0 --raid-devices=2 a b",
                              check=False)
     assert md.returncode != 0 and "not emulated" in md.stderr
 
@@ -123,8 +124,9 @@ def test_efs_is_shared_between_nodes(sandbox_cluster):
     a, b = sandbox_cluster.launch(2)
     target = "fs-0123abcd.efs.us-east-1.amazonaws.com:/"
     for n in (a, b):
-        sandbox_cluster.run(n, f"mkdir -p /efs && mount -t nfs4 -o nfsvers=4.1 {target} /efs")
-    sandbox_cluster.run(a, "echo shared > /efs/f")
+        sandbox_cluster.run(n, f"sudo -n mkdir -p /efs && "
+                                  f"sudo -n mount -t nfs4 -o nfsvers=4.1 {target} /efs")
+    sandbox_cluster.run(a, "echo shared | sudo -n tee /efs/f")
     assert sandbox_cluster.run(b, "cat /efs/f").stdout.strip() == "shared"
 
 

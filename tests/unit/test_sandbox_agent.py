@@ -61,7 +61,7 @@ def test_a_nodes_power_off_request_ends_its_instance_as_its_behaviour_says(tmp_p
 
 
 def test_the_power_shims_are_written_into_the_nodes_own_root(tmp_path):
-    """shutdown / poweroff / halt in the node's overlay upper layer (never the host's):
+    """shutdown / poweroff / halt in the node's upper layer of /usr (never the host's):
     what a node's `shutdown -h now` runs."""
     from clusterkit_sandbox import node
 
@@ -69,7 +69,7 @@ def test_the_power_shims_are_written_into_the_nodes_own_root(tmp_path):
                          tmp_path / "n", tmp_path / "efs", namespaces=False)
     node._first_boot_root(spec)
     for command in node.POWER_COMMANDS:
-        shim = tmp_path / "n" / "upper" / "usr/sbin" / command
+        shim = tmp_path / "n" / "layers" / "usr" / "upper" / "sbin" / command
         assert shim.read_text() == node.POWER_SHIM and shim.stat().st_mode & 0o111
     assert node.POWER_IN_NODE in node.POWER_SHIM and "@POWER@" not in node.POWER_SHIM
     assert f"mount --bind {tmp_path / 'power'} " in node.boot_script(spec)

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from clusterkit_sandbox import node as nodes
+from clusterkit_sandbox import nodeprocs
 from clusterkit_sandbox.partition import node_pids
 
 
@@ -18,6 +19,17 @@ def test_a_node_in_this_machines_namespace_is_refused():
         node_pids({"instance_id": "i-1", "mntns": own, "pid": os.getpid()})
 
 
-def test_a_node_is_its_boot_process_and_its_namespace(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(nodes, "pids_in_ns", lambda ns: [30, 10] if ns == "mnt:[1]" else [])
+def test_a_node_in_this_machines_pid_namespace_is_refused():
+    own = nodeprocs.pid_ns(os.getpid())
+    assert own is not None
+    with pytest.raises(ValueError, match="shares this machine's PID namespace"):
+        node_pids({"instance_id": "i-1", "mntns": "mnt:[1]", "pidns": own, "pid": 1})
+
+
+def test_a_node_is_its_boot_process_and_its_namespaces(monkeypatch: pytest.MonkeyPatch):
+    """Its mount namespace and its PID namespace: a process that made a mount namespace
+    of its own is still the node's."""
+    found = {"mnt:[1]": [30, 10], "pid:[2]": [10, 40]}
+    monkeypatch.setattr(nodeprocs, "pids_in_ns", lambda ns: found.get(ns, []))
     assert node_pids({"mntns": "mnt:[1]", "pid": 20}) == [10, 20, 30]
+    assert node_pids({"mntns": "mnt:[1]", "pidns": "pid:[2]", "pid": 20}) == [10, 20, 30, 40]

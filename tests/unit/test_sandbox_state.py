@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -78,7 +79,8 @@ def test_boot_script_isolates_the_node(tmp_path):
                          tmp_path / "efs")
     script = node.boot_script(spec)
     assert "hostname ip-10-0-0-9" in script
-    assert "lowerdir=/" in script and "chroot" in script
+    assert "lowerdir=/usr," in script and "lowerdir=/," not in script and "chroot" in script
+    assert "mount -t proc " in script and "--rbind /proc" not in script  # its own /proc
     assert script.strip().splitlines()[-1].startswith("exec chroot")
     assert " ".join(node.sshd_flags()) in script
 
@@ -115,17 +117,19 @@ def test_client_env_needs_a_running_sandbox(tmp_path):
     assert "clusterkit sandbox start" in (info.value.hint or "")
 
 
-def test_client_packages_are_shown_on_nodes_only_from_a_private_dir(monkeypatch):
-    """A checkout under /tmp or /root (empty on a node) has its site-packages bound
-    read-only at the same path on every node; elsewhere the overlay shows them already."""
+def test_client_packages_are_shown_on_nodes_only_where_no_shown_tree_has_them(monkeypatch):
+    """A checkout anywhere outside the trees a node shows (/usr, /etc, ...) has its
+    site-packages bound read-only at the same path on every node; under /usr the overlay
+    shows them already."""
     import sysconfig
 
+    for checkout in ("/tmp/ck ci", "/work/x"):
+        site = f"{checkout}/.venv/lib/python3.11/site-packages"
+        monkeypatch.setattr(sysconfig, "get_paths", lambda site=site: {"purelib": site})
+        (line,) = node.client_packages_mount("/n/merged")
+        quoted = shlex.quote(site)
+        assert line == (f"mkdir -p /n/merged{quoted} && "
+                        f"mount --bind -o ro {quoted} /n/merged{quoted}")
     monkeypatch.setattr(sysconfig, "get_paths",
-                        lambda: {"purelib": "/tmp/ck ci/.venv/lib/python3.11/site-packages"})
-    (line,) = node.client_packages_mount("/n/merged")
-    assert line == ("mkdir -p /n/merged'/tmp/ck ci/.venv/lib/python3.11/site-packages' && "
-                    "mount --bind -o ro '/tmp/ck ci/.venv/lib/python3.11/site-packages' "
-                    "/n/merged'/tmp/ck ci/.venv/lib/python3.11/site-packages'")
-    monkeypatch.setattr(sysconfig, "get_paths",
-                        lambda: {"purelib": "/work/x/.venv/lib/python3.11/site-packages"})
+                        lambda: {"purelib": "/usr/lib/python3/dist-packages"})
     assert node.client_packages_mount("/n/merged") == []

@@ -206,9 +206,9 @@ def test_the_torch_venv_is_the_listed_version_kept_outside_the_dirs_nodes_get_em
     assert how == "venv" and package.startswith("torch==")
     script = (ROOT / "scripts/install.sh").read_text()
     assert '$1 == "torch"' in script and "/var/cache/clusterkit/torch-$TORCH_VERSION" in script
-    from clusterkit_sandbox.node import PRIVATE_DIRS
+    from clusterkit_sandbox.noderoot import SHOWN_READ_ONLY
 
-    assert not "/var/cache/clusterkit".startswith(tuple(d + "/" for d in PRIVATE_DIRS))
+    assert "var/cache/clusterkit" in SHOWN_READ_ONLY  # where the sandbox's nodes see it
 
 
 def test_require_tool_refuses_an_unlisted_tool_even_when_installed():
