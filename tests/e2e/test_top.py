@@ -1,6 +1,7 @@
 """`clusterkit top` in the sandbox, for real: a 3-node MXNet job (real ps-lite scheduler,
 servers and dist_async workers printing MXNet's Speedometer lines) sampled by each node's
-supervisor; `top --once --json` (the CLI, as a user runs it) read while it runs.
+supervisor; `top --once --json` (the CLI, as a user runs it) read while it runs, and
+`top --prometheus` scraped over HTTP and read by prometheus_client's own parser.
 
 What cannot run here: a GPU (the sandbox has none: no `gpus` field, a note saying so; the
 GPU side is tested as data in tests/unit/test_training_sampler.py and
@@ -10,17 +11,24 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
+import signal
+import socket
+import subprocess
 import sysconfig
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from clusterkit.cluster.jobs.train import do_train
+from clusterkit.training.diagnose import Kind
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session
-from tests.e2e.test_train import Cluster
+from tests.e2e.test_train import CLI, Cluster
 from tests.integration.conftest import runtime
 
 # the job's batch size and its least time per batch (top_job.py runs on the nodes)
@@ -118,6 +126,81 @@ def test_top_shows_every_node_the_job_cpu_of_the_busy_one_and_the_throughput(
         assert "no GPU" in frame["note"]
     finally:
         stop(cluster, started.job_id)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(url: str) -> dict[str, dict[str, float]] | None:
+    """name -> {node (or node/label): value} of one scrape; None while nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return None
+    found: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            key = "/".join(s.labels.get(k, "") for k in ("node", "job_id", "kind", "mode")
+                           if s.labels.get(k))
+            found.setdefault(s.name, {})[key] = s.value
+    return found
+
+
+def test_top_serves_the_job_to_prometheus(cluster: Cluster, tmp_path: Path):
+    """`top NAME --prometheus 127.0.0.1:PORT` (headless: no terminal) while a job runs:
+    a scrape names the job and all 3 nodes, each up, with its job CPU, samples/s within
+    the job's bounds, memory and CPU figures, its price and the job's cost so far, and
+    every finding kind, and no GPU series (the sandbox has none); Ctrl-C ends it, exit 0. A host off loopback is refused in sandbox mode, exit 2, naming
+    the option, before any node is dialled."""
+    refused = cluster.cli("top", cluster.name, "--prometheus", "0.0.0.0:9101")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "--prometheus 0.0.0.0:9101" in refused.stderr and "loopback" in refused.stderr
+    started = do_train(str(cluster.spec), command=["python3", "top_job.py", "burn", "300"],
+                       workdir_option=str(cluster.work), detach=True, rt=runtime())
+    url = f"http://127.0.0.1:{free_port()}/metrics"
+    log = tmp_path / "top.err"
+    with log.open("w") as err:
+        server = subprocess.Popen([CLI, "top", cluster.name, "--prometheus",
+                                   url.split("/")[2]], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=err, env=os.environ.copy())
+
+    def every_node_rated() -> dict | None:
+        if server.poll() is not None:
+            raise AssertionError(f"top --prometheus ended ({server.returncode}): "
+                                 f"{log.read_text()[-3000:]}")
+        found = scrape(url)
+        rates = (found or {}).get("clusterkit_samples_per_second", {})
+        ours = started.job_id in (found or {}).get("clusterkit_job_info", {})
+        return found if ours and len(rates) == 3 and all(rates.values()) else None
+
+    try:
+        found = support.wait_for(every_node_rated, "a scrape with every node's samples/s",
+                                 120, interval=1)
+    finally:
+        server.send_signal(signal.SIGINT)  # Ctrl-C: the server stops, exit 0
+        server.wait(timeout=60)
+        stop(cluster, started.job_id)
+    nodes = {"master", "worker-1", "worker-2"}
+    assert found["clusterkit_node_up"] == dict.fromkeys(nodes, 1.0)
+    assert set(found["clusterkit_job_cpu_cores"]) == nodes
+    assert all(v >= 0 for v in found["clusterkit_job_cpu_cores"].values())
+    assert all(0 < r <= BATCH / PAUSE * 1.01 for r in
+               found["clusterkit_samples_per_second"].values()), found
+    assert all(v > 0 for v in found["clusterkit_node_memory_total_bytes"].values())
+    assert all(0 <= v <= 1 for v in found["clusterkit_node_cpu_ratio"].values())
+    assert len(found["clusterkit_node_cpu_ratio"]) == 3 * 4
+    assert len(found["clusterkit_finding"]) == 3 * len(Kind)
+    assert "clusterkit_gpu_utilization_ratio" not in found  # no GPU in the sandbox
+    # priced at launch (the sandbox tags its nodes too); the job ran for less than an hour
+    prices = found["clusterkit_node_price_dollars_per_hour"]
+    assert set(prices) == nodes and all(p > 0 for p in prices.values())
+    assert all(0 < found["clusterkit_job_cost_dollars"][n] < prices[n] for n in nodes)
+    assert list(found["clusterkit_job_info"]) == [started.job_id]
+    assert "serving" in log.read_text() and server.returncode == 0, log.read_text()
 
 
 def test_a_slow_node_is_reported_as_a_straggler(cluster: Cluster):
