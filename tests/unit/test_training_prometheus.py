@@ -171,3 +171,9 @@ def test_the_how_to_s_table_names_every_metric_with_its_labels():
     rows = re.findall(r"^\| `(clusterkit_[a-z_]+)` \| ([^|]+) \|", page, re.M)
     assert {name: tuple(re.findall(r"`(\w+)`", labels)) for name, labels in rows} == \
         {name: labels for name, (_doc, labels) in prom.METRICS.items()}
+
+
+def test_the_how_to_names_every_finding_kind():
+    page = (Path(__file__).parents[2] / "docs" / "howto" / "prometheus.md").read_text()
+    said = page[page.index("The finding kinds are"):].split(".")[0].split(":")[1]  # the list
+    assert set(re.findall(r"`(\w+)`", said)) == {k.value for k in diagnose.Kind}
