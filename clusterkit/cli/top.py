@@ -77,8 +77,9 @@ def table(frame: TopFrame, gpus: bool = False) -> Table:
 
 
 def findings_text(frame: TopFrame) -> list[str]:
-    lines = [f"{f.severity.value}: {f.kind.value}: {f.evidence}; fix: {f.fix}"
-             for f in frame.findings]
+    lines = [f"budget: {frame.budget_line}"] if frame.budget_line else []
+    lines += [f"{f.severity.value}: {f.kind.value}: {f.evidence}; fix: {f.fix}"
+              for f in frame.findings]
     return lines + ([f"note: {frame.gpu_note}"] if frame.gpu_note else [])
 
 

@@ -552,3 +552,27 @@ def test_a_capacity_block_ending_checkpoints_every_process_before_aws_takes_the_
                 if line in ("checkpoint", "term")]
         assert said == ["checkpoint", "term"], (node.index, said)
     assert job.leftovers() == []
+
+
+def test_the_budget_verb_checkpoints_every_worker_then_ends_the_job_as_budget(
+        make_job) -> None:
+    """The client's spending cap (``cluster/jobs/budget.py``) asks the master alone
+    (``supervisor.py budget --reason … --checkpoint S``): the verb returns at once; every
+    worker on every node gets the checkpoint signal (the servers do not), SIGTERM after
+    the grace, and every node ends as ``budget`` with the client's reason."""
+    procs = [{"name": "server-0", "role": "server", "cmd": CHECKPOINTS},
+             {"name": "worker-0", "role": "worker", "cmd": CHECKPOINTS}]
+    job = make_job([procs, procs], grace=2)
+    job.start()
+    job.wait_linked()
+    reason = "spending cap: spent $0.8000 of the $1.00 cap (train.max_cost), $7.20/h"
+    asked = job.master.cli("budget", "--reason", reason, "--checkpoint", "1.5")
+    assert asked.returncode == 0, asked.stderr
+    states = job.wait_final(30)
+    assert [(s["state"], s["reason"]) for s in states] == [("budget", reason)] * 2
+    for node in job.nodes:
+        for name, want in (("server-0", ["term"]), ("worker-0", ["checkpoint", "term"])):
+            said = [line for line in (node.dir / f"{name}.log").read_text().splitlines()
+                    if line in ("checkpoint", "term")]
+            assert said == want, (node.index, name, said)
+    assert job.leftovers() == []

@@ -109,14 +109,15 @@ class Spending:
     @classmethod
     def resume(cls, jc: JobCluster, job_id: str,
                clock: Callable[[], float] = time.time) -> Spending | None:
-        """The ledger the job's ``budget.json`` on the master records (None: no cap)."""
-        path = shlex.quote(f"{job_dir(job_id)}/{RECORD_NAME}")
+        """The ledger the job's ``budget.json`` on the master records (None: no cap, or
+        none that reads)."""
         try:
+            path = shlex.quote(f"{job_dir(job_id)}/{RECORD_NAME}")
             got = jc.run([jc.master], {jc.master.hop.label: Call(
                 f"cat {path} 2>/dev/null || true")}, timeout=30)
             text = got[jc.master.hop.label].stdout.strip()
             record = Record.from_json(json.loads(text)) if text else None
-        except (GroupError, ValueError):
+        except (ClusterkitError, GroupError, ValueError):
             return None
         return cls(record.ledger(), clock) if record is not None else None
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterkit.catalog.instances import lookup as instance_type
+from clusterkit.cluster.jobs import budget
 from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.nodejobs import JobCluster, node_python
 from clusterkit.cluster.runtime import Runtime
@@ -29,6 +30,7 @@ from clusterkit.remote.channels import Call
 from clusterkit.remote.fanout import Connections
 from clusterkit.remote.results import NodeResult
 from clusterkit.training import diagnose
+from clusterkit.training.budget import Status
 
 WINDOW = 300.0  # seconds of samples kept per node for the diagnosis
 FIRST_READ = 120  # samples asked of each node on the first frame
@@ -82,6 +84,8 @@ class TopFrame:
     rows: tuple[NodeRow, ...]
     findings: tuple[diagnose.Finding, ...] = ()
     gpu_note: str = ""  # said when no node reports a GPU (the sandbox has none)
+    budget: Mapping[str, Any] | None = None  # spend against the job's cap (None: no cap)
+    budget_line: str = ""  # ``training.budget.Status.line``
 
     @property
     def samples_per_s(self) -> float | None:
@@ -93,7 +97,8 @@ class TopFrame:
                 "samples_per_s": self.samples_per_s,
                 "nodes": [r.to_json() for r in self.rows],
                 "findings": [f.to_json() for f in self.findings],
-                "note": self.gpu_note or None}
+                "note": self.gpu_note or None,
+                "budget": dict(self.budget) if self.budget else None}
 
 
 def row_of(name: str, index: int, samples: Sequence[Mapping[str, Any]]) -> NodeRow:
@@ -148,6 +153,8 @@ class Top:
     errors: dict[int, str] = field(default_factory=dict)
     health: dict[int, diagnose.NodeHealth] = field(default_factory=dict)
     health_at: float = float("-inf")
+    spending: budget.Spending | None = None  # of ``spending_of`` (None: no cap)
+    spending_of: str = ""  # the job whose budget.json was read
 
     HEALTH_EVERY = 60.0  # seconds: `nvidia-smi -q` and the kernel log are slower to read
 
@@ -214,8 +221,19 @@ class Top:
                                                               self.health))
         note = "" if any(r.gpus for r in rows) else (
             "no GPU reported (no nvidia-smi on the nodes: the sandbox has no GPU)")
+        spent = self.spent()
         return TopFrame(self.jc.name, self.job_id, self.clock(), tuple(rows),
-                        tuple(findings), note)
+                        tuple(findings), note, spent.to_json() if spent else None,
+                        spent.line() if spent else "")
+
+    def spent(self) -> Status | None:
+        """The job's spend against its cap (``cluster/jobs/budget.py``: the master's
+        budget.json, read once per job; the running nodes seen each frame); None: no
+        cap."""
+        if self.spending_of != self.job_id:
+            self.spending_of = self.job_id
+            self.spending = budget.Spending.resume(self.jc, self.job_id)
+        return self.spending.observe(self.jc) if self.spending is not None else None
 
 
 @contextlib.contextmanager
