@@ -52,6 +52,8 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
 
         checked = pre.run(rt, job, jc, limit, out, replace)
         jc, limit = checked.cluster, limit - len(checked.recoveries)
+        # the cap's ledger starts with the job, on the nodes it runs on (replacements too)
+        spending = budget.Spending.new(spec, budget.cap_of(spec, max_cost), jc.nodes)
     with recovery.standbys_for(rt, job, limit if not detach else 0) as standbys:
         recovery.count_standbys(spending, standbys)
         outcome = run_attempt(rt, job, jc, detach=detach, replace=replace, out=out,
