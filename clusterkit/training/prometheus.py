@@ -47,6 +47,11 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "clusterkit_job_cost_dollars": ("What the job has cost on the node so far: its launch "
                                     "price times the time since its processes started.",
                                     NODE),
+    "clusterkit_job_spent_dollars": ("What the job has spent against its cap (train.max_cost): "
+                                     "every node it used, standbys and replacements "
+                                     "included; absent without a cap.", ("cluster",)),
+    "clusterkit_job_cap_dollars": ("The job's spending cap (train.max_cost); absent "
+                                   "without one.", ("cluster",)),
     "clusterkit_job_cpu_cores": ("CPU the job's processes use on the node, in cores "
                                  "(CPU-seconds per second).", NODE),
     "clusterkit_samples_per_second": ("The job's throughput on the node (its samples/s "
@@ -100,6 +105,7 @@ class Snapshot:
     job_id: str
     nodes: tuple[NodeView, ...]
     findings: tuple[diagnose.Finding, ...] = ()
+    budget: Mapping[str, Any] | None = None  # training.budget.Status.to_json (None: no cap)
 
 
 def _num(value: object, scale: float = 1.0) -> float | None:
@@ -194,6 +200,9 @@ def families(snapshot: Snapshot | None) -> list[Metric]:
         return []
     out = _Families()
     out.add("clusterkit_job_info", (snapshot.cluster, snapshot.job_id), 1.0)
+    budget = snapshot.budget or {}
+    out.add("clusterkit_job_spent_dollars", (snapshot.cluster,), _num(budget.get("spent")))
+    out.add("clusterkit_job_cap_dollars", (snapshot.cluster,), _num(budget.get("cap")))
     for node in snapshot.nodes:
         _node(out, snapshot.cluster, node)
     _findings(out, snapshot)

@@ -200,6 +200,7 @@ def test_top_serves_the_job_to_prometheus(cluster: Cluster, tmp_path: Path):
     assert set(prices) == nodes and all(p > 0 for p in prices.values())
     assert all(0 < found["clusterkit_job_cost_dollars"][n] < prices[n] for n in nodes)
     assert list(found["clusterkit_job_info"]) == [started.job_id]
+    assert "clusterkit_job_cap_dollars" not in found  # no train.max_cost in this spec
     assert "serving" in log.read_text() and server.returncode == 0, log.read_text()
 
 

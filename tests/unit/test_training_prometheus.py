@@ -5,6 +5,7 @@ tests/data/node-captures) parsed by the sampler's own parser."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -43,7 +44,9 @@ def snapshot() -> prom.Snapshot:
                                  diagnose.Severity.CRITICAL),
                 diagnose.Finding(diagnose.Kind.STRAGGLER, (1,), "e", "f",
                                  diagnose.Severity.WARNING))
-    return prom.Snapshot("c1", "20261128-1200-ab", (master, worker, gone), findings)
+    spend = {"cap": 5.0, "spent": 0.25, "rate": 4.0, "margin": 0.1, "checkpoint_at": 4.9,
+             "decision": "under"}  # training.budget.Status.to_json
+    return prom.Snapshot("c1", "20261128-1200-ab", (master, worker, gone), findings, spend)
 
 
 def scrape(snap: prom.Snapshot | None) -> dict[str, dict[tuple, float]]:
@@ -111,6 +114,15 @@ def test_price_and_the_job_s_cost_so_far():
     # no price known (no tag), no start read yet: no figure rather than a wrong one
     assert ("node", "worker-1") not in {k[1] for k in found["clusterkit_job_cost_dollars"]}
     assert len(found["clusterkit_node_price_dollars_per_hour"]) == 2
+
+
+def test_spend_against_the_cap_only_with_a_cap():
+    found = scrape(snapshot())
+    assert found["clusterkit_job_spent_dollars"] == {(("cluster", "c1"),): 0.25}
+    assert found["clusterkit_job_cap_dollars"] == {(("cluster", "c1"),): 5.0}
+    uncapped = scrape(dataclasses.replace(snapshot(), budget=None))
+    assert "clusterkit_job_spent_dollars" not in uncapped
+    assert "clusterkit_job_cap_dollars" not in uncapped
 
 
 def test_a_node_without_a_sample_is_down_and_has_no_figures():

@@ -98,7 +98,7 @@ def snapshot_of(top: Top, frame: TopFrame, started: dict[int, float]) -> Snapsho
             row.index, row.node, node.instance_type if node else "",
             node.price if node else None, started.get(row.index),
             tuple(top.windows.get(row.index, ())), row.error))
-    return Snapshot(frame.cluster, frame.job_id, tuple(views), frame.findings)
+    return Snapshot(frame.cluster, frame.job_id, tuple(views), frame.findings, frame.budget)
 
 
 class SnapshotCollector(Collector):
