@@ -19,8 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from clusterkit.cluster.access.remote_ops import do_exec
+from clusterkit.cluster.jobs.nodejobs import job_summary
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session
+from tests.integration.conftest import runtime
 
 CLI = str(Path(sys.executable).with_name("clusterkit"))
 
@@ -112,3 +115,42 @@ def test_a_job_reaching_its_cap_checkpoints_and_ends_as_budget(cluster: Cluster)
     kept = cluster.cli("job", cluster.name, job_id.group(1))
     assert kept.returncode == 0, kept.stderr
     assert spent.group(0).strip() in kept.stdout + kept.stderr
+
+
+def test_a_detached_job_keeps_to_its_cap_through_the_controller(cluster: Cluster):
+    """`train --detach` with a cap (and no recoveries) leaves the controller on the
+    master; with no client connected it reads the job's budget.json, applies the same
+    decision, and the job ends as budget with the amount; the controller keeps the
+    report, spend against the cap in it."""
+    got = cluster.cli("train", str(cluster.spec), "--workdir", str(cluster.work),
+                      "--detach", "--max-cost", CAP, timeout=300)
+    assert got.returncode == 0, got.stdout + got.stderr
+    job_id = got.stdout.strip().splitlines()[-1]
+    top = cluster.cli("top", cluster.name, "--once")  # while it runs: spend against the cap
+    print(top.stdout + top.stderr)
+    assert top.returncode == 0, top.stderr
+    assert re.search(r"^budget: spent \$0\.0\d+ of the \$0\.0020 cap \(\d+%\), "
+                     r"\$0\.1700/h now; checkpoint at \$0\.00\d+$", top.stdout + top.stderr,
+                     re.M), top.stdout + top.stderr
+
+    def ended() -> bool:
+        summary = job_summary(runtime(), cluster.name)
+        return summary is not None and summary.job_id == job_id and summary.state.final
+
+    support.wait_for(ended, f"job {job_id} ended", 240, interval=2)
+    summary = job_summary(runtime(), cluster.name)
+    assert summary is not None and summary.state == "budget", summary
+    assert re.fullmatch(r"spending cap: spent \$0\.00\d\d of the \$0\.0020 cap "
+                        r"\(train\.max_cost\), \$0\.1700/h", summary.reason or ""), summary
+
+    def reported() -> str:
+        kept = cluster.cli("job", cluster.name, job_id)
+        return kept.stdout + kept.stderr if "  budget: spent" in kept.stdout + kept.stderr \
+            else ""
+
+    support.wait_for(reported, "the controller's report", 120, interval=2)
+    assert "stopped by the cap after the checkpoint signal" in reported()
+    [log] = do_exec(cluster.name, ["cat ~/.clusterkit/controller/controller.log"],
+                    nodes=["master"], rt=runtime()).values()
+    print(log.stdout)
+    assert f"job {job_id} budget: spending cap: spent $0.00" in log.stdout, log.stdout

@@ -121,14 +121,15 @@ class Spending:
             return None
         return cls(record.ledger(), clock) if record is not None else None
 
-    def observe(self, jc: JobCluster) -> Status:
-        """The attempt's nodes and the ready standbys seen now; the status."""
+    def observe(self, jc: JobCluster, at: float | None = None) -> Status:
+        """The attempt's nodes and the ready standbys seen now (``at``: then); the
+        status."""
         seen = [Seen(n.instance_id, jc.node_name(n.index or 0), price_of(n), launched_at(n))
                 for n in jc.nodes]
         seen += [Seen(n.instance_id, f"standby {n.instance_id}", price_of(n), launched_at(n))
                  for n in self.standbys()]
         with self.lock:
-            now = self.clock()
+            now = self.clock() if at is None else at
             self.ledger.observe(seen, now)
             return self.ledger.status(now)
 

@@ -221,19 +221,20 @@ class Top:
                                                               self.health))
         note = "" if any(r.gpus for r in rows) else (
             "no GPU reported (no nvidia-smi on the nodes: the sandbox has no GPU)")
-        spent = self.spent()
+        spent = self.spent(max((r.at for r in rows if r.at is not None), default=None))
         return TopFrame(self.jc.name, self.job_id, self.clock(), tuple(rows),
                         tuple(findings), note, spent.to_json() if spent else None,
                         spent.line() if spent else "")
 
-    def spent(self) -> Status | None:
+    def spent(self, at: float | None) -> Status | None:
         """The job's spend against its cap (``cluster/jobs/budget.py``: the master's
-        budget.json, read once per job; the running nodes seen each frame); None: no
-        cap."""
+        budget.json, read once per job; the running nodes seen each frame) up to the
+        newest sample (``at``: the samplers stop with the job, so does the count); None:
+        no cap."""
         if self.spending_of != self.job_id:
             self.spending_of = self.job_id
             self.spending = budget.Spending.resume(self.jc, self.job_id)
-        return self.spending.observe(self.jc) if self.spending is not None else None
+        return self.spending.observe(self.jc, at) if self.spending is not None else None
 
 
 @contextlib.contextmanager
