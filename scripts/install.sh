@@ -80,6 +80,7 @@ install_torch() {
     parent="$(dirname "$home")"
     mkdir -p "$parent"
     building="$(mktemp -d "$parent/.building-XXXXXX")"
+    chmod 755 "$building"  # mktemp's 0700 would keep the nodes' non-root logins out
     trap 'rm -rf -- "$building"' EXIT
     [ -n "${CLUSTERKIT_TORCH_INDEX:-}" ] && index=(--index-url "$CLUSTERKIT_TORCH_INDEX")
     "$PY" -m venv "$building"
@@ -100,6 +101,7 @@ if [ "${CLUSTERKIT_TORCH:-1}" != 0 ]; then
         echo "install: torch $TORCH_VERSION (CPU) into $home (once per machine)"
         install_torch "$home"
     fi
+    chmod go+rx "$home"  # readable by every login (a sandbox node's ubuntu); 0700 before
     echo "$home/bin/python" >.venv/torch-python  # where the tests find it
 else
     rm -f .venv/torch-python
