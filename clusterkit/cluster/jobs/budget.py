@@ -31,6 +31,7 @@ from clusterkit.catalog.prices import on_demand_price
 from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.nodejobs import JobCluster, job_dir
 from clusterkit.errors import ClusterkitError, GroupError
+from clusterkit.node.jobfile import Stopping
 from clusterkit.plan.cost import usd
 from clusterkit.plan.nodes import Node
 from clusterkit.remote.channels import Call
@@ -102,8 +103,8 @@ class Spending:
         for node in nodes:
             price_of(node)
         train = spec.train or Train()
-        stop_grace = 10.0  # the supervisor's TERM -> KILL grace (topology.job_file)
-        budget = Budget.of(cap, train.checkpoint_grace, stop_grace, TICK_S)
+        # the supervisor's TERM -> KILL grace: job.json's default (attempt.start)
+        budget = Budget.of(cap, train.checkpoint_grace, Stopping().grace_seconds, TICK_S)
         return cls(Ledger(budget, clock()), clock)
 
     @classmethod
