@@ -7,8 +7,8 @@ row remap pending and the real failing ``dcgmi diag`` rows. Everything else is r
 gather over SSH as root, the kernel log, fi_info (absent: no EFA), the replacement
 (terminated, launched and bootstrapped again by `up`) and the MXNet job after it.
 
-With no recovery left, `train` exits 1 naming worker-1, its evidence and what keeping it
-costs, and starts nothing; with one (``train.preflight: true``, ``max_recoveries: 1``
+With no recovery left (``--max-recoveries 0``), `train` exits 1 naming worker-1, its
+evidence and what keeping it costs, and starts nothing; with one (``train.preflight: true``, ``max_recoveries: 1``
 in the spec), worker-1 is replaced, the new one (no stand-ins: a fresh root) passes, the
 job runs, and its report keeps both rounds."""
 
@@ -86,8 +86,8 @@ def worker_id(cluster: Cluster) -> str:
 def test_a_failing_node_with_no_recovery_left_stops_train(cluster: Cluster):
     install_stand_ins(cluster)
     before = worker_id(cluster)
-    proc = cluster.cli("train", str(cluster.spec), "--preflight", "--workdir",
-                       str(cluster.work))
+    proc = cluster.cli("train", str(cluster.spec), "--preflight", "--max-recoveries", "0",
+                       "--workdir", str(cluster.work))  # 0 whatever the spec says by now
     said = proc.stdout + proc.stderr
     assert proc.returncode == 1, said
     assert "preflight: master: ok (gpus pass, dcgm pass, efa skipped, dataset skipped)" \
@@ -105,8 +105,9 @@ def test_a_failing_node_with_no_recovery_left_stops_train(cluster: Cluster):
 def test_a_failing_node_is_replaced_and_the_job_runs(cluster: Cluster):
     install_stand_ins(cluster)
     before = worker_id(cluster)
-    cluster.spec.write_text(cluster.spec.read_text() + "  preflight: true\n"
-                            "  max_recoveries: 1\n")
+    if "preflight: true" not in cluster.spec.read_text():
+        cluster.spec.write_text(cluster.spec.read_text() + "  preflight: true\n"
+                                "  max_recoveries: 1\n")
     proc = cluster.cli("train", str(cluster.spec), "--workdir", str(cluster.work),
                        timeout=600)
     said = proc.stdout + proc.stderr
