@@ -58,7 +58,7 @@ NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SSHD_CONFIG = """\
 ListenAddress {address}:22
 HostKey /etc/clusterkit-node/ssh_host_ed25519_key
-AuthorizedKeysFile /etc/clusterkit-node/authorized_keys .ssh/authorized_keys
+AuthorizedKeysFile .ssh/authorized_keys
 PermitRootLogin no
 PubkeyAuthentication yes
 PasswordAuthentication no
@@ -190,7 +190,6 @@ def prepare(spec: NodeSpec) -> str:
     run_dir = spec.efs_dir.parent
     if not key.exists():
         _keygen(key)
-        (conf / "authorized_keys").write_text("".join(k.strip() + "\n" for k in spec.public_keys))
         _first_boot_root(spec)
     elif spec.namespaces:
         noderoot.hide(spec.root, run_dir)
@@ -204,7 +203,8 @@ def prepare(spec: NodeSpec) -> str:
 def _first_boot_root(spec: NodeSpec) -> None:
     """The node's root file system (``noderoot.build``) and the sandbox's shims in it."""
     if spec.namespaces:
-        noderoot.build(spec.root, spec.efs_dir.parent, spec.hostname, spec.address)
+        noderoot.build(spec.root, spec.efs_dir.parent, spec.hostname, spec.address,
+                       spec.public_keys)
     shims = {"/usr/sbin/mount.nfs4": MOUNT_NFS_SHIM, "/usr/sbin/mount.efs": MOUNT_EFS_SHIM}
     if not spec.md:
         shims["/usr/sbin/mdadm"] = MDADM_SHIM

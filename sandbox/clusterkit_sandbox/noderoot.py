@@ -20,7 +20,8 @@ sandbox jobs: the nodes run the system python with them on PYTHONPATH) are bound
 read-only at their own path (``client_packages_mount``), nothing else of the checkout.
 
 **Logins, as on an EC2 image.** ``ubuntu`` and ``ec2-user`` are uid ``FIRST_UID`` and
-the next, each with its own ``/home/<user>`` and passwordless ``sudo`` (the real
+the next, each with its own ``/home/<user>``, the instance's keys in its
+``~/.ssh/authorized_keys`` (as cloud-init puts them), and passwordless ``sudo`` (the real
 ``/usr/bin/sudo``, setuid, reading the node's own ``/etc/sudoers`` and
 ``/etc/sudoers.d/90-cloud-init-users``); root cannot log in (``PermitRootLogin no`` in
 ``node.SSHD_CONFIG``). The node's ``/etc/passwd`` and ``/etc/group`` keep the host's
@@ -121,8 +122,10 @@ def shown(path: Path) -> bool:
                          *read_only_shown()))
 
 
-def build(node_dir: Path, run_dir: Path, hostname: str, address: str) -> None:
-    """First boot: the node's own tree, its accounts, sudoers, hostname and hosts."""
+def build(node_dir: Path, run_dir: Path, hostname: str, address: str,
+          public_keys: list[str]) -> None:
+    """First boot: the node's own tree, its accounts (``public_keys`` authorized for each
+    login user), sudoers, hostname and hosts."""
     fs = fs_dir(node_dir)
     for rel, mode in OWN_DIRS.items():
         (fs / rel).mkdir(parents=True, exist_ok=True)
@@ -136,7 +139,7 @@ def build(node_dir: Path, run_dir: Path, hostname: str, address: str) -> None:
             (fs / name).mkdir(exist_ok=True)
             for sub in ("upper", "work"):
                 (layer(node_dir, name) / sub).mkdir(parents=True, exist_ok=True)
-    _accounts(node_dir)
+    _accounts(node_dir, public_keys)
     write(stored(node_dir, "/etc/sudoers"), SUDOERS, 0o440)
     opaque(stored(node_dir, "/etc/sudoers.d"))
     write(stored(node_dir, CLOUD_INIT_SUDOERS), "# clusterkit sandbox: as cloud-init's\n"
@@ -147,9 +150,11 @@ def build(node_dir: Path, run_dir: Path, hostname: str, address: str) -> None:
     hide(node_dir, run_dir)
 
 
-def _accounts(node_dir: Path) -> None:
+def _accounts(node_dir: Path, public_keys: list[str]) -> None:
     """passwd, group, shadow, gshadow: the host's system accounts and the login users,
-    each with a home of its own."""
+    each with a home of its own whose ``~/.ssh/authorized_keys`` holds the instance's
+    keys (its key pair's and its user data's ``ssh_authorized_keys``), as cloud-init
+    writes them for an image's default user: a key taken off that file is gone."""
     passwd = _system_lines(Path("/etc/passwd"))
     group = _system_lines(Path("/etc/group"))
     for offset, user in enumerate(LOGIN_USERS):
@@ -159,7 +164,11 @@ def _accounts(node_dir: Path) -> None:
         home = fs_dir(node_dir) / "home" / user
         home.mkdir(parents=True, exist_ok=True)
         home.chmod(0o750)
-        os.chown(home, uid, uid)
+        keys = home / ".ssh" / "authorized_keys"
+        write(keys, "".join(k.strip() + "\n" for k in public_keys), 0o600)
+        keys.parent.chmod(0o700)
+        for path in (home, keys.parent, keys):
+            os.chown(path, uid, uid)
     write(stored(node_dir, "/etc/passwd"), "\n".join(passwd) + "\n")
     write(stored(node_dir, "/etc/group"), "\n".join(group) + "\n")
     write(stored(node_dir, "/etc/shadow"), "".join(

@@ -130,7 +130,7 @@ def test_without_its_instance_profile_a_node_cannot_mount_with_iam(sandbox,
     [given] = ec2.describe_iam_instance_profile_associations(Filters=[
         {"Name": "instance-id", "Values": [worker.instance_id]}])["IamInstanceProfileAssociations"]
     ec2.disassociate_iam_instance_profile(AssociationId=given["AssociationId"])
-    mount = ("mkdir -p /mnt/probe && mount -t efs -o tls,iam "
+    mount = ("sudo -n mkdir -p /mnt/probe && sudo -n mount -t efs -o tls,iam "
              "fs-0123456789abcdef0.efs.us-east-1.amazonaws.com:/ /mnt/probe")
     try:
         support.wait_for(lambda: not _has_role(sandbox, worker.instance_id), "role gone")
@@ -142,6 +142,6 @@ def test_without_its_instance_profile_a_node_cannot_mount_with_iam(sandbox,
         ec2.associate_iam_instance_profile(IamInstanceProfile={
             "Arn": given["IamInstanceProfile"]["Arn"]}, InstanceId=worker.instance_id)
     support.wait_for(lambda: _has_role(sandbox, worker.instance_id), "role back")
-    (res,) = do_exec(name, [mount + " && umount /mnt/probe"], nodes=["worker-1"],
+    (res,) = do_exec(name, [mount + " && sudo -n umount /mnt/probe"], nodes=["worker-1"],
                      rt=runtime()).values()
     assert res.ok, res

@@ -13,12 +13,13 @@ import pytest
 from clusterkit_sandbox import noderoot
 
 pytestmark = [pytest.mark.root]
+KEYS = ["ssh-ed25519 AAAAkeypair k", "ssh-ed25519 AAAAuserdata controller "]
 
 
 @pytest.fixture
 def built(tmp_path: Path) -> Path:
     node = tmp_path / "nodes" / "i-1"
-    noderoot.build(node, tmp_path / "run", "ip-10-0-0-9", "127.0.0.9")
+    noderoot.build(node, tmp_path / "run", "ip-10-0-0-9", "127.0.0.9", KEYS)
     return node
 
 
@@ -35,6 +36,9 @@ def test_the_login_users_are_not_root_and_have_homes_of_their_own(built: Path):
         assert _lines(built, "/etc/group")[user][2] == uid
         home = noderoot.fs_dir(built) / "home" / user
         assert (home.stat().st_uid, stat.S_IMODE(home.stat().st_mode)) == (int(uid), 0o750)
+        keys = home / ".ssh" / "authorized_keys"  # as cloud-init writes them
+        assert keys.read_text().splitlines() == [k.strip() for k in KEYS]
+        assert (keys.stat().st_uid, stat.S_IMODE(keys.stat().st_mode)) == (int(uid), 0o600)
     people = {name for name, f in passwd.items()
               if noderoot.FIRST_UID <= int(f[2]) < 60000} - set(noderoot.LOGIN_USERS)
     assert passwd["root"][2] == "0" and not people  # none of this machine's people
