@@ -15,6 +15,10 @@ the DescribeInstanceTypes data moto ships).
 
 moto's CloudFormation skips AWS::EC2::SecurityGroupEgress (a warning, no rule); the
 stack's egress rule to its own group (EFA's "all traffic out to itself") is made here.
+
+moto's ReplaceIamInstanceProfileAssociation changes the association only: the instance
+still shows the profile it had in DescribeInstances (``IamInstanceProfile``), where EC2
+shows the new one (`down` reads it to find a master that runs a recovery controller).
 """
 
 from __future__ import annotations
@@ -119,6 +123,18 @@ def _egress_model() -> Any:
     return SecurityGroupEgress
 
 
+def _replacing(original: Any) -> Any:
+    def replace_iam_instance_profile_association(self: Any, association_id: str,
+                                                 *args: Any, **kwargs: Any) -> Any:
+        association = original(self, association_id, *args, **kwargs)
+        self.modify_instance_attribute(association.instance_id, "iam_instance_profile", {
+            "Arn": association.iam_instance_profile.arn, "Id": association_id})
+        return association
+
+    replace_iam_instance_profile_association.shows_on_instance = True  # type: ignore[attr-defined]
+    return replace_iam_instance_profile_association
+
+
 def _install_egress() -> None:
     from moto.cloudformation import parsing
 
@@ -131,8 +147,12 @@ def _install_egress() -> None:
 
 def install() -> None:
     """Idempotent: patch moto's EC2 responses in this process."""
+    from moto.ec2.models.iam_instance_profile import IamInstanceProfileAssociationBackend as B
     from moto.ec2.responses import EC2Response
 
+    if not getattr(B.replace_iam_instance_profile_association, "shows_on_instance", False):
+        B.replace_iam_instance_profile_association = _replacing(
+            B.replace_iam_instance_profile_association)
     if not hasattr(EC2Response, "describe_placement_groups"):
         EC2Response.describe_placement_groups = _describe_placement_groups
     if not getattr(EC2Response.run_instances, "checks_interfaces", False):

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import boto3
 import pytest
 
 from bench import resumable
@@ -32,7 +33,7 @@ from clusterkit_sandbox.partition import do_partition
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session
 from tests.e2e.test_train import Cluster, all_gone
-from tests.integration.conftest import runtime
+from tests.integration.conftest import REGION, runtime
 
 STEPS, PAUSE = 24, 0.4
 SECTIONS = """\
@@ -292,7 +293,8 @@ def test_a_detached_job_recovers_with_the_client_gone(sandbox, cluster: Cluster)
     on the master, running on the master's instance role (no credential of the user's
     anywhere in it). A notice takes worker-1 with no client connected: the controller
     replaces that node only and restarts the job, which resumes from its checkpoint and
-    ends as an uninterrupted run would; then the controller exits."""
+    ends as an uninterrupted run would; then the controller exits, its key taken off
+    every node and the master's node profile given back."""
     from clusterkit.cluster.jobs import controller
     from clusterkit.cluster.jobs.nodejobs import open_job_cluster
 
@@ -326,6 +328,29 @@ def test_a_detached_job_recovers_with_the_client_gone(sandbox, cluster: Cluster)
     assert len(steps) == 3 and min(steps) > 0, text
     assert results(text) == {n: [WANT] * 4 for n in ("master", "worker-1", "worker-2")}
     assert f"job {summary.job_id} succeeded" in said, said
+    check_retired(cluster, before["master"], said)
+
+
+def check_retired(cluster: Cluster, master: str, said: str) -> None:
+    """The controller retired as it exited (issue 39): its key is on no node (the one it
+    launched included), and the master wears the nodes' instance profile again."""
+    assert "took the controller's key off 3 node(s)" in said, said
+    assert f"gave the master {master} its node profile back" in said, said
+    [public] = do_exec(cluster.name, ["cat ~/.clusterkit/controller/id_ed25519.pub"],
+                       nodes=["master"], rt=runtime()).values()
+    key = public.stdout.split()[1]
+    # wherever a node's sshd reads keys (a node the controller launched got its key by
+    # the launch's cloud-config)
+    held = do_exec(cluster.name, ["cat ~/.ssh/authorized_keys /etc/clusterkit-node/"
+                                  "authorized_keys 2>/dev/null || true"], rt=runtime())
+    assert len(held) == 3 and all(key not in r.stdout for r in held.values()), held
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in boto3.client(
+        "cloudformation", REGION).describe_stacks(StackName=f"clusterkit-{cluster.name}")[
+        "Stacks"][0]["Outputs"]}
+    worn = boto3.client("ec2", REGION).describe_iam_instance_profile_associations(Filters=[
+        {"Name": "instance-id", "Values": [master]}])["IamInstanceProfileAssociations"]
+    assert [a["IamInstanceProfile"]["Arn"] for a in worn if a["State"] == "associated"] == \
+        [outputs["InstanceProfileArn"]]
 
 
 def controller_log(cluster: Cluster) -> str:

@@ -121,6 +121,9 @@ def test_the_stack_makes_both_roles_and_the_master_can_wear_the_controllers(moto
     assert instance_metadata(iid)["role"] == node_role
     assert instances.set_instance_profile(s, REGION, iid, record.controller_profile)
     assert instance_metadata(iid)["role"] == controller_role
+    # DescribeInstances shows the profile it wears now (`down` finds a controller by it)
+    [node] = instances.describe_nodes(s, REGION, [iid])
+    assert node.instance_profile == record.controller_profile
     assert not instances.set_instance_profile(s, REGION, iid, record.controller_profile)
     ec2.terminate_instances(InstanceIds=[iid])
 
