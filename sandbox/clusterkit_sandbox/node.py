@@ -178,8 +178,6 @@ def _keygen(path: Path) -> None:
                     "-f", str(path)], check=True, stdin=subprocess.DEVNULL, env=node_env())
 
 
-
-
 def prepare(spec: NodeSpec) -> str:
     """Every boot: host key, sshd config, authorized keys, the node's root file system
     (built at first boot, ``noderoot``; what it hides refreshed every boot). Returns the
