@@ -222,6 +222,16 @@ def view_dir(run_dir: Path) -> Path:
     return run_dir / "view"
 
 
+SHARED_IN_NODE = "/var/lib/clusterkit-sandbox/shared"  # the sandbox's run/shared, read-write
+
+
+def shared_dir(run_dir: Path) -> Path:
+    """The one directory every node of this sandbox shares with the sandbox's user
+    (read-write, at SHARED_IN_NODE, like a LAN share): demos and tests hand the nodes
+    files and markers through it. Nothing else of the host's is writable in a node."""
+    return run_dir / "shared"
+
+
 def power_dir(run_dir: Path) -> Path:
     """The sandbox's directory of power-off requests (``<instance id>`` files), shown in
     every node at POWER_IN_NODE."""
@@ -279,6 +289,7 @@ def boot_script(spec: NodeSpec) -> str:
     run_dir = spec.efs_dir.parent
     power = shlex.quote(str(power_dir(run_dir)))
     view = shlex.quote(str(view_dir(run_dir)))
+    shared = shlex.quote(str(shared_dir(run_dir)))
     lines = [
         "set -e",
         *_root_mounts(spec, merged),
@@ -290,6 +301,8 @@ def boot_script(spec: NodeSpec) -> str:
         f"mount --bind {power} {merged}{POWER_IN_NODE}",
         f"mkdir -p {merged}{VIEW_IN_NODE}",
         f"mount --bind -o ro {view} {merged}{VIEW_IN_NODE}",
+        f"mkdir -p {shared} {merged}{SHARED_IN_NODE} && chmod 1777 {shared}",
+        f"mount --bind {shared} {merged}{SHARED_IN_NODE}",
         *client_packages_mount(merged),
         f"hostname {shlex.quote(spec.hostname)}",
         f"exec chroot {merged} {' '.join(sshd_flags())} -f {CONF_IN_NODE}/sshd_config",

@@ -24,6 +24,7 @@ import pytest
 
 from clusterkit.cluster.provision.down import do_down
 from clusterkit.cluster.provision.up import UpResult, do_up
+from clusterkit_sandbox.node import SHARED_IN_NODE, shared_dir
 from tests import support
 from tests.e2e.test_up_down import SANDBOX_AMI
 from tests.integration.conftest import leftovers, runtime
@@ -116,3 +117,9 @@ def running(spec: Path, name: str, *, timeout: float = 180) -> Iterator[UpResult
     finally:
         do_down(str(spec), yes=True, rt=runtime())
         assert leftovers(name) == {}
+
+
+def shared_file(sandbox_dir: Path, name: str) -> tuple[Path, str]:
+    """A file of the sandbox's one shared directory (``clusterkit_sandbox.node.shared_dir``):
+    its path here and its path in every node. A node sees nothing else of this machine."""
+    return shared_dir(sandbox_dir / "run") / name, f"{SHARED_IN_NODE}/{name}"

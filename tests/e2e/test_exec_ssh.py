@@ -30,7 +30,7 @@ from clusterkit.remote.address import targets
 from clusterkit.remote.connect import Login
 from clusterkit_sandbox import console as sandbox_console
 from tests import support
-from tests.e2e.clusters import running, user_session
+from tests.e2e.clusters import running, shared_file, user_session
 from tests.e2e.test_up_down import SANDBOX_AMI
 from tests.integration.conftest import runtime, write_spec
 
@@ -180,16 +180,16 @@ def test_other_fan_outs_forward_no_agent_and_speak_aes_gcm(cluster: Cluster):
         assert {c.transport.local_cipher for c in used} == {"aes128-gcm@openssh.com"}
 
 
-def test_chain_each_runs_every_node_at_its_own_pace(cluster: Cluster):
+def test_chain_each_runs_every_node_at_its_own_pace(cluster: Cluster, sandbox):
     """A node's next command starts when its own last one ended, not when the slowest
     node's did (bootstrap: a node's steps start as soon as its facts are in)."""
     nodes = cluster_nodes(runtime(), cluster.name, ["us-east-1"])
     dials = targets(nodes, nodes)
     slow = dials[0].hop.label
     said: list[tuple[str, int]] = []  # (node, its step) in the order the client saw them
-    # the slow node's first command waits for this file (/dev/shm: the nodes see the
-    # host's), which the client makes once every other node has asked for its step 2
-    go = Path(f"/dev/shm/ck-chain-{uuid.uuid4().hex[:8]}")
+    # the slow node's first command waits for this file (in the sandbox's shared
+    # directory), which the client makes once every other node has asked for its step 2
+    go, go_in_node = shared_file(sandbox.dir, f"ck-chain-{uuid.uuid4().hex[:8]}")
     others_done = {(t.hop.label, 2) for t in dials[1:]}
 
     def next_command(target, last):
@@ -199,7 +199,7 @@ def test_chain_each_runs_every_node_at_its_own_pace(cluster: Cluster):
             go.touch()
         if step == 2:
             return None
-        pause = (f"for _ in $(seq 600); do [ -e {go} ] && break; sleep 0.1; done; "
+        pause = (f"for _ in $(seq 600); do [ -e {go_in_node} ] && break; sleep 0.1; done; "
                  if target.hop.label == slow and step == 0 else "")
         return f"{pause}echo {step}"
 

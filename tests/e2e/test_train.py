@@ -30,9 +30,10 @@ from clusterkit.cluster.access.remote_ops import do_exec
 from clusterkit.cluster.jobs.nodejobs import node_jobs, open_job_cluster
 from clusterkit.cluster.jobs.train import do_train
 from clusterkit.errors import ClusterkitError
+from clusterkit_sandbox.node import SHARED_IN_NODE
 from clusterkit_sandbox.noderoot import SHOWN_READ_ONLY, SHOWN_TREES
 from tests import support
-from tests.e2e.clusters import running, sandbox_spec, user_session
+from tests.e2e.clusters import running, sandbox_spec, shared_file, user_session
 from tests.integration.conftest import Calls, runtime
 
 CLI = str(Path(sys.executable).with_name("clusterkit"))
@@ -61,12 +62,13 @@ DIST_SYNC = textwrap.dedent("""\
     mx.nd.waitall()
     print("RESULT", kv.rank, kv.num_workers, out.asnumpy().tolist(), flush=True)
 """)
-# Worker 1 fails once every worker has started (each marks /dev/shm, which the nodes
-# share with the host), so the others are running when it does, and 3 s later: every
+# Worker 1 fails once every worker has started (each marks the sandbox's shared
+# directory, which every node sees), so the others are running when it does, and 3 s later: every
 # node's supervisor has linked to the master by then. (A job that fails before a node
 # linked leaves that node running until its heartbeat timeout: a known race, no job
 # process can see the link to wait for it.)
-FAIL_ON_1 = ("m=/dev/shm/ck-$CLUSTERKIT_JOB_ID; touch $m-$CLUSTERKIT_NODE_RANK; "
+FAIL_ON_1 = (f"m={SHARED_IN_NODE}/ck-$CLUSTERKIT_JOB_ID; "
+             " touch $m-$CLUSTERKIT_NODE_RANK; "
              "if [ \"$CLUSTERKIT_NODE_RANK\" = 1 ]; then "
              "for _ in $(seq 600); do [ -e $m-0 ] && [ -e $m-2 ] && break; sleep 0.1; done; "
              "rm -f $m-0 $m-1 $m-2; sleep 3; echo about to fail; exit 3; fi; sleep 300")
@@ -207,12 +209,13 @@ def test_refuses_a_second_job_then_replace_and_stop_leave_nothing(cluster: Clust
     assert cluster.train(out=io.StringIO()).state == "succeeded"
 
 
-def test_logs_follow_reattaches_after_the_client_is_killed(cluster: Cluster):
+def test_logs_follow_reattaches_after_the_client_is_killed(cluster: Cluster, sandbox):
     """The job goes on after its client is killed: every worker waits for a file (in
-    /dev/shm, which the nodes share) made once `logs -f` shows all three began, then
-    ends; `logs -f` follows it to the end."""
-    go = Path(f"/dev/shm/ck-reattach-{support.unique_name('go')}")
-    command = (f"echo ck-began; for _ in $(seq 600); do [ -e {go} ] && break; sleep 0.1; "
+    the sandbox's shared directory, which the nodes see) made once `logs -f` shows all
+    three began, then ends; `logs -f` follows it to the end."""
+    go, go_in_node = shared_file(sandbox.dir, f"ck-reattach-{support.unique_name('go')}")
+    command = (f"echo ck-began; for _ in $(seq 600); do [ -e {go_in_node} ] && break; "
+               "sleep 0.1; "
                "done; echo done-ok")
     client = subprocess.Popen([CLI, "train", str(cluster.spec), "--workdir", str(cluster.work),
                                "--", command],

@@ -9,6 +9,7 @@ import io
 
 from clusterkit.cluster.jobs.train import do_train
 from clusterkit.events import Event, Kind
+from clusterkit_sandbox.node import SHARED_IN_NODE
 from tests import support
 from tests.e2e import test_train
 from tests.e2e.test_train import Cluster, all_gone
@@ -20,7 +21,8 @@ cluster = test_train.cluster  # its 3-node MXNet cluster: one of this module's o
 # busy in a barrier may), so its node stops only when the kill comes after the job's
 # 10 s grace: the job has ended (failed) while that node is still stopping.
 FAIL_SLOW_STOP = (
-    "m=/dev/shm/ck-$CLUSTERKIT_JOB_ID; touch $m-$CLUSTERKIT_NODE_RANK; "
+    f"m={SHARED_IN_NODE}/ck-$CLUSTERKIT_JOB_ID; "
+    "touch $m-$CLUSTERKIT_NODE_RANK; "
     "if [ \"$CLUSTERKIT_NODE_RANK\" = 1 ]; then "
     "for _ in $(seq 600); do [ -e $m-0 ] && [ -e $m-2 ] && break; sleep 0.1; done; "
     "rm -f $m-0 $m-1 $m-2; sleep 3; echo about to fail; exit 3; fi; "  # (see FAIL_ON_1)
