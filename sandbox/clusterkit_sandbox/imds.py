@@ -11,6 +11,10 @@ alone, and on this machine any local user could reach the port. The role credent
 temporary keys the endpoint accepts (``credentials.Keys.temporary``), naming the role and
 the instance.
 
+A node's firewall rule that sends a user's metadata connections elsewhere (the recovery
+controller's fence on the master: ``netfilter``) is applied here, to the caller the
+rule catches.
+
 The notices live in ``run/imds.json`` (instance id -> {"action": doc, "rebalance": doc}),
 written by the CLI, read by the server at each request.
 """
@@ -28,6 +32,7 @@ from typing import Any
 
 from clusterkit.node.interruption import ACTION_PATH, REBALANCE_PATH, TOKEN_PATH
 from clusterkit.statedir import check_name
+from clusterkit_sandbox import netfilter
 from clusterkit_sandbox.credentials import Keys
 from clusterkit_sandbox.state import DIR_ENV, RUN_DIR, read_json, write_json
 
@@ -90,14 +95,17 @@ class Imds:
 
     def __init__(self, app: Callable[..., Iterable[bytes]], state_dir: Path,
                  keys: Keys | None = None,
-                 callers: Callable[[dict[str, Any], str], bool] | None = None) -> None:
+                 callers: Callable[[dict[str, Any], str], bool] | None = None,
+                 fence: Callable[[dict[str, Any], str], tuple[str, int] | None] | None = None
+                 ) -> None:
         """``keys``: the endpoint's (the role credentials handed out join them);
         ``callers``: who may have a token of an instance (the daemon's: its own user or
         the instance's node, ``peers.metadata_callers``; None: anyone, for tests of the
-        metadata alone)."""
+        metadata alone); ``fence``: where the node's firewall sends a caller instead
+        (``netfilter.fence``: the recovery controller's metadata proxy), None: nowhere."""
         self.app, self.state_dir = app, state_dir
         self.keys = keys or Keys()
-        self.callers = callers
+        self.callers, self.fence = callers, fence
         self.tokens: dict[str, tuple[str, float]] = {}  # token -> (instance id, expires)
 
     def __call__(self, environ: dict[str, Any],
@@ -106,8 +114,12 @@ class Imds:
         if not path.startswith(PREFIX):
             return self.app(environ, start_response)
         iid, _, rest = path[len(PREFIX):].partition("/")
-        code, body = self.answer(environ.get("REQUEST_METHOD", "GET"), iid, "/" + rest,
-                                 environ)
+        method = environ.get("REQUEST_METHOD", "GET")
+        target = self.fence(environ, iid) if self.fence is not None else None
+        if target is not None:
+            code, body = netfilter.forward(target, method, "/" + rest, environ)
+        else:
+            code, body = self.answer(method, iid, "/" + rest, environ)
         data = body.encode()
         start_response(f"{code} {'OK' if code == 200 else 'Error'}",
                        [("Content-Type", "text/plain"), ("Content-Length", str(len(data)))])

@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterkit_sandbox import noderoot
+from clusterkit_sandbox import netfilter, noderoot
 from clusterkit_sandbox.nodeprocs import kill_all as kill_all
 from clusterkit_sandbox.nodeprocs import mount_ns as mount_ns
 from clusterkit_sandbox.nodeprocs import pid_ns as pid_ns
@@ -206,9 +206,9 @@ def _first_boot_root(spec: NodeSpec) -> None:
     shims = {"/usr/sbin/mount.nfs4": MOUNT_NFS_SHIM, "/usr/sbin/mount.efs": MOUNT_EFS_SHIM}
     if not spec.md:
         shims["/usr/sbin/mdadm"] = MDADM_SHIM
-    for command in POWER_COMMANDS:
-        for where in power_shim_dirs():
-            shims[f"/{where}/{command}"] = POWER_SHIM
+    for where in power_shim_dirs():
+        shims.update({f"/{where}/{command}": POWER_SHIM for command in POWER_COMMANDS})
+        shims[f"/{where}/iptables"] = netfilter.IPTABLES_SHIM  # never the host's
     for path, text in shims.items():
         noderoot.write(noderoot.stored(spec.root, path), text, 0o755)
 

@@ -60,18 +60,23 @@ def holds(pid: int, inode: int) -> bool:
     return False
 
 
+def caller_socket(environ: dict[str, Any]) -> tuple[int, int] | None:
+    """(uid, inode) of the socket on the other end of a WSGI request (``socket_of``)."""
+    try:
+        client = (str(environ["REMOTE_ADDR"]), int(environ["REMOTE_PORT"]))
+        server_port = int(environ["SERVER_PORT"])
+    except (KeyError, ValueError):
+        return None
+    return socket_of(client, server_port)
+
+
 def metadata_callers(state_dir: Path) -> Callable[[dict[str, Any], str], bool]:
     """The check the daemon's metadata makes of a token's caller (``Imds``): the
     sandbox's user, or a process of instance ``iid``'s node."""
     from clusterkit_sandbox import node as nodes
 
     def allowed(environ: dict[str, Any], iid: str) -> bool:
-        try:
-            client = (str(environ["REMOTE_ADDR"]), int(environ["REMOTE_PORT"]))
-            server_port = int(environ["SERVER_PORT"])
-        except (KeyError, ValueError):
-            return False
-        found = socket_of(client, server_port)
+        found = caller_socket(environ)
         if found is None:
             return False
         uid, inode = found

@@ -25,6 +25,7 @@ from clusterkit_sandbox import (
     iam_seed,
     imds,
     moto_speed,
+    netfilter,
     peers,
     spot_prices,
     timed,
@@ -102,7 +103,8 @@ def _serve(state_dir: Path) -> None:
     host, port = server.get_host_and_port()
     recorder = install_timings(server, timings, state_dir / RUN_DIR)
     server._server.app = imds.Imds(server._server.app, state_dir, keys,  # unsigned, as EC2's
-                                   peers.metadata_callers(state_dir))
+                                   peers.metadata_callers(state_dir),
+                                   netfilter.fence(state_dir))
     _install_extras()
     iam_seed.install()
     block, _claim = claim_block()
