@@ -11,8 +11,9 @@ instance; and its own ``/dev`` (a copy of the host's, plus its disks by id,
 node's processes from here: ``nodeprocs``. Shims: ``mount.nfs4`` and ``mount.efs`` (EFS =
 a directory shared by the nodes; ``mount.efs`` stands for amazon-efs-utils, refuses a
 mount without ``tls``, as the file system policy clusterkit sets does, and notes each
-mount's options in ``EFS_MOUNTS``), shutdown / poweroff / halt (``POWER_SHIM``) and,
-without an md driver, ``mdadm`` (says "not emulated").
+mount's options in ``EFS_MOUNTS``), shutdown / poweroff / halt (``POWER_SHIM``), iptables
+(``netfilter``: the nat OUTPUT owner rules, kept for the sandbox's metadata) and, without
+an md driver, ``mdadm`` (says "not emulated").
 
 Login users: ``ubuntu`` and ``ec2-user``, non-root with passwordless ``sudo``, authorized
 with the instance's EC2 key pair; root cannot log in (``noderoot``).
