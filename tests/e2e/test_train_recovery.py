@@ -31,6 +31,7 @@ from clusterkit.cluster.provision.up import do_up
 from clusterkit_sandbox import imds
 from clusterkit_sandbox.partition import do_partition
 from tests import support
+from tests.e2e import metadata_fence
 from tests.e2e.clusters import running, sandbox_spec, user_session
 from tests.e2e.test_train import Cluster, all_gone
 from tests.integration.conftest import REGION, runtime
@@ -306,11 +307,13 @@ def test_a_detached_job_recovers_with_the_client_gone(sandbox, cluster: Cluster)
     secrets = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
                "AWS_PROFILE", "SSH_AUTH_SOCK"}
     assert not secrets & env.keys(), env
-    assert env["CLUSTERKIT_CONTROLLER_KEY"].endswith("/.clusterkit/controller/id_ed25519")
+    assert env["CLUSTERKIT_CONTROLLER_KEY"] == f"{controller.PRIVATE}/{controller.KEY}"
+    assert uid_of(pid) not in (0, 1000, os.geteuid())  # its own user, not the login's
     said = controller_log(cluster)
     assert f"controller of job {started.job_id}" in said, said
     assert "AWS credentials: iam-role" in said, said
     assert controller.alive(open_job_cluster(runtime(), cluster.name))
+    role = metadata_fence.check_fenced(sandbox.endpoint, cluster.name, before["master"])
     support.wait_for(lambda: checkpoints(cluster) >= 3, "the job at step 3", 180)
     imds.do_interrupt(str(sandbox.dir), cluster.name, "worker-1", notice=30)
     support.wait_for(lambda: not controller_processes(), "the controller's end", 600,
@@ -329,6 +332,13 @@ def test_a_detached_job_recovers_with_the_client_gone(sandbox, cluster: Cluster)
     assert results(text) == {n: [WANT] * 4 for n in ("master", "worker-1", "worker-2")}
     assert f"job {summary.job_id} succeeded" in said, said
     check_retired(cluster, before["master"], said)
+    metadata_fence.check_unfenced(sandbox.endpoint, cluster.name, before["master"], role,
+                                  said)
+
+
+def uid_of(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as handle:
+        return next(int(line.split()[1]) for line in handle if line.startswith("Uid:"))
 
 
 def check_retired(cluster: Cluster, master: str, said: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -16,6 +17,7 @@ import pytest
 
 from clusterkit.cluster.jobs import controller
 from clusterkit.errors import UsageError
+from clusterkit.node import imdsfence
 from clusterkit.remote.incluster import CONTROLLER_KEY_ENV
 
 
@@ -45,23 +47,31 @@ def test_the_archive_holds_settings_spec_known_hosts_and_the_package_only():
 
 
 def test_setup_unpacks_makes_one_key_and_prints_its_public_line(tmp_path):
-    """The sandbox's setup command (no virtualenv) run by bash: twice, one key."""
+    """The sandbox's setup command (no virtualenv) run by bash: twice, one key, in the
+    controller user's private directory (here root's, in tmp_path: the real user is made
+    on a sandbox node, tests/e2e/test_train_recovery.py); its public line in the
+    login's."""
     tar = controller.archive("name: c1\n", b"k\n", {"cluster": "c1"})
-    env = {"HOME": str(tmp_path), "PATH": os.environ["PATH"]}
-    runs = [subprocess.run(["bash", "-c", controller.setup_command(sandbox=True)],
-                           input=tar, capture_output=True, env=env, check=True)
-            for _ in range(2)]
+    env = {"HOME": str(tmp_path / "home"), "PATH": os.environ["PATH"]}
+    private = tmp_path / "private" / "controller"
+    runs = [subprocess.run(["bash", "-c", controller.setup_command(
+        sandbox=True, private=str(private), user="root")], input=tar, capture_output=True,
+        env=env, check=True) for _ in range(2)]
     first, second = (r.stdout.decode().strip().splitlines()[-1] for r in runs)
     assert first == second and first.startswith("ssh-ed25519 ")
-    where = tmp_path / ".clusterkit" / "controller"
-    assert (where / controller.KEY).stat().st_mode & 0o777 == 0o600
+    assert (private / controller.KEY).stat().st_mode & 0o777 == 0o600
+    assert private.stat().st_mode & 0o777 == 0o700
+    assert (private / "lib/clusterkit/__init__.py").is_file()
+    assert (private / controller.SETTINGS).is_file()
+    where = tmp_path / "home" / ".clusterkit" / "controller"
     assert where.stat().st_mode & 0o777 == 0o700
-    assert (where / "lib/clusterkit/__init__.py").is_file()
+    assert sorted(p.name for p in where.iterdir()) == [f"{controller.KEY}.pub"]
+    assert (where / f"{controller.KEY}.pub").read_text().strip() == first
 
 
 def test_on_aws_setup_makes_a_virtualenv_of_the_pinned_dependencies():
     text = controller.setup_command(sandbox=False)
-    assert 'python3 -m venv "$d/venv"' in text
+    assert 'python3 -m venv "$p/venv"' in text
     for pinned in controller.pinned_dependencies():
         assert pinned in text and "==" in pinned
 
@@ -76,10 +86,11 @@ def test_authorize_adds_the_key_once(tmp_path):
 
 def test_the_environment_outside_the_sandbox_is_paths_only():
     env = controller.controller_env(False, "i-0123")
-    assert env[CONTROLLER_KEY_ENV] == f"{controller.DIR}/{controller.KEY}"
+    assert env[CONTROLLER_KEY_ENV] == f"{controller.PRIVATE}/{controller.KEY}"
     assert not [k for k in env if k.startswith("AWS_")]
     command = controller.launch_command(env, controller.python_for(False))
-    assert command.count("setsid env -i ") == 1 and "recovery-controller" in command
+    assert command.count("setsid sudo -n sh -c ") == 1 and "recovery-controller" in command
+    assert command.count(f"{controller.as_user(controller.USER)} env -i ") == 1
 
 
 def test_a_value_that_could_break_out_of_its_quotes_is_refused():
@@ -133,3 +144,28 @@ def test_the_controller_command_imports_only_its_dependencies():
                {re.sub(r"[-_.]+", "-", d).lower() for d in owners[module]} & allowed}
     assert outside == {}
     assert "boto3" in loaded and "paramiko" in loaded  # the probe loaded the real thing
+
+
+@pytest.mark.parametrize("unfence, said", [("true", "took the metadata fence down"),
+                                           ("false", "the metadata fence may still be in place")])
+def test_the_launcher_takes_the_fence_down_as_the_controller_exits(tmp_path, unfence, said):
+    """The launch command run by bash, the controller a stand-in that exits at once (as
+    root in tmp_path: the real one on a sandbox node): its launcher runs the fence's
+    DELETE after it, whatever it exited with, and says so in the controller's log."""
+    home = tmp_path / "home"
+    (home / ".clusterkit" / "controller").mkdir(parents=True)
+    command = controller.launch_command({"X": "1"}, "/bin/echo", unfence,
+                                        private=str(tmp_path), user="root")
+    got = subprocess.run(["bash", "-c", command + "; wait"], env={  # wait: its end
+        "HOME": str(home), "PATH": os.environ["PATH"]}, capture_output=True, text=True,
+        check=True)
+    int(got.stdout.strip())
+    log = (home / ".clusterkit" / "controller" / controller.LOG).read_text()
+    assert log.splitlines() == [f"-m clusterkit recovery-controller {tmp_path}", said]
+
+
+def test_the_fence_command_is_the_rule_through_sudo():
+    assert controller.fence_command(imdsfence.Action.ADD, "127.0.0.1") == \
+        "sudo -n " + shlex.join(imdsfence.rule_argv(imdsfence.Action.ADD, "127.0.0.1"))
+    with pytest.raises(imdsfence.FenceError):
+        controller.fence_command(imdsfence.Action.ADD, "127.0.0.1; reboot")

@@ -74,8 +74,8 @@ def _controller(home: Path, mode: str) -> tuple[subprocess.Popen, Path]:
 def test_stop_ends_the_controller_that_holds_the_lock(tmp_path, mode, said):
     proc, where = _controller(tmp_path, mode)
     try:
-        got = subprocess.run(["bash", "-c", retire.stop_command(wait=1)], env=_env(tmp_path),
-                             capture_output=True, text=True, check=True)
+        got = subprocess.run(["bash", "-c", retire.stop_command(wait=1, private=str(where))],
+                             env=_env(tmp_path), capture_output=True, text=True, check=True)
         assert got.stdout.strip() == said, got
         proc.wait(10)
         assert (where / "retired").exists() is (mode == "retire")
@@ -89,8 +89,9 @@ def test_stop_with_no_controller_running_does_nothing(tmp_path):
     for prepare in (lambda: None, lambda: (tmp_path / ".clusterkit/controller").mkdir(
             parents=True), lambda: (tmp_path / ".clusterkit/controller/lock").touch()):
         prepare()
-        got = subprocess.run(["bash", "-c", retire.stop_command(wait=1)], env=_env(tmp_path),
-                             capture_output=True, text=True, check=True)
+        where = tmp_path / ".clusterkit/controller"
+        got = subprocess.run(["bash", "-c", retire.stop_command(wait=1, private=str(where))],
+                             env=_env(tmp_path), capture_output=True, text=True, check=True)
         assert got.stdout.strip() == "none"
 
 

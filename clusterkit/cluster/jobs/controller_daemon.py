@@ -1,8 +1,11 @@
 """The recovery controller's own side, on the master (`clusterkit recovery-controller
-DIR`, started by ``controller.start``): take the directory's lock, say where the AWS
-credentials come from (the master's instance role: no other kind is accepted outside
-the sandbox), then follow and recover the job as `train --attach` does, the job's logs
-dropped (they stay on the nodes) and the controller's own lines in ``DIR/controller.log``.
+DIR`, started by ``controller.start`` as the controller's own user): take the
+directory's lock, serve the metadata proxy the master's fence sends every other user
+to (``node/imdsproxy.py``), say where the AWS credentials come from (the master's
+instance role: no other kind is accepted outside the sandbox), then follow and recover
+the job as `train --attach` does, the job's logs dropped (they stay on the nodes) and
+the controller's own lines in its log (``~/.clusterkit/controller/controller.log`` of
+the login that started it).
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
 from clusterkit.events import Reporter, Stage
 from clusterkit.netguard import SANDBOX_ENV
+from clusterkit.node import imdsfence, imdsproxy
 
 LOCK_WAIT = 120.0  # seconds: a controller of the job this one replaced is ending
+METADATA_ENDPOINT_ENV = "AWS_EC2_METADATA_SERVICE_ENDPOINT"  # botocore's; the sandbox's
 ROLE_METHOD = "iam-role"  # botocore's name for credentials from the instance metadata
 
 
@@ -58,6 +63,19 @@ def credentials_source(rt: Runtime) -> str:
     return method
 
 
+def serve_metadata(rt: Runtime, values: dict[str, Any]) -> None:
+    """The metadata proxy the fence sends the master's other users to (``imdsproxy``:
+    everything but the role's credentials), for as long as this process runs; upstream
+    the metadata itself (this user is past the fence), the sandbox's where it runs."""
+    address = values.get("proxy_address")
+    if not address:  # settings of an older clusterkit: no fence was put up
+        return
+    upstream = os.environ.get(METADATA_ENDPOINT_ENV) or imdsproxy.DEFAULT_UPSTREAM
+    imdsproxy.serve(address, imdsfence.PROXY_PORT, upstream)
+    rt.info(f"serving the instance metadata to the master's other users on {address}:"
+            f"{imdsfence.PROXY_PORT}, the role's credentials refused", stage=Stage.TRAIN)
+
+
 def _terminated(signum: int, _frame: object) -> None:
     """TERM (`down`, ``retire.stop``): unwound like an error, so the controller retires."""
     signal.signal(signum, signal.SIG_IGN)  # once: its retirement is not cut short
@@ -87,6 +105,7 @@ def _follow(rt: Runtime, values: dict[str, Any], where: Path) -> JobOutcome:
     """Follow and recover the job, as `train --attach` does, until it ends."""
     from clusterkit.cluster.jobs.attach import do_attach
 
+    serve_metadata(rt, values)
     method = credentials_source(rt)
     rt.info(f"controller of job {values['job_id']} on cluster {values['cluster']} "
             f"(pid {os.getpid()}; AWS credentials: {method}"

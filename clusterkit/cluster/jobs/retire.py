@@ -3,15 +3,19 @@
 - ``retire``: run by the controller itself as it exits (the job ended, it gave up, or a
   TERM): its SSH key comes off every running node's ``authorized_keys`` (the master's
   too), then the master gets the nodes' instance profile back, so nothing on the master
-  holds the controller's role once no controller runs.
+  holds the controller's role once no controller runs. Its launcher (root, on the
+  master: ``controller.launch_command``) then takes the metadata fence down, however the
+  controller ended.
 - ``stop``: `down` (and anyone with the cluster's SSH access) stops a running controller
   before deleting anything: otherwise it would replace the nodes `down` terminates. The
   controller gets TERM (it retires, as above), then KILL if it has not let go of its
-  lock in ``STOP_WAIT`` seconds.
+  lock in ``STOP_WAIT`` seconds (through sudo: it runs as its own user); either way its
+  launcher takes the fence down.
 """
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -36,18 +40,21 @@ UNAUTHORIZE = ('set -e; umask 077; k=$(head -n 1); f="$HOME/.ssh/authorized_keys
                'cat "$f.ck-new" > "$f"; rm -f "$f.ck-new"')
 
 
-def stop_command(wait: int = STOP_WAIT) -> str:
-    """On the master: TERM to the controller that holds the lock (its pid from its ready
-    file), waited for until the lock is free (a zombie holds none), KILL after ``wait``
-    s; prints what it did: ``none`` (no controller ran), ``stopped`` or ``killed``."""
-    d, ready, lock = controller.DIR, controller.READY, controller.LOCK
-    return (f'd="{d}"; [ -e "$d/{lock}" ] && ! flock -n "$d/{lock}" true || '
-            f'{{ echo none; exit 0; }}; '
-            f'pid=$(sed -n \'s/.*"pid": *\\([0-9][0-9]*\\).*/\\1/p\' "$d/{ready}" 2>/dev/null); '
-            f'[ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null || true; '
-            f'for _ in $(seq {wait * 2}); do flock -n "$d/{lock}" true && '
-            f'{{ echo stopped; exit 0; }}; sleep 0.5; done; '
-            f'[ -z "$pid" ] || kill -KILL "$pid" 2>/dev/null || true; echo killed')
+def stop_command(wait: int = STOP_WAIT, private: str = controller.PRIVATE) -> str:
+    """On the master, as root (sudo: the controller runs as its own user): TERM to the
+    controller that holds the lock (its pid from its ready file), waited for until the
+    lock is free (a zombie holds none), KILL after ``wait`` s; prints what it did:
+    ``none`` (no controller ran), ``stopped`` or ``killed``. Its launcher then takes the
+    metadata fence down."""
+    ready, lock = controller.READY, controller.LOCK
+    script = (f'd={shlex.quote(private)}; [ -e "$d/{lock}" ] && ! flock -n "$d/{lock}" true || '
+              f'{{ echo none; exit 0; }}; '
+              f'pid=$(sed -n \'s/.*"pid": *\\([0-9][0-9]*\\).*/\\1/p\' "$d/{ready}" 2>/dev/null); '
+              f'[ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null || true; '
+              f'for _ in $(seq {wait * 2}); do flock -n "$d/{lock}" true && '
+              f'{{ echo stopped; exit 0; }}; sleep 0.5; done; '
+              f'[ -z "$pid" ] || kill -KILL "$pid" 2>/dev/null || true; echo killed')
+    return f"sudo -n sh -c {shlex.quote(script)}"
 
 
 def stop(rt: Runtime, cluster: str, region: str, master_id: str) -> str:
