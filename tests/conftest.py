@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -135,11 +136,16 @@ def work_unit(root: Path) -> Callable[[str], str]:
     return unit_of
 
 
+# a module that takes another's module-scoped fixture as its own (`cluster = test_train.cluster`)
+_BORROWED_FIXTURE = re.compile(r"^\w+ = test_\w+\.\w+\b", re.M)
+
+
 def modules_with_module_fixtures(root: Path) -> frozenset[str]:
     """Test modules (paths relative to ``root``, as in node ids) that define a fixture
-    with ``scope="module"``."""
+    with ``scope="module"``, or borrow one from another test module."""
     return frozenset(str(path.relative_to(root)) for path in (root / "tests").rglob("test_*.py")
-                     if 'scope="module"' in path.read_text())
+                     if 'scope="module"' in (text := path.read_text())
+                     or _BORROWED_FIXTURE.search(text))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
