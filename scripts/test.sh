@@ -37,7 +37,7 @@ loopback_only() {
 # by git), on both cores; every process of the run then reads them.
 for part in tests/unit "tests/integration tests/e2e"; do
     # shellcheck disable=SC2086  # the second part is two paths
-    PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest -q -p no:cacheprovider \
+    PYTHONDONTWRITEBYTECODE='' .venv/bin/python -m pytest -q -p no:cacheprovider \
         -p no:randomly --collect-only $part >/dev/null &
 done
 wait
