@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -162,17 +164,26 @@ def _serve(session, address: tuple[str, int], *, gpus: bool, interval: float | N
     ctx.err_console.print(f"serving {frame.cluster}'s metrics on {url(str(host), port)} "
                           f"(refreshed every {pace:g} s; Ctrl-C stops)",
                           markup=False, highlight=False)
+    stop = _stop_on_signals()  # between two refreshes: never in the middle of one
     try:
         if not sys.stdout.isatty():  # headless: a service, a pipe
-            while True:
-                time.sleep(pace)
+            while not stop.wait(pace):
                 exporter.refresh()
+            return
         with Live(_view(frame, gpus), console=ctx.console, auto_refresh=False) as live:
-            while True:
-                time.sleep(pace)
+            while not stop.wait(pace):
                 live.update(_view(exporter.refresh(), gpus), refresh=True)
     finally:
         server.shutdown()
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event set by Ctrl-C (SIGINT) or a service manager's SIGTERM: the exporter ends
+    after the refresh under way, exit 0."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda _signum, _frame: stop.set())
+    return stop
 
 
 def _view(frame: TopFrame, gpus: bool) -> Group:

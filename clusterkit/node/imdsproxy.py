@@ -12,7 +12,10 @@ import threading
 import urllib.error
 import urllib.request
 
-from clusterkit.node.imdsfence import refused
+try:  # imported as clusterkit.node.imdsproxy (the controller, tests)
+    from .imdsfence import refused
+except ImportError:  # beside imdsfence.py, as the node files import each other
+    from imdsfence import refused  # type: ignore[no-redef]
 
 DEFAULT_UPSTREAM = "http://169.254.169.254"
 TIMEOUT = 5.0  # seconds for the metadata to answer (it answers in milliseconds)

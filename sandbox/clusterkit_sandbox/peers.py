@@ -73,7 +73,7 @@ def caller_socket(environ: dict[str, Any]) -> tuple[int, int] | None:
 def metadata_callers(state_dir: Path) -> Callable[[dict[str, Any], str], bool]:
     """The check the daemon's metadata makes of a token's caller (``Imds``): the
     sandbox's user, or a process of instance ``iid``'s node."""
-    from clusterkit_sandbox import node as nodes
+    from clusterkit_sandbox import nodeprocs as nodes
 
     def allowed(environ: dict[str, Any], iid: str) -> bool:
         found = caller_socket(environ)

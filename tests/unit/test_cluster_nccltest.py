@@ -74,15 +74,18 @@ def test_nominal_is_efas_bandwidth_with_efa_else_the_types(type_name, efa, expec
     assert nccltest.nominal_of(spec, type_name) == expected
 
 
-def test_the_masters_lines_are_kept_and_nccls_and_the_others_are_not():
+def test_rank_0s_table_is_kept_from_any_node_and_nccls_lines_are_not():
+    """c10d's rendezvous ranks nodes by their address (``--local-addr``), as strings:
+    127.1.0.10 before 127.1.0.9, so rank 0, the one that prints, may be a worker."""
     kept: list[str] = []
     seen: list[tuple[str, str]] = []
-    keep = nccltest.table_keeper("master", kept, SimpleNamespace(
+    keep = nccltest.table_keeper(kept, SimpleNamespace(
         add=lambda node, text: seen.append((node, text))))  # type: ignore[arg-type]
-    keep("master", "#  Rank  0 Group  0 Pid 1 on h device  0 [cpu] CPU")
+    keep("worker-1", "#  Rank  0 Group  0 Pid 1 on h device  0 [cpu] CPU")
     keep("master", "h:1:1 [0] NCCL INFO Using network Socket")
     keep("worker-1", "        8    2  float  sum  -1 ...")
-    assert kept == ["#  Rank  0 Group  0 Pid 1 on h device  0 [cpu] CPU"]
+    assert kept == ["#  Rank  0 Group  0 Pid 1 on h device  0 [cpu] CPU",
+                    "        8    2  float  sum  -1 ..."]
     assert len(seen) == 3  # the transport watcher sees every line
 
 

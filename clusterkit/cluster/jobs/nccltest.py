@@ -128,12 +128,13 @@ def measure(rt: Runtime, jc: JobCluster, command: str, *, replace: bool,
                     type_name, len(jc.nodes), efa, nominal)
 
 
-def table_keeper(master: str, kept: list[str],
-                 watch: transport.TransportWatch | None) -> Callable[[str, str], None]:
-    """The log-line hook: the master's lines that are not NCCL's (rank 0's table among
-    them) kept in ``kept``; every line to the transport watcher."""
+def table_keeper(kept: list[str], watch: transport.TransportWatch | None
+                 ) -> Callable[[str, str], None]:
+    """The log-line hook: every node's lines that are not NCCL's kept in ``kept`` (rank
+    0's table among them: only rank 0 prints, and c10d's rendezvous ranks the nodes by
+    their address, so rank 0 is on any node); every line to the transport watcher."""
     def on_line(node: str, text: str) -> None:
-        if node == master and "NCCL " not in text and len(kept) < MAX_TABLE_LINES:
+        if "NCCL " not in text and len(kept) < MAX_TABLE_LINES:
             kept.append(text)
         if watch is not None:
             watch.add(node, text)
@@ -143,13 +144,13 @@ def table_keeper(master: str, kept: list[str],
 
 def follow_test(jc: JobCluster, job_id: str,
                 out: TextIO | None) -> tuple[JobOutcome, list[str]]:
-    """The test job followed to its end (its logs not printed): its outcome and the
-    master's lines. Ctrl-C stops it and goes on up."""
+    """The test job followed to its end (its logs not printed): its outcome and every
+    node's lines but NCCL's. Ctrl-C stops it and goes on up."""
     kept: list[str] = []
     watch = transport.watch_for(jc, out)
     try:
         printer = jobs.follow_logs(jc, job_id, keep_following=True, out=None,
-                                   on_line=table_keeper(jc.node_name(0), kept, watch),
+                                   on_line=table_keeper(kept, watch),
                                    stop=watch.stop if watch else None)
     except KeyboardInterrupt:
         jobs.stop_job(dataclasses.replace(jc, pool=None), job_id)
