@@ -85,6 +85,10 @@ def share_client_classes() -> None:
 # Fixtures that start a sandbox daemon: one per pytest process that uses it, each on a
 # loopback block of its own (127.B.0.N:22), so processes run them side by side.
 SANDBOX_FIXTURES = frozenset({"sandbox"})
+# how long a test waits for a launched node to boot: a node builds its own root (its
+# /etc, /dev, accounts) before its sshd starts, seconds when all four test processes
+# keep both cores busy
+NODE_BOOT_WAIT = 60.0
 
 
 
@@ -176,7 +180,7 @@ class SandboxHandle:
         return read_json(self.dir / NODES_FILE, {}) or {}
 
     def wait_nodes(self, ids: list[str], states: tuple[str, ...] = ("ready",),
-                   timeout: float = 10.0) -> list[dict[str, Any]]:
+                   timeout: float = NODE_BOOT_WAIT) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
         while True:
             nodes = self.nodes()
@@ -240,7 +244,7 @@ class SandboxCluster:
         self.launched += ids
         return self.wait_ssh(ids) if wait else []
 
-    def wait_ssh(self, ids: list[str], timeout: float = 10.0) -> list[SandboxNode]:
+    def wait_ssh(self, ids: list[str], timeout: float = NODE_BOOT_WAIT) -> list[SandboxNode]:
         records = self.sandbox.wait_nodes(ids, timeout=timeout)
         found = [SandboxNode(r["instance_id"], r["address"], r["hostname"], r["host_key"])
                  for r in records]
