@@ -45,12 +45,24 @@ def output_error(path: str, exc: OSError, replaced: bool = False) -> OutputError
     return OutputError(f"cannot write {path}: {reason}", f"{fix}; {kept}")
 
 
+def temp_name(path: str) -> str:
+    """Where ``TempOutput(path)`` writes until its commit."""
+    return f"{path}.tmp-{os.getpid()}"
+
+
+def remove_temp(path: str) -> None:
+    """``TempOutput(path)``'s temporary file deleted, if there is one: for an interrupt
+    that came between its open and the caller holding the object."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temp_name(path))
+
+
 class TempOutput:
     """One output file, written as ``PATH.tmp-PID`` until ``commit()``."""
 
     def __init__(self, path: str, buffering: int = 1 << 16) -> None:
         self.path = path
-        self.tmp = f"{path}.tmp-{os.getpid()}"
+        self.tmp = temp_name(path)
         try:
             self.file: BinaryIO = open(self.tmp, "wb", buffering=buffering)  # noqa: SIM115
         except OSError as exc:

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from clusterkit.dataset.atomic import TempOutput, output_error, sync_dirs
+from clusterkit.dataset.atomic import TempOutput, output_error, remove_temp, sync_dirs
 
 MAGIC = 0xCED7230A
 MAGIC_BYTES = struct.pack("<I", MAGIC)
@@ -156,8 +156,9 @@ class IndexedRecordWriter:
         self._rec = TempOutput(rec_path, buffering=0)
         try:
             self._idx = TempOutput(idx_path, buffering=1 << 16)
-        except BaseException:
+        except BaseException:  # an interrupt too: neither temporary file is left behind
             self._rec.discard()
+            remove_temp(idx_path)
             raise
         self._buffer_size = buffer_size
         self._pieces: list[bytes] = []

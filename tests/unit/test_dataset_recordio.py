@@ -109,3 +109,23 @@ def test_decode_rejects_garbage() -> None:
         list(decode_records(b"\0" * 12))
     with pytest.raises(ValueError, match="truncated"):
         list(decode_records(encode_record(b"abcdefgh")[:10]))
+
+
+def test_an_interrupt_while_the_writer_opens_its_index_leaves_no_temporary_file(
+        tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """Ctrl-C after the index's temporary file is opened, before the writer holds it (a
+    pack interrupted at its start left ``out.idx.tmp-PID``): neither file is left."""
+    from clusterkit.dataset import recordio
+
+    made = recordio.TempOutput
+
+    def opened_then_interrupted(path: str, buffering: int = 1 << 16):
+        out = made(path, buffering)
+        if path.endswith(".idx"):
+            raise KeyboardInterrupt
+        return out
+
+    monkeypatch.setattr(recordio, "TempOutput", opened_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        IndexedRecordWriter(str(tmp_path / "out.idx"), str(tmp_path / "out.rec"))
+    assert os.listdir(tmp_path) == []
