@@ -86,3 +86,12 @@ def test_docs_sh_is_shellcheck_clean_and_refuses_an_unknown_verb():
     proc = subprocess.run(["bash", str(ROOT / "scripts/docs.sh"), "publish"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "usage: scripts/docs.sh build|serve|write" in proc.stderr
+
+
+def test_readme_fits_on_two_screens_and_starts_with_the_two_set_up_commands():
+    """README is at most 250 lines; its first command blocks are the demo and the tests
+    (the rest lives on the site)."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 250, len(lines)
+    commands = [line for line in lines if line.startswith("bash scripts/")]
+    assert commands[:2] == ["bash scripts/demo.sh", "bash scripts/test.sh"], commands
