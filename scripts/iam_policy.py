@@ -9,7 +9,9 @@
   operation name written there is matched against botocore's model of the services named
   in the same file: one IAM action per match. Reads go on ``*``; every write must match a
   rule of USER_RULES (scripts/iam_rules.py: resource ARNs, tag conditions), else the
-  script fails. The user has no IAM write: CloudFormation does that as the service role.
+  script fails. The user's IAM writes are the cluster's instance profiles (tagged, under
+  clusterkit's path) and passing its roles: CloudFormation makes the roles as the
+  service role.
 - ``cloudformation``: the service role CloudFormation runs as (RoleARN on the stack calls).
   Its actions are those of cfn-lint's resource schemas (``handlers.<op>.permissions``) for
   every resource type in the stack template, each narrowed by a rule of SERVICE_RULES.
@@ -72,6 +74,13 @@ FILES = {"user": DOCS / "iam-policy.json",
          "controller": DOCS / "iam-policy-controller.json"}
 STACK_FILE = DOCS / "iam-service-role.yaml"
 ROLES = tuple(FILES)
+# The user's only IAM writes: passing the two roles, EC2's spot service-linked role, and
+# the cluster's instance profiles (clusterkit/plan/profiles.py); the rest of the sweep's
+# IAM deletes (a failed stack's roles) are the service role's.
+USER_IAM_WRITES = frozenset({"iam:PassRole", "iam:CreateServiceLinkedRole",
+                             "iam:CreateInstanceProfile", "iam:TagInstanceProfile",
+                             "iam:AddRoleToInstanceProfile",
+                             "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"})
 CONTROLLER_ROLE = "ControllerRole"
 SUB_NAME = re.compile(r"\$\{([^!}][^}]*)\}")  # ${Name}, ${Resource.Attribute}; ${!x} is literal
 NO_VALUE = object()  # AWS::NoValue: the key or item is left out
@@ -282,12 +291,23 @@ def _document(statements: list[dict]) -> dict:
 def user_policy() -> dict:
     needed = code_actions() | USER_EXTRA
     needed -= {a for a in needed if a.startswith("iam:") and not is_read(a)
-               and a not in ("iam:PassRole", "iam:CreateServiceLinkedRole")}
+               and a not in USER_IAM_WRITES}
     return _document(_ruled(needed, USER_RULES, "user"))
 
 
+# Types an older clusterkit's stack holds and this template does not: an update deletes
+# them (their delete handler's actions only).
+RETIRED_TYPES = ("AWS::IAM::InstanceProfile",)
+
+
+def retired_actions() -> set[str]:
+    return {a for t in RETIRED_TYPES
+            for a in _schema(t).get("handlers", {}).get("delete", {}).get("permissions", [])}
+
+
 def cloudformation_policy() -> dict:
-    return _document(_ruled(stack_actions() - WITHHELD, SERVICE_RULES, "service role"))
+    return _document(_ruled((stack_actions() | retired_actions()) - WITHHELD, SERVICE_RULES,
+                            "service role"))
 
 
 def node_policy() -> dict:

@@ -74,11 +74,13 @@ USER_RULES: tuple[Rule, ...] = (
      equals("iam:AWSServiceName", "spot.amazonaws.com")),
     # what clusterkit creates carries the cluster's tag from its creation on: a launch's
     # network interfaces and spot requests too (new ones: an existing interface has no
-    # request tag)
+    # request tag), and the cluster's instance profiles (plan.profiles), under
+    # clusterkit's IAM path only. (One statement: the policy's size limit.)
     ("NewTagged", ("ec2:RunInstances", "ec2:CreateVolume", "ec2:ImportKeyPair",
-                   "ec2:AllocateAddress"),
-     ec2("instance", "volume", "network-interface", "spot-instances-request", "key-pair",
-         "elastic-ip"), NEW),
+                   "ec2:AllocateAddress", "iam:CreateInstanceProfile",
+                   "iam:TagInstanceProfile"),
+     [*ec2("instance", "volume", "network-interface", "spot-instances-request", "key-pair",
+           "elastic-ip"), NODE_PROFILES], NEW),
     # the rest of a launch; its security group, placement group and launch template are
     # the cluster's (ClusterResources)
     ("LaunchWith", ("ec2:RunInstances",),
@@ -106,11 +108,16 @@ USER_RULES: tuple[Rule, ...] = (
                           "ec2:ReplaceIamInstanceProfileAssociation",
                           # the master's Elastic IP, on its primary interface (EFA types)
                           "ec2:AssociateAddress", "ec2:DisassociateAddress",
-                          "ec2:ReleaseAddress"), ["*"], OWN),
+                          "ec2:ReleaseAddress",
+                          # the cluster's instance profiles: only clusterkit tags one
+                          # (NewTagged: under its path). A profile grants nothing; the
+                          # role put in it is one the user may pass (PassNodeRole).
+                          "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile",
+                          "iam:DeleteInstanceProfile"), ["*"], OWN),
     # A standby swapped in loses its standby tag, and no other tag.
     ("SwapStandby", ("ec2:DeleteTags",), ec2("instance", "volume"),
      {**OWN, "ForAllValues:StringEquals": {"aws:TagKeys": ["clusterkit:standby-for"]}}),
-    ("VolumesFromSharedSnapshots", ("ec2:CreateVolume",), ec2("snapshot"),
+    ("SharedSnapshotVolumes", ("ec2:CreateVolume",), ec2("snapshot"),
      equals("ec2:Owner", "${aws:PrincipalAccount}", op="StringNotEquals")),
     # an upload started on no parent snapshot (whose blocks it would hold, readable)
     ("NewDatasetSnapshots", ("ec2:CreateSnapshot", "ebs:StartSnapshot"), ec2("snapshot"),
@@ -138,11 +145,11 @@ USER_RULES: tuple[Rule, ...] = (
      equals("kms:ViaService", "ec2.*.amazonaws.com", "ebs.*.amazonaws.com", op="StringLike")),
 )
 # Needed without a call of its own: AssociateIamInstanceProfile passes the node role
-# (iam:PassRole), the first spot launch of an account creates EC2's spot service-linked role,
+# (iam:PassRole), CreateInstanceProfile with tags tags it (iam:TagInstanceProfile), the first spot launch of an account creates EC2's spot service-linked role,
 # EFS checks the caller may create and delete mount target interfaces, EBS encryption with
 # a customer-managed key uses it as the caller.
 USER_EXTRA = frozenset({
-    "iam:PassRole", "iam:CreateServiceLinkedRole", "iam:GetRole",
+    "iam:PassRole", "iam:CreateServiceLinkedRole", "iam:GetRole", "iam:TagInstanceProfile",
     "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
     "ec2:DescribeNetworkInterfaces", "kms:DescribeKey", "kms:CreateGrant", "kms:Decrypt",
     "kms:ReEncryptFrom", "kms:ReEncryptTo", "kms:GenerateDataKeyWithoutPlaintext"})

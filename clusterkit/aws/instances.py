@@ -229,6 +229,18 @@ def associate_instance_profile(session: boto3.Session, region: str, instance_id:
             IamInstanceProfile={"Arn": profile_arn}, InstanceId=instance_id)
 
 
+def try_associate_instance_profile(session: boto3.Session, region: str, instance_id: str,
+                                   profile_arn: str) -> bool:
+    """``associate_instance_profile``, False while EC2 does not know the profile yet (IAM's
+    propagation of a profile made seconds ago: InvalidParameterValue, "Invalid IAM
+    Instance Profile"), for the caller to try again."""
+    with aws_call("AssociateIamInstanceProfile", instance_id, expected=("InvalidParameterValue",),
+                  message="Invalid IAM Instance Profile") as call:
+        _ec2(session, region).associate_iam_instance_profile(
+            IamInstanceProfile={"Arn": profile_arn}, InstanceId=instance_id)
+    return call.expected_error is None
+
+
 def set_instance_profile(session: boto3.Session, region: str, instance_id: str,
                          profile_arn: str) -> bool:
     """Make ``profile_arn`` the instance's IAM instance profile: associated when it has

@@ -133,12 +133,17 @@ def profile_roles(session: boto3.Session, name: str, region: str | None = None) 
     return sorted(r["RoleName"] for r in (prof or {}).get("InstanceProfile", {}).get("Roles", []))
 
 
-def delete_instance_profile(session: boto3.Session, name: str, region: str | None = None) -> None:
+def delete_instance_profile(session: boto3.Session, name: str,
+                            region: str | None = None) -> bool:
+    """The profile deleted, its roles taken out first; False when there was none."""
     prof = _call(session, "iam", region, "get_instance_profile", name, InstanceProfileName=name)
     for role in (prof or {}).get("InstanceProfile", {}).get("Roles", []):
         _call(session, "iam", region, "remove_role_from_instance_profile", name,
               InstanceProfileName=name, RoleName=role["RoleName"])
+    if prof is None:
+        return False
     _call(session, "iam", region, "delete_instance_profile", name, InstanceProfileName=name)
+    return True
 
 
 def delete_role(session: boto3.Session, name: str, region: str | None = None) -> None:

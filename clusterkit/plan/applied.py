@@ -37,9 +37,13 @@ def _mount_lines(plan: UpPlan) -> list[str]:
     there = f" (one exists in {', '.join(plan.mount_targets)})" if plan.mount_targets else ""
     lines = [f"EFS mount target: made {where} unless there is one{there}"]
     lacking = profiles_lacking(plan)
+    lines += [step.line() if step.region == plan.region else
+              f"if the launch falls back to {step.region}: {step.line()}"
+              for step in plan.profiles]
     if lacking:
-        lines.append(f"the stack's instance profile (its EFS mount) given to {lacking} "
-                     "node(s) once the stack is complete")
+        lines.append(f"the nodes' instance profile (its EFS mount) given to {lacking} "
+                     "node(s) once it has the stack's role (retried through IAM's "
+                     "propagation)")
     return lines
 
 

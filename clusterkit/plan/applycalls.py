@@ -31,6 +31,8 @@ def apply_calls(plan: UpPlan) -> Counter[str]:
     calls["CreateTags"] += len(plan.nodes.retag) + len(pending_roles(plan))
     calls["CreateMountTarget"] += _mount_call(plan, first.az if first else None)
     calls["AssociateIamInstanceProfile"] += profiles_lacking(plan)
+    calls.update(c for step in plan.profiles if step.region == plan.region
+                 for c in step.calls())
     return +calls
 
 

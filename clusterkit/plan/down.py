@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from clusterkit.plan.profiles import ProfileKind
 from clusterkit.plan.spend import EFS_GB_MONTH
 
 GB = 1e9
@@ -40,14 +41,18 @@ class Resource(StrEnum):
 
 # The logical id of the controller's instance profile in the stack template: CloudFormation
 # names a profile <stack>-<logical id>-<suffix>, so the profile's ARN tells it apart.
-CONTROLLER_PROFILE = "ControllerInstanceProfile"
+CONTROLLER_PROFILE = "ControllerInstanceProfile"  # its logical id in an older stack
 
 
 def controller_hosts(profiles: Mapping[str, str | None]) -> list[str]:
     """Of ``profiles`` (running instance id -> its instance profile's ARN), the instances
-    that wear the recovery controller's profile: where a controller may run."""
-    return [iid for iid, arn in profiles.items()
-            if arn and f"-{CONTROLLER_PROFILE}-" in arn.rsplit("/", 1)[-1]]
+    that wear the recovery controller's profile: where a controller may run (the profile
+    `up` makes, ``plan.profiles``, or an older clusterkit's stack's)."""
+    def controller(name: str) -> bool:
+        return (f"-{CONTROLLER_PROFILE}-" in name
+                or name.endswith(f"-{ProfileKind.CONTROLLER.value}"))
+
+    return [iid for iid, arn in profiles.items() if arn and controller(arn.rsplit("/", 1)[-1])]
 
 
 class Verdict(StrEnum):

@@ -10,14 +10,15 @@ from types import MappingProxyType
 from typing import Any
 
 from clusterkit.plan.nodes import Node, node_order
+from clusterkit.plan.profiles import ProfileStep
 
 # the stack outputs that name the cluster's EFS (created, kept from an earlier `up`)
 EFS_OUTPUTS = ("DeletedFileSystemId", "RetainedFileSystemId", "ExistingFileSystemId")
 # The stack's resources a launch needs, each with the output it stands for. The launch
-# template names neither the instance profile (CloudFormation holds a new one for about
-# two minutes, for IAM to propagate) nor anything else slow, so the nodes boot meanwhile
-# and get the profile once they run; the file system is for the mount target the launch
-# makes in its AZ.
+# template names neither the instance profile (made outside the stack through IAM's
+# API, plan.profiles) nor anything else slow, so the nodes boot meanwhile and get the
+# profile once they run; the file system is for the mount target the launch makes in
+# its AZ.
 LAUNCH_RESOURCES = {"NodeLaunchTemplate": "LaunchTemplateId",
                     "NodeSecurityGroup": "SecurityGroupId",
                     "ClusterPlacementGroup": "PlacementGroupName",
@@ -107,6 +108,7 @@ class ProvisionRecord:
     started: tuple[Node, ...] = ()  # were stopped, started by this `up`
     kept: tuple[Node, ...] = ()  # ran before and were kept
     efs_subnet: str | None = None  # the EFS mount target made there, maybe not ready yet
+    profiles: tuple[ProfileStep, ...] = ()  # the plan's instance profiles, given roles last
 
     @property
     def region(self) -> str:

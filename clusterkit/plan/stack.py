@@ -71,7 +71,7 @@ def stack_contents(spec: Spec) -> tuple[str, ...]:
     """What the cluster's stack holds for ``spec``, as `plan` and `up` name it."""
     efs = spec.storage.efs
     return ("security group", *(("placement group",) if spec.nodes.placement_group else ()),
-            "launch template", "node and controller roles with their profiles",
+            "launch template", "node and controller roles",
             *(("EFS file system",) if efs is not None and efs.file_system_id is None else ()))
 
 

@@ -15,6 +15,7 @@ from clusterkit.plan.candidates import mixed_warnings, plan_candidates
 from clusterkit.plan.cost import hourly
 from clusterkit.plan.drift import Difference, refused, spec_drift
 from clusterkit.plan.nodes import Node, NodeActions, node_actions
+from clusterkit.plan.profiles import ProfileStep, plan_profiles
 from clusterkit.plan.region import RegionPlan, region_plan
 from clusterkit.plan.reservation import Reservation, launch_refusal
 from clusterkit.plan.stack import (
@@ -78,12 +79,14 @@ class UpPlan:
     role: StackRole | None = None
     mount_targets: tuple[str, ...] = ()
     steps: tuple[str, ...] = ()
+    profiles: tuple[ProfileStep, ...] = ()  # the instance profiles made through IAM's API
     # what it plans for: not saved (a saved plan names the spec file and its digest)
     spec: Spec | None = field(default=None, compare=False, repr=False, metadata=WIRE_OFF)
 
     @property
     def mutates(self) -> bool:
-        return self.stack != "none" or self.key_pair != "none" or not self.nodes.empty
+        return (self.stack != "none" or self.key_pair != "none" or not self.nodes.empty
+                or bool(self.profiles))
 
     @property
     def asks(self) -> bool:
@@ -204,6 +207,9 @@ def plan_up(spec: Spec, observed: Observed, notes: Sequence[str] = ()) -> UpPlan
                   reservation=observed.reservation)
     plan = replace(plan, regions=_regions(spec, observed, plan), role=observed.role,
                    mount_targets=observed.mount_targets, steps=spec_steps(spec))
+    if observed.profiles is not None:
+        plan = replace(plan, profiles=plan_profiles(spec, [r.region for r in plan.regions],
+                                                    observed.profiles))
     mixed = mixed_warnings(spec, observed.offers) if actions.launch else ()
     return replace(plan, warnings=(*(dataset.warnings if dataset else ()),
                                    *gpu_warnings(spec, plan), *mixed),

@@ -14,6 +14,7 @@ from typing import Any
 from clusterkit.catalog.ranking import Offer
 from clusterkit.kinds import ReservationState
 from clusterkit.plan.nodes import Node
+from clusterkit.plan.profiles import profile_differences
 from clusterkit.plan.reservation import Reservation
 from clusterkit.plan.stack import Facts, StackRole
 from clusterkit.plan.wire import from_plain, to_plain
@@ -97,6 +98,9 @@ class Observed:
     # the subnets where the kept or made EFS already has a mount target (read only when
     # the cluster has a file system already and mounts it)
     mount_targets: tuple[str, ...] = ()
+    # the cluster's instance profiles (plan.profiles) with the roles each holds; None:
+    # not read (the cluster mounts no EFS, or nothing is to be made or given a profile)
+    profiles: Mapping[str, tuple[str, ...]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return to_plain(self)
@@ -185,6 +189,8 @@ def differences(saved: Observed, now: Observed, candidates: Sequence[Offer] = ()
     if saved.dataset != now.dataset:
         out.append("the dataset snapshot check changed")
     out += reservation_differences(saved.reservation, now.reservation)
+    if saved.profiles is not None and now.profiles is not None:
+        out += profile_differences(saved.profiles, now.profiles)
     return out + offer_differences(saved, now, candidates, ceiling)
 
 

@@ -32,6 +32,7 @@ from clusterkit_sandbox import (
     timed_cfn,
     timed_ebs,
     timed_efs,
+    timed_iam,
 )
 from clusterkit_sandbox.state import (
     CAPS_FILE,
@@ -150,7 +151,7 @@ def install_timings(server: Any, timings: Timings, run_dir: Path) -> timed.Recor
     inner = server._server  # werkzeug's server: its ``app`` serves every request
     inner.app = timed.timed_app(inner.app, timings, recorder)
     timed.install_instance_waits(timings, recorder)
-    for module in (timed_cfn, timed_ebs, timed_efs):
+    for module in (timed_cfn, timed_ebs, timed_efs, timed_iam):
         module.install(timings, recorder)
     return recorder
 

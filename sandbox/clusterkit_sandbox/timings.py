@@ -38,6 +38,7 @@ class Wait(str, Enum):
     SNAPSHOT_COMPLETE = "snapshot pending -> completed"
     EFS_FILE_SYSTEM = "EFS file system creating -> available"
     EFS_MOUNT_TARGET = "EFS mount target creating -> available"
+    IAM_PROFILE_PROPAGATION = "IAM instance profile made -> known to EC2"
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,13 @@ WAITS: Mapping[Wait, Figure] = MappingProxyType({
                                         "sometimes > 10 min (turbot/steampipe-plugin-aws PR "
                                         "#426; hashicorp/terraform-provider-aws #15278): its "
                                         "lower bound"),
+    Wait.IAM_PROFILE_PROPAGATION: Figure(10.0, "an instance profile made (or given its "
+                                               "role) through IAM's API is refused by EC2 "
+                                               "(InvalidParameterValue, \"Invalid IAM "
+                                               "Instance Profile\") for \"typically 5-10 "
+                                               "seconds\" (hashicorp/terraform PR #2037); "
+                                               "\"~10 seconds\" (hashicorp/terraform PR "
+                                               "#8516): the upper figure"),
 })
 # A stack resource's type -> its creation figure (any other type: Wait.STACK_OTHER).
 STACK_RESOURCES: Mapping[str, Wait] = MappingProxyType({

@@ -236,11 +236,32 @@ def test_efs_delete_policy_mount_target_and_down(calls: Calls, tmp_path):
         assert stmt["Resource"].endswith(f":file-system/{left['file_systems'][0]}")
         assert stmt["Condition"] == {
             "Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}}
+    _assert_profiles_made_outside_the_stack(iam, "fs", policies)
     calls.reset()
     do_up(str(spec), yes=True, rt=runtime(calls), wait_ssh=False)
     assert calls.mutating() == {}
     do_down(str(spec), yes=True, rt=runtime())
     assert leftovers("fs") == {}
+
+
+def _assert_profiles_made_outside_the_stack(iam, cluster: str, roles) -> None:
+    """The instance profiles `up` made through IAM's API (plan.profiles): none in the
+    stack; one per role, under the cluster's path, tagged for it and its region, each
+    holding one of the stack's roles; every node wears the nodes' (efs-client only)."""
+    cf = boto3.client("cloudformation", REGION)
+    types = {r["ResourceType"] for r in cf.list_stack_resources(
+        StackName=f"clusterkit-{cluster}")["StackResourceSummaries"]}
+    assert "AWS::IAM::Role" in types and "AWS::IAM::InstanceProfile" not in types
+    made = iam.list_instance_profiles(PathPrefix=f"/clusterkit/{cluster}/")["InstanceProfiles"]
+    assert sorted(p["InstanceProfileName"] for p in made) == [
+        f"clusterkit-{cluster}-{REGION}-controller", f"clusterkit-{cluster}-{REGION}-node"]
+    assert sorted(r["RoleName"] for p in made for r in p["Roles"]) == sorted(roles)
+    for p in made:
+        assert _tags(iam.get_instance_profile(InstanceProfileName=p["InstanceProfileName"])[
+            "InstanceProfile"]) == {"clusterkit:cluster": cluster, "clusterkit:region": REGION}
+    node = next(p for p in made if p["InstanceProfileName"].endswith("-node"))
+    assert {i["IamInstanceProfile"]["Arn"] for i in live_instances(cluster)} == {node["Arn"]}
+    assert roles[node["Roles"][0]["RoleName"]] == ["efs-client"]
 
 
 def test_efs_retain_policy_keeps_file_system(calls: Calls, tmp_path, capsys):

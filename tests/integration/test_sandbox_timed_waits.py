@@ -2,9 +2,11 @@
 run/timeline.jsonl, on a daemon of its own (`do_start(where, TABLE)`):
 
 - the cluster's stack is CREATE_IN_PROGRESS, without outputs, for the critical path of
-  its resources (EFS, then the role naming it, then the instance profile, then the
-  launch template), each resource's events in DescribeStackEvents; clusterkit's own
-  wait_stack and delete follow it to the end;
+  its resources (EFS, then the role naming it, then the controller's policy naming the
+  role; the launch template long before), each resource's events in
+  DescribeStackEvents; clusterkit's own wait_stack and delete follow it to the end;
+- an instance profile made or given its role through IAM's API is refused by EC2's
+  AssociateIamInstanceProfile until IAM's propagation is over;
 - a snapshot is pending, a volume from it creating (attaching it meanwhile is refused),
   an attachment attaching, a dataset clone made by RunInstances creating; the node shows
   a volume's device only when its wait is over;
@@ -25,6 +27,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from clusterkit.aws import stack as cfn
 from clusterkit.cluster.provision import stackops
@@ -47,8 +50,12 @@ SCALE = 0.03  # the stack 4.4 s, a snapshot 5.4 s, a mount target 1.8 s, an atta
 # A volume from a snapshot is `creating` for 3 s here, not AWS's 5 s scaled (0.15 s): the
 # test attaches it meanwhile, one call after creating it, and must be refused even when a
 # loaded machine holds that call back.
+# So is an instance profile's propagation (3 s, not 0.3 s): associated one call after it
+# is made, it must be refused.
 TABLE = Timings(SCALE, waits=MappingProxyType({**WAITS, Wait.VOLUME_FROM_SNAPSHOT: Figure(
-    100.0, "this test's own: long enough to attach while it lasts")}))
+    100.0, "this test's own: long enough to attach while it lasts"),
+    Wait.IAM_PROFILE_PROPAGATION: Figure(100.0, "this test's own: long enough to "
+                                                "associate while it lasts")}))
 REGION = "us-east-1"
 AMI = "ami-12c6146b"
 
@@ -104,39 +111,39 @@ def test_the_stack_is_in_progress_for_its_critical_path(timed, monkeypatch) -> N
     events: list[Event] = []
     rt = Runtime(session=session, report=events.append, poll=0.05)
     seen: set[str] = set()
-    # what a launch needs comes while the instance profile is still being made
+    # what a launch needs comes while the roles are still being made
     early, ready = stackops.wait_ready(rt, REGION, stack_id, timeout=120, seen=seen,
                                       early=functools.partial(launch_outputs, params))
     assert early["status"] == "CREATE_IN_PROGRESS" and ready is not None
     pending = {(e["resource"], e["status"]) for e in cfn.stack_events(session, REGION,
                                                                     stack_id)}
-    assert ("NodeInstanceProfile", "CREATE_COMPLETE") not in pending
+    assert ("ControllerPolicy", "CREATE_COMPLETE") not in pending
     done = stackops.wait_stack(rt, REGION, stack_id, timeout=120, seen=seen)
     assert done["status"] == "CREATE_COMPLETE"
-    assert {"LaunchTemplateId", "InstanceProfileArn", "ControllerProfileArn",
-            "DeletedFileSystemId"} <= set(done["outputs"])
+    assert {"LaunchTemplateId", "InstanceProfileArn", "ControllerProfileArn", "NodeRoleName",
+            "ControllerRoleName", "DeletedFileSystemId"} <= set(done["outputs"])
     assert {k: done["outputs"][k] for k in ready} == ready  # the events named them right
     stack_events = {(e["resource"], e["status"]) for e in cfn.stack_events(session, REGION,
                                                                           stack_id)}
-    for logical in ("EfsDeleted", "NodeRole", "NodeInstanceProfile", "NodeLaunchTemplate",
-                    "ControllerRole", "ControllerPolicy", "ControllerInstanceProfile"):
+    for logical in ("EfsDeleted", "NodeRole", "NodeLaunchTemplate", "ControllerRole",
+                    "ControllerPolicy"):
         assert {(logical, "CREATE_IN_PROGRESS"), (logical, "CREATE_COMPLETE")} <= stack_events
     said = [e.text for e in events if e.kind is Kind.PROGRESS]  # wait_stack reported them
     assert any("NodeRole" in t and "CREATE_COMPLETE" in t for t in said), said
     waits = _waits(where)
     role = waits[(Wait.STACK_IAM_ROLE.value, f"{stack}/NodeRole")]
-    profile = waits[(Wait.STACK_INSTANCE_PROFILE.value, f"{stack}/NodeInstanceProfile")]
+    policy = waits[(Wait.STACK_OTHER.value, f"{stack}/ControllerPolicy")]
     efs = waits[(Wait.STACK_EFS.value, f"{stack}/EfsDeleted")]
-    assert profile["end"] - profile["start"] >= _scaled(Wait.STACK_INSTANCE_PROFILE) - 0.01
-    assert profile["start"] >= role["end"] - 0.01 and role["start"] >= efs["end"] - 0.01
-    # the controller's profile is made beside the nodes', not after it
-    beside = waits[(Wait.STACK_INSTANCE_PROFILE.value, f"{stack}/ControllerInstanceProfile")]
-    assert beside["start"] < profile["end"] and profile["start"] < beside["end"]
+    assert role["end"] - role["start"] >= _scaled(Wait.STACK_IAM_ROLE) - 0.01
+    assert policy["start"] >= role["end"] - 0.01 and role["start"] >= efs["end"] - 0.01
+    # the controller's role is made beside the nodes', not after it
+    beside = waits[(Wait.STACK_IAM_ROLE.value, f"{stack}/ControllerRole")]
+    assert beside["start"] < role["end"] and role["start"] < beside["end"]
     whole = waits[(STACK_CREATED, stack)]
     assert whole["end"] - whole["start"] >= _stack_resources_path() - 0.01
     assert stackops.delete(rt, REGION, stack, timeout=120) == "DELETE_COMPLETE"
     gone = _waits(where)[(STACK_DELETED, stack)]
-    # profile, role, file system (the role names it): the longest chain of deletions
+    # policy, role, file system (the role names it): the longest chain of deletions
     assert gone["end"] - gone["start"] >= 3 * _scaled(Wait.STACK_DELETE) - 0.01
 
 
@@ -239,6 +246,36 @@ def test_efs_file_system_and_mount_target_are_creating_first(timed) -> None:
     assert line["end"] - line["start"] >= _scaled(Wait.EFS_MOUNT_TARGET) - 0.01
     efs.delete_mount_target(MountTargetId=target["MountTargetId"])
     efs.delete_file_system(FileSystemId=fs_id)
+
+
+def test_an_instance_profile_is_unknown_to_ec2_until_iam_propagates_it(timed) -> None:
+    """What `up` retries through (plan.profiles): each change restarts the wait."""
+    where, endpoint = timed
+    iam, ec2 = _client(where, endpoint, "iam"), _client(where, endpoint, "ec2")
+    name = support.unique_name("tp")
+    iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")
+    arn = iam.create_instance_profile(InstanceProfileName=name)["InstanceProfile"]["Arn"]
+    iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
+    added = time.time()
+    (inst,) = ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1)["Instances"]
+
+    def associate() -> bool:
+        try:
+            ec2.associate_iam_instance_profile(IamInstanceProfile={"Arn": arn},
+                                               InstanceId=inst["InstanceId"])
+        except ClientError as exc:
+            assert exc.response["Error"]["Code"] == "InvalidParameterValue"
+            assert "Invalid IAM Instance Profile" in exc.response["Error"]["Message"]
+            return False
+        return True
+
+    assert not associate()
+    support.wait_for(associate, "profile associated", timeout=60, interval=0.2)
+    assert time.time() - added >= _scaled(Wait.IAM_PROFILE_PROPAGATION)
+    waits = _waits(where)
+    line = waits[(Wait.IAM_PROFILE_PROPAGATION.value, arn)]
+    assert line["end"] - line["start"] >= _scaled(Wait.IAM_PROFILE_PROPAGATION) - 0.01
+    ec2.terminate_instances(InstanceIds=[inst["InstanceId"]])
 
 
 def test_the_untimed_sandbox_makes_each_at_once(tmp_path: Path) -> None:

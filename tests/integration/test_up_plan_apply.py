@@ -63,7 +63,7 @@ def test_up_shows_what_plan_prints_line_for_line(calls: Calls, tmp_path):
     assert mutating == []
     text = "\n".join(planned)
     for part in ("create the stack (security group, placement group, launch template, "
-                 "node and controller roles with their profiles, EFS file system)",
+                 "node and controller roles, EFS file system)",
                  "launch 2 node(s)",
                  "root volumes: 2 x 8 GB gp3", "EFS file system (retain on down)",
                  "new spending: $"):

@@ -23,7 +23,9 @@ SHOWN = {"ImportKeyPair": "import your SSH public key", "CreateStack": "stack in
          "UpdateStack": "update the stack", "TerminateInstances": "terminate ",
          "StartInstances": "start ", "RunInstances": "launch ",
          "CreateTags": "role tag", "CreateMountTarget": "EFS mount target",
-         "AssociateIamInstanceProfile": "instance profile"}
+         "AssociateIamInstanceProfile": "instance profile",
+         "CreateInstanceProfile": "create through IAM's API",
+         "AddRoleToInstanceProfile": "added once the stack is complete"}
 
 
 def _case(path: Path) -> tuple[dict, UpPlan]:

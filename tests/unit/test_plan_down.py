@@ -122,13 +122,20 @@ def test_iam_goes_once_no_stack_uses_it():
 
 
 def test_a_controller_runs_where_the_master_wears_its_profile():
-    """The controller's profile by its name as CloudFormation makes it (<stack>-<logical
-    id>-<suffix>, under the cluster's path); the nodes' profile, none, or a profile
-    whose path alone says Controller are not it."""
+    """The controller's profile by its name as `up` makes it (plan.profiles, the name the
+    stack's ControllerProfileArn output gives), or as an older clusterkit's stack made it
+    (<stack>-<logical id>-<suffix>, under the cluster's path); the nodes' profile, none,
+    or a profile whose path alone says Controller are not it."""
     from clusterkit.aws.stack import template_body
-    from clusterkit.plan.down import CONTROLLER_PROFILE, controller_hosts
+    from clusterkit.plan.down import controller_hosts
+    from clusterkit.plan.profiles import ProfileKind, profile_name
 
-    assert f"\n  {CONTROLLER_PROFILE}:\n    Type: AWS::IAM::InstanceProfile" in template_body()
+    named = profile_name("${ClusterName}", "${AWS::Region}", ProfileKind.CONTROLLER)
+    assert f"instance-profile/clusterkit/${{ClusterName}}/{named}\"" in template_body()
+    made = "arn:aws:iam::123456789012:instance-profile/clusterkit/r/" + profile_name(
+        "r", "us-east-1", ProfileKind.CONTROLLER)
+    assert controller_hosts({"i-9": made, "i-8": made.replace("-controller", "-node")}) == [
+        "i-9"]
 
     arn = "arn:aws:iam::123456789012:instance-profile/clusterkit/{}/clusterkit-{}-{}-AB12"
     assert controller_hosts({

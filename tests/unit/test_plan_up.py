@@ -63,10 +63,10 @@ def test_the_stack_line_names_what_the_spec_puts_in_the_stack():
         return next(line for line in plan_lines(plan) if line.startswith("create the stack"))
 
     assert create_line("") == ("create the stack (security group, placement group, launch "
-                               "template, node and controller roles with their profiles)")
+                               "template, node and controller roles)")
     assert "placement group" not in create_line(", placement_group: false")
     efs = "}\nstorage: {efs: {mount: /efs}"
-    assert create_line(efs).endswith("node and controller roles with their profiles, EFS file system)")
+    assert create_line(efs).endswith("node and controller roles, EFS file system)")
     kept = "}\nstorage: {efs: {file_system_id: fs-0123456789abcdef0}"
     assert "EFS" not in create_line(kept)
 

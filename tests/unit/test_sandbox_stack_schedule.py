@@ -80,37 +80,36 @@ def _cluster_stack(conditions: dict[str, bool]) -> dict:
 
 
 @pytest.mark.parametrize("efs", [True, False])
-def test_the_cluster_stack_waits_for_its_instance_profile_but_the_launch_template_does_not(
+def test_the_cluster_stack_holds_no_instance_profile_and_the_launch_template_waits_for_no_role(
         efs: bool):
+    """The profiles are made through IAM's API (plan.profiles): the stack's longest chain
+    is the file system, the role naming it and the controller's policy naming the role,
+    seconds where a profile took two minutes."""
     conditions = {"PlacementGroupWanted": True, "EfsWanted": efs, "EfsDelete": efs,
                   "EfsRetain": False, "EfsExisting": False, "EfsAccess": efs,
                   "KmsKeyGiven": False, "NodeRoleBounded": False}
     timed = Timings(1.0)
     steps = {s.logical_id: s for s in create_schedule(
         _cluster_stack(conditions), timed.stack_create, conditions.get)}
-    role, profile = steps["NodeRole"], steps["NodeInstanceProfile"]
-    template = steps["NodeLaunchTemplate"]
-    assert profile.start == role.end
-    # the launch template names the security group and placement group, not the profile:
-    # `up` launches on it while the profile is still being made
+    assert not any(s.resource_type == "AWS::IAM::InstanceProfile" for s in steps.values())
+    role, template = steps["NodeRole"], steps["NodeLaunchTemplate"]
+    # the launch template names the security group and placement group: `up` launches on
+    # it while the roles are still being made
     assert template.start == max(steps["NodeSecurityGroup"].end,
                                   steps["ClusterPlacementGroup"].end)
-    assert template.end < profile.end
+    assert template.end < role.end
     efs_wait = WAITS[Wait.STACK_EFS].seconds if efs else 0.0  # the role's policy names it
     assert role.start == efs_wait and ("EfsDeleted" in steps) is efs
-    path = efs_wait + sum(WAITS[w].seconds for w in (
-        Wait.STACK_IAM_ROLE, Wait.STACK_INSTANCE_PROFILE))
-    assert critical_path(list(steps.values())) == path
-    # the controller's role and profile beside the nodes', never after them: its policy
-    # naming the node role is a resource of its own, made once both roles are
-    controller, controller_profile = steps["ControllerRole"], steps["ControllerInstanceProfile"]
+    # the controller's role beside the nodes', never after it: its policy naming the
+    # node role is a resource of its own, made once both roles are
+    controller, policy = steps["ControllerRole"], steps["ControllerPolicy"]
     assert (controller.start, controller.end) == (role.start, role.end)
-    assert (controller_profile.start, controller_profile.end) == (profile.start, profile.end)
-    policy = steps["ControllerPolicy"]
-    assert policy.start == role.end and policy.end < profile.end
+    assert policy.start == role.end
+    path = efs_wait + WAITS[Wait.STACK_IAM_ROLE].seconds + WAITS[Wait.STACK_OTHER].seconds
+    assert critical_path(list(steps.values())) == path
     gone = delete_schedule(_cluster_stack(conditions), lambda _k: timed.stack_delete(),
                            conditions.get)
-    assert critical_path(gone) == (2 + efs) * WAITS[Wait.STACK_DELETE].seconds  # profile, role
+    assert critical_path(gone) == (2 + efs) * WAITS[Wait.STACK_DELETE].seconds  # policy, role
 
 
 def test_marks_end_a_resource_before_the_one_waiting_for_it_starts():

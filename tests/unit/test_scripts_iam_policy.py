@@ -162,7 +162,8 @@ def _minified(doc: dict) -> int:
 @pytest.mark.parametrize("role", list(PolicyRole), ids=lambda r: r.value)
 def test_policy_fits_iam_limits(role):
     """The user's policy is a managed policy (6,144 characters; 6,018 in issue 36, 5,951 in
-    issue 39 once ClusterResources named no resource type: its tag condition confines it);
+    issue 39 once ClusterResources named no resource type: its tag condition confines it;
+    6,141 in issue 41 with the cluster's instance profiles);
     the controller's fits with the longest cluster name filled in."""
     doc = policy(role)
     if role is PolicyRole.CONTROLLER:
@@ -212,11 +213,27 @@ def test_the_service_role_never_needs_to_rewrite_a_trust_policy(iam_policy):
     assert "iam:UpdateAssumeRolePolicy" not in granted
 
 
-def test_the_user_holds_no_iam_write_but_passing_two_roles():
+PROFILE_WRITES = {"iam:CreateInstanceProfile", "iam:TagInstanceProfile",
+                  "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile",
+                  "iam:DeleteInstanceProfile"}
+
+
+def test_the_user_holds_no_iam_write_but_passing_two_roles_and_the_clusters_profiles():
+    """No role is made or changed by the user (the service role makes them, bounded);
+    its only IAM writes besides passing the two roles are the cluster's instance
+    profiles (plan.profiles): under clusterkit's path, and tagged for a cluster."""
     statements = _statements(policy(PolicyRole.USER))
     writes = {a for s in statements for a in s["Action"]
               if a.startswith("iam:") and not READ.match(a)}
-    assert writes == {"iam:PassRole", "iam:CreateServiceLinkedRole"}
+    assert writes == {"iam:PassRole", "iam:CreateServiceLinkedRole", *PROFILE_WRITES}
+    for s in statements:
+        granted = PROFILE_WRITES & set(s["Action"])
+        iam_arns = [r for r in s["Resource"] if r.startswith("arn:aws:iam:")]
+        if granted & {"iam:CreateInstanceProfile", "iam:TagInstanceProfile"}:
+            assert iam_arns == ["arn:aws:iam::*:instance-profile/clusterkit/*"], s["Sid"]
+            assert s["Condition"] == {"Null": {"aws:RequestTag/clusterkit:cluster": "false"}}
+        elif granted:  # only on what carries a cluster's tag: only clusterkit tags a profile
+            assert s["Condition"] == {"Null": {"aws:ResourceTag/clusterkit:cluster": "false"}}
     for s in statements:
         if "iam:PassRole" in s["Action"]:
             assert s["Action"] == ["iam:PassRole"] and "*" not in s["Resource"]
@@ -560,7 +577,8 @@ def test_the_controller_policy_names_its_cluster(iam_policy):
     template = policy(PolicyRole.CONTROLLER)
     assert template != policy(PolicyRole.NODE)
     text = json.dumps(template)
-    assert text.count(CLUSTER_PLACEHOLDER) == 8 and '"aws:ResourceTag/clusterkit:cluster": ' \
+    # (9 since issue 41: the list of its cluster's instance profiles, ClusterProfiles)
+    assert text.count(CLUSTER_PLACEHOLDER) == 9 and '"aws:ResourceTag/clusterkit:cluster": ' \
         '"*"' not in text and '"aws:RequestTag/clusterkit:cluster": "*"' not in text
     assert iam_policy.controller_policy() == template
     c1 = json.loads(controller_policy_text(CLUSTER))

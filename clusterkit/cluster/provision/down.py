@@ -14,7 +14,7 @@ from clusterkit.aws import stack as cfn
 from clusterkit.cluster.access import record
 from clusterkit.cluster.access.target import open_cluster, per_region, search_regions
 from clusterkit.cluster.jobs import retire
-from clusterkit.cluster.provision import saveddown, stackops
+from clusterkit.cluster.provision import profiles, saveddown, stackops
 from clusterkit.cluster.provision.locks import cluster_lock
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import (
@@ -232,6 +232,7 @@ def down_region(rt: Runtime, cluster: str, rp: RegionPlan, *, timeout: float,
     _mount_targets(rt, rp.region, rp.file_systems, deadline)
     status = None
     if rp.ids(Resource.STACK):
+        profiles.delete(rt, cluster, rp.region)  # they hold the stack's roles
         status = stackops.delete(rt, rp.region, stack_name(cluster), timeout=timeout)
     if status is not None:
         _deleted(rt, "stack", f"{stack_name(cluster)} ({status})")

@@ -1,7 +1,8 @@
 """What a node needs to mount the cluster's EFS, made while the nodes boot: the mount
 target in the launch's AZ (made just before the launch, waited for just before the
-bootstrap) and the stack's instance profile on each node (associated once the stack is
-complete: the launch does not wait for it)."""
+bootstrap) and the nodes' instance profile on each node (made through IAM's API while
+the stack's roles are made, associated once it holds its role: the launch does not wait
+for it)."""
 
 from __future__ import annotations
 
@@ -42,13 +43,28 @@ def mount_ready(rt: Runtime, made: ProvisionRecord, deadline: float) -> None:
                       "run `clusterkit up` again to resume"))
 
 
-def give_profile(rt: Runtime, stack: StackRecord, nodes: Sequence[Node]) -> None:
-    """The stack's instance profile on each node without one, when the cluster has EFS
-    (the nodes' role grants its mount and nothing else: without EFS no node needs it)."""
+def give_profile(rt: Runtime, stack: StackRecord, nodes: Sequence[Node],
+                 deadline: float | None = None) -> None:
+    """The nodes' instance profile (``plan.profiles``, named by the stack) on each node
+    without one, when the cluster has EFS (the nodes' role grants its mount and nothing
+    else: without EFS no node needs it). A profile made seconds ago is not yet known to
+    EC2 (IAM's propagation): each node is tried again until ``deadline`` (None: two
+    minutes, AWS's own longest wait for it)."""
     lacking = [n.instance_id for n in nodes if not n.instance_profile]
     if not stack.efs_id or not stack.instance_profile or not lacking:
         return
-    at_once(lacking, lambda iid: instances.associate_instance_profile(
-        rt.session, stack.region, iid, stack.instance_profile))
+    left = list(lacking)
+
+    def round_() -> tuple[bool, list[str]]:
+        given = at_once(left, lambda iid: instances.try_associate_instance_profile(
+            rt.session, stack.region, iid, stack.instance_profile))
+        left[:] = [iid for iid, ok in zip(list(left), given, strict=True) if not ok]
+        return not left, left
+
+    rt.wait_until(round_, deadline=deadline if deadline is not None else rt.clock() + 120.0,
+                  first=0.5, late=lambda still: AwsError(
+                      f"the instance profile {stack.instance_profile} is still unknown to "
+                      f"EC2 for {', '.join(still)} (IAM's propagation)",
+                      "run `clusterkit up` again to resume"))
     rt.done(Stage.STACK, f"instance profile given to {len(lacking)} node(s) for "
             f"EFS: {', '.join(lacking)}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from clusterkit.aws import efs, instances, lookup
+from clusterkit.aws import efs, iamprofiles, instances, lookup
 from clusterkit.aws import stack as cfn
 from clusterkit.aws.offers import search_offers
 from clusterkit.catalog.ranking import Offer
@@ -25,6 +25,7 @@ from clusterkit.errors import AwsError, PlanDriftError
 from clusterkit.kinds import StackAction
 from clusterkit.plan.candidates import plan_candidates
 from clusterkit.plan.nodes import Node, node_actions
+from clusterkit.plan.profiles import iam_path, needs_profiles
 from clusterkit.plan.provision import EFS_OUTPUTS
 from clusterkit.plan.region import region_plan
 from clusterkit.plan.stack import StackRole, stack_name
@@ -114,8 +115,9 @@ def survey_region(rt: Runtime, spec: Spec, seen: Observed) -> Observed:
         seen = replace(seen, elsewhere=tuple(
             _region_seen(rt, spec, region, here.facts.ssh_cidr, subnets=True)
             for region in _other_regions(spec, seen)))
-    return replace(seen, role=_role(rt, spec, seen),
+    seen = replace(seen, role=_role(rt, spec, seen),
                    mount_targets=_mount_targets(rt, spec, seen))
+    return replace(seen, profiles=_profiles(rt, spec, seen, launching))
 
 
 def _other_regions(spec: Spec, seen: Observed) -> list[str]:
@@ -124,16 +126,30 @@ def _other_regions(spec: Spec, seen: Observed) -> list[str]:
     return [r for r in regions if r != seen.region]
 
 
-def _role(rt: Runtime, spec: Spec, seen: Observed) -> StackRole | None:
-    """The role the stack calls run as, looked up only when a stack is to be made or
-    changed in some region (a no-op `up` reads nothing of IAM)."""
+def _stacks_change(spec: Spec, seen: Observed) -> bool:
+    """Whether a stack is to be made or changed in some region."""
     assert seen.facts is not None
     regions = [region_plan(spec, seen.region, seen.stack, seen.facts, False, {}),
                *(region_plan(spec, r.region, r.stack, r.facts, False, {})
                  for r in seen.elsewhere)]
-    if all(r.action == StackAction.NONE for r in regions):
+    return any(r.action != StackAction.NONE for r in regions)
+
+
+def _role(rt: Runtime, spec: Spec, seen: Observed) -> StackRole | None:
+    """The role the stack calls run as, looked up only when a stack is to be made or
+    changed in some region (a no-op `up` reads nothing of IAM)."""
+    return stack_role(rt, seen.region, warn=False) if _stacks_change(spec, seen) else None
+
+
+def _profiles(rt: Runtime, spec: Spec, seen: Observed,
+              launching: bool) -> dict[str, tuple[str, ...]] | None:
+    """The cluster's instance profiles (one IAM list), read only when the cluster mounts
+    EFS and `up` launches, changes a stack, or finds a node without a profile (a no-op
+    `up` reads nothing of IAM)."""
+    lacking = any(n.live and not n.instance_profile for n in seen.nodes)
+    if not needs_profiles(spec) or not (launching or lacking or _stacks_change(spec, seen)):
         return None
-    return stack_role(rt, seen.region, warn=False)
+    return iamprofiles.cluster_profiles(rt.session, iam_path(spec.name), seen.region)
 
 
 def _mount_targets(rt: Runtime, spec: Spec, seen: Observed) -> tuple[str, ...]:

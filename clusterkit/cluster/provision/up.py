@@ -19,6 +19,7 @@ from clusterkit.cluster.ops.autostop import AutostopResult, parse_setting, up_st
 from clusterkit.cluster.provision import (
     efsaccess,
     launch,
+    profiles,
     reserved,
     savedplan,
     stackops,
@@ -336,6 +337,7 @@ def provision(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *,
         region, launched = _launch(rt, spec, plan, stacks, timeout, trail)
         new = _wait_new(rt, region, launched, deadline)
     record.save(spec, region)
+    profiles.create(rt, spec.name, plan.profiles, region)  # the nodes boot meanwhile
     kept = plan.kept
     if actions.start or any(n.state != InstanceState.RUNNING for n in kept):
         kept = launch.wait_running(rt, region, [n.instance_id for n in kept],
@@ -349,17 +351,19 @@ def provision(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *,
     if not new:  # no launch made it: a kept file system on running nodes gets it here
         efsaccess.mount_target(rt, made.stack, subnet, made.nodes[0].az if made.nodes else "",
                                plan.mount_targets)
-    made = replace(made, efs_subnet=subnet)
+    made = replace(made, efs_subnet=subnet, profiles=plan.profiles)
     return complete(rt, made, stacks, deadline) if own else made
 
 
 def complete(rt: Runtime, made: ProvisionRecord, stacks: Stacks,
              deadline: float) -> ProvisionRecord:
     """``made`` with its stack complete (a failed one terminates the nodes this `up`
-    launched) and the stack's instance profile on every node that needs it."""
+    launched), its roles in the instance profiles made for them, and the nodes'
+    profile on every node that needs it."""
     stack = stacks.finish(rt, made.region, made.new, max(1.0, deadline - rt.clock()))
     made = replace(made, stack=stack)
-    efsaccess.give_profile(rt, stack, made.nodes)
+    profiles.add_roles(rt, made.profiles, stack)
+    efsaccess.give_profile(rt, stack, made.nodes, deadline)
     return made
 
 
