@@ -19,7 +19,10 @@ command runs in this process with the product's defaults (``Runtime.make``: its 
 interval too, 2 s x SCALE as ``clusterkit.timescale`` paces it, ``--poll`` to try
 another); the CLI's start (~0.3 s) is not in it. ``--compare`` also runs `up` -> first
 step as before the changes of issue 25 item 3 (``as_before``) at each size, in the same
-run, on a cluster of its own.
+run, on a cluster of its own. ``--second``: `up` -> first step of a second new cluster
+in the same account while the first runs. At ``--scale 1`` the report sets each `up`
+beside the figures before issue 41 (recorded: bench/first_step_goals41.py) and prints
+issue 41's goals (never asserted).
 
 The limit and overhead are defined in clusterkit/timeline/critical.py; each command's
 stages (from its progress events: each stage from its first start to the next stage's)
@@ -58,6 +61,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import nodecpu  # noqa: E402
+from bench.first_step_goals41 import SECOND  # noqa: E402
 from bench.first_step_report import BEFORE_DEPLOY, BEFORE_UP, charts, report  # noqa: E402
 from clusterkit.cli import timeline as chart  # noqa: E402
 from clusterkit.cluster.runtime import Runtime  # noqa: E402
@@ -455,6 +459,19 @@ def before(bench: Bench, count: int) -> Run:
         do_down(name, yes=True, rt=bench.runtime(), timeout=900)
 
 
+def second_cluster(bench: Bench, count: int) -> Run:
+    """`up` -> first step of another new cluster in the same account while the first
+    runs (--second): nothing of one cluster is another's (its own roles, profiles, file
+    system), so it waits for what the first did."""
+    spec, name = bench.spec(count, prefix="fs2-")
+    try:
+        return measure(bench, SECOND, count, first_step(bench, spec, count), cpu=True)
+    finally:
+        from clusterkit.cluster.provision.down import do_down
+
+        do_down(name, yes=True, rt=bench.runtime(), timeout=900)
+
+
 def one_size(bench: Bench, count: int) -> list[Run]:
     """The four commands on a fresh cluster of ``count`` nodes (``--compare``: and `up`
     as before on another)."""
@@ -473,6 +490,8 @@ def one_size(bench: Bench, count: int) -> list[Run]:
                 runs.append(measure(bench, BEFORE_DEPLOY, count,
                                     deploy(bench, spec, count, bench.snapshots[0]),
                                     names=names))
+        if bench.args.second:
+            runs.append(second_cluster(bench, count))
     finally:
         runs.append(measure(bench, "down", count, down(bench, name),
                             names=runs[0].names if runs else None))
@@ -523,6 +542,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/clusterkit-first-step"),
                         help="where the PNG timelines go")
     parser.add_argument("--no-warm-up", action="store_true")
+    parser.add_argument("--second", action="store_true",
+                        help="also `up` -> first step of a second new cluster while the "
+                             "first runs, at each size")
     parser.add_argument("--compare", action="store_true",
                         help="also `up` -> first step and deploy-dataset as before the "
                              "changes of issue 25 item 3 (as_before), at each size in the "

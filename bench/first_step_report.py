@@ -148,7 +148,10 @@ def report(runs: list[Run], args: argparse.Namespace, poll: float) -> list[str]:
            f"poll {poll:g} s, {os.cpu_count()} cores", *table(runs), ""]
     for what in dict.fromkeys(r.what for r in runs):
         out += stage_table([r for r in runs if r.what == what]) + [""]
-    return out + cpu_table(runs) + [""] + compare(runs) + goals(runs)
+    from bench import first_step_goals41 as issue41
+
+    return (out + cpu_table(runs) + [""] + compare(runs) + issue41.recorded(runs, args.scale)
+            + goals(runs) + issue41.goals(runs, args.scale))
 
 
 def compare(runs: list[Run]) -> list[str]:

@@ -1,0 +1,64 @@
+"""bench/bench_first_step.py's goals of issue 41 (printed, never asserted) and today's
+figures before it, recorded (the stack then made the instance profiles:
+docs/howto/first-step.md's table of 2026-11-26, commit 802936a, at `aws:1`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bench.first_step_report import FIRST, _pct, floor, heaviest
+
+if TYPE_CHECKING:
+    from bench.bench_first_step import Run
+
+SECOND = "second cluster -> first step"  # bench_first_step --second: its `up` and job
+# before issue 41, at AWS's own times (aws:1): nodes -> (wall s, limit s)
+RECORDED_AWS1 = {1: (153.31, 147.48), 16: (173.76, 147.52)}
+GOAL_NEW_S, GOAL_IMAGE_S, GOAL_ENV_S, GOAL_WIDE = 90.0, 60.0, 10.0, 1.1
+
+
+def recorded(runs: list[Run], scale: float) -> list[str]:
+    """Each `up` -> first step beside the figures before issue 41 (at aws:1 only: the
+    recorded figures are AWS's own seconds)."""
+    if scale != 1:
+        return []
+    out = []
+    for r in runs:
+        if r.what in (FIRST, SECOND) and r.nodes in RECORDED_AWS1:
+            wall, limit = RECORDED_AWS1[r.nodes]
+            out.append(f"  {r.what}, {r.nodes} node(s): {wall:.2f} s -> {r.limit.wall:.2f} s "
+                       f"({wall - r.limit.wall:.2f} s sooner, {r.limit.wall / wall:.2f}x); "
+                       f"AWS's limit {limit:.2f} s -> {r.limit.limit:.2f} s")
+    if not out:
+        return []
+    return ["issue 41, before (recorded at aws:1, commit 802936a: the stack made the "
+            "instance profiles, CloudFormation's two minutes) and now:", *out, ""]
+
+
+def _where(r: Run) -> str:
+    parts = "; ".join(f"{p.what} {p.seconds:.2f} s" for p in r.limit.parts()[:2])
+    return (f"the critical path's largest parts: {parts}; {heaviest(r, 1)}; this machine's "
+            f"floor {floor(r):.2f} s")
+
+
+def goals(runs: list[Run], scale: float) -> list[str]:
+    """The goals of issue 41 item 4 in AWS's seconds (a run's seconds / SCALE)."""
+    out = [f"goals (issue 41 item 4; AWS's seconds: this run's / {scale:g}):"]
+    for r in sorted((r for r in runs if r.what in (FIRST, SECOND)),
+                    key=lambda r: (r.what, r.nodes)):
+        aws = r.limit.wall / scale
+        met = aws <= GOAL_NEW_S
+        out.append(f"  {r.what}, {r.nodes} node(s), new cluster with EFS: {aws:.1f} s "
+                   f"(goal at most {GOAL_NEW_S:g} s): {'met' if met else 'NOT met'}; "
+                   f"overhead {_pct(r.limit)}" + ("" if met else f"; {_where(r)}"))
+    firsts = sorted((r for r in runs if r.what == FIRST), key=lambda r: r.nodes)
+    if len(firsts) > 1:
+        small, big = firsts[0], firsts[-1]
+        ratio = big.limit.wall / small.limit.wall
+        out.append(f"  {big.nodes} nodes {ratio:.2f}x {small.nodes} node(s) (goal at most "
+                   f"{GOAL_WIDE:g}x): {'met' if ratio <= GOAL_WIDE else 'NOT met'}"
+                   + ("" if ratio <= GOAL_WIDE else f"; {_where(big)}"))
+    out.append(f"  with an image and an existing file system at most {GOAL_IMAGE_S:g} s, "
+               f"and the env step with packages at most {GOAL_ENV_S:g} s a node: not "
+               "measured (`clusterkit image build`, issue 41 item 2, is not built yet)")
+    return out
