@@ -4,6 +4,8 @@ docs/howto/first-step.md's table of 2026-11-26, commit 802936a, at `aws:1`)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.first_step_report import FIRST, _pct, floor, heaviest
@@ -15,6 +17,7 @@ SECOND = "second cluster -> first step"  # bench_first_step --second: its `up` a
 # before issue 41, at AWS's own times (aws:1): nodes -> (wall s, limit s)
 RECORDED_AWS1 = {1: (153.31, 147.48), 16: (173.76, 147.52)}
 GOAL_NEW_S, GOAL_IMAGE_S, GOAL_ENV_S, GOAL_WIDE = 90.0, 60.0, 10.0, 1.1
+PACKAGES = Path(__file__).with_name("packages_mxnet_cu112.json")  # sizes from the index
 
 
 def recorded(runs: list[Run], scale: float) -> list[str]:
@@ -61,4 +64,16 @@ def goals(runs: list[Run], scale: float) -> list[str]:
     out.append(f"  with an image and an existing file system at most {GOAL_IMAGE_S:g} s, "
                f"and the env step with packages at most {GOAL_ENV_S:g} s a node: not "
                "measured (`clusterkit image build`, issue 41 item 2, is not built yet)")
-    return out
+    return out + [f"    {download_model()}"]
+
+
+def download_model() -> str:
+    """What the tutorial's GPU stack costs each node to download (a model from the
+    index's sizes and a sourced rate: no run)."""
+    data = json.loads(PACKAGES.read_text())
+    size = sum(p["bytes"] for p in data["packages"]) / 1e6
+    rate = data["rate"]["megabytes_per_second"]
+    return (f"model, not measured: train.packages [mxnet-cu112] downloads {size:.0f} MB "
+            f"({len(data['packages'])} wheels, {PACKAGES.name}), {size / rate:.1f} s a node "
+            f"at {rate} MB/s, on every node of every fresh `up`, before installing them; "
+            "with storage.efs the wheel cache downloads them once per cluster")
