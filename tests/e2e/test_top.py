@@ -159,7 +159,8 @@ def test_top_serves_the_job_to_prometheus(cluster: Cluster, tmp_path: Path):
     refused = cluster.cli("top", cluster.name, "--prometheus", "0.0.0.0:9101")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "--prometheus 0.0.0.0:9101" in refused.stderr and "loopback" in refused.stderr
-    started = do_train(str(cluster.spec), command=["python3", "top_job.py", "burn", "300"],
+    # "steady": no node spins (this test reads figures, not an order of CPU shares)
+    started = do_train(str(cluster.spec), command=["python3", "top_job.py", "steady", "300"],
                        workdir_option=str(cluster.work), detach=True, rt=runtime())
     url = f"http://127.0.0.1:{free_port()}/metrics"
     log = tmp_path / "top.err"
@@ -261,7 +262,7 @@ def test_scaling_runs_on_1_2_3_nodes_and_writes_the_table(cluster: Cluster, tmp_
     launched), three rows with the measured samples/s, and the CSV and a valid PNG."""
     run = cluster.cli("scaling", str(cluster.spec), "--nodes", "1,2,3", "--duration", "2s",
                       "--out", str(tmp_path), "--workdir", str(cluster.work), "--json",
-                      "--", "python3", "top_job.py", "burn", "60", timeout=600)
+                      "--", "python3", "top_job.py", "steady", "60", timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout)
     assert [r["nodes"] for r in result["rows"]] == [1, 2, 3]
@@ -278,7 +279,7 @@ def test_scaling_io_only_runs_the_input_pipeline_alone(cluster: Cluster, tmp_pat
     kvstore) and the words of --io-args; the table and files say it is the input side."""
     run = cluster.cli("scaling", str(cluster.spec), "--nodes", "1,2", "--duration", "2s",
                       "--io-only", "--io-args", "60", "--out", str(tmp_path), "--workdir",
-                      str(cluster.work), "--json", "--", "python3", "top_job.py", "burn",
+                      str(cluster.work), "--json", "--", "python3", "top_job.py", "steady",
                       timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout)

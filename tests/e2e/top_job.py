@@ -3,7 +3,8 @@ job's workdir and run on every worker as ``python3 top_job.py MODE SECONDS``:
 dist_async push/pull rounds of one small array, MXNet's own Speedometer printing
 ``Speed: N samples/sec`` every 5 batches. MODE ``burn``: node 1 spins the CPU between
 batches (the others sleep), at the same pace; ``straggler``: node 2 takes 5x as long per
-batch. dist_async: each worker goes at its own pace. With CLUSTERKIT_IO_ONLY=1 (`scaling
+batch; ``steady``: every node sleeps between batches (no CPU spent on purpose).
+dist_async: each worker goes at its own pace. With CLUSTERKIT_IO_ONLY=1 (`scaling
 --io-only`) no kvstore: the batches' pace alone, as an input pipeline measured by itself."""
 
 import logging

