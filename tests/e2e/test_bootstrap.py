@@ -199,7 +199,8 @@ def test_a_node_whose_disks_were_wiped_gets_its_scratch_back(cluster: Cluster):
     ec2 = runtime().session.client("ec2")
     ec2.stop_instances(InstanceIds=[worker])
     support.wait_for(lambda: ec2.describe_instances(InstanceIds=[worker])["Reservations"][0][
-        "Instances"][0]["State"]["Name"] == "stopped", "the worker stopped", timeout=30)
+        "Instances"][0]["State"]["Name"] == "stopped", "the worker stopped", timeout=30,
+        interval=0.5)
     result = cluster.up()  # starts it again: blank instance store
     ran = _ran(result)
     assert ran["scratch"] == [2] and ran["efs"] == [2], ran

@@ -50,7 +50,7 @@ def test_interrupt_posts_the_notice_and_the_instance_goes_at_its_time(
     assert notice.kind is interruption.NoticeKind.INTERRUPTION
     assert _state(sandbox_cluster, iid) == "running"  # not before its time
     support.wait_for(lambda: _state(sandbox_cluster, iid) == "terminated",
-                     "terminated at the notice's time", timeout=30)
+                     "terminated at the notice's time", timeout=30, interval=0.25)
 
 
 def test_interrupt_of_a_node_that_does_not_run_exits_2(
