@@ -2,24 +2,36 @@
 and which of the cluster's instances still run in, the lost nodes and why out; a
 recovery's record (one line in `status` and in the job's record) from its times.
 
-A node is lost when EC2 gave it a spot interruption notice, when its GPU health check
-found its GPUs unfit (unhealthy: its instance still runs, and is replaced all the same),
-when its instance no longer runs (gone), or when it stopped answering the master for ``train.node_timeout`` while its
-instance still runs (unreachable). A job that failed on its own (a process exited
-non-zero, every node answering) lost nothing: recovering would only fail it again.
+A node is lost on evidence only (``plan.evidence``, which decides each node and words its
+evidence): a spot interruption notice or a Capacity Block's end, its GPU health check
+finding its GPUs unfit (unhealthy: its instance still runs, and is replaced all the
+same), an EC2 state that says so (gone: stopping, stopped, shutting-down, terminated, not
+listed) or an impaired status check (impaired), or silence to the master for
+``train.node_timeout`` confirmed by EC2 (unreachable). A job that failed on its own (a
+process exited non-zero, every node answering) lost nothing: recovering would only fail
+it again.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from clusterkit.kinds import InstanceState
 from clusterkit.node.jobfile import RecoveryRecord
 from clusterkit.node.jobstate import Failure, JobStateName
+from clusterkit.plan.evidence import (
+    Ec2Seen,
+    NodeDecision,
+    NodeFacts,
+    NoticeSeen,
+    Verdict,
+    decide_all,
+)
 
 MASTER = 0
 # The states a job that lost a node ends in; STOPPING: the master still waits out its
@@ -34,6 +46,7 @@ class LossReason(StrEnum):
     UNREACHABLE = "unreachable"  # silent for node_timeout, its instance still running
     GONE = "gone"  # its instance no longer runs (reclaimed, terminated, stopped)
     UNHEALTHY = "unhealthy"  # its GPU health check found it unfit (a fatal Xid, a GPU gone)
+    IMPAIRED = "impaired"  # EC2's status check of its instance (or its host) is impaired
 
 
 @dataclass(frozen=True)
@@ -45,6 +58,11 @@ class Loss:
     nodes: Mapping[int, LossReason]
     since: float
     stopped: float
+    decisions: tuple[NodeDecision, ...] = field(default=(), compare=False)  # every node's
+
+    def evidence(self) -> dict[int, str]:
+        """Lost node index -> its evidence in words."""
+        return {d.index: d.evidence for d in self.decisions if d.verdict is Verdict.LOST}
 
 
 @dataclass(frozen=True)
@@ -57,27 +75,72 @@ class Ending:
     updated: float | None = None  # when the state was written
 
 
-def find_loss(state: Ending | None, running: Mapping[int, bool], now: float) -> Loss | None:
+# What EC2 answered, node index -> what it lists (a bool: running, or no instance listed);
+# None: EC2 did not answer.
+Ec2View = Mapping[int, "bool | Ec2Seen"] | None
+
+
+def find_loss(state: Ending | None, running: Ec2View, now: float, *,
+              node_timeout: float = 60.0) -> Loss | None:
     """The nodes the job lost, from how the job ended on the master (None: the master
-    could not be read) and ``running`` (node index -> whether its instance still runs);
-    None when the job lost no node (it succeeded, was stopped, or failed on its own)."""
-    lost = {i: LossReason.GONE for i, up in running.items() if not up}
-    if state is None:  # a master that runs but does not answer the client may be fine
-        return Loss(lost, now, now) if lost else None
-    if state.state not in ENDING:
-        return None
-    seen = [t for t in (f.time for f in _silent(state)) if t is not None]
-    for failure in _silent(state):
-        lost.setdefault(failure.node, LossReason.UNREACHABLE)
-    notice = state.interruption or {}
-    if state.state is JobStateName.INTERRUPTED and isinstance(notice.get("node"), int):
-        lost.setdefault(notice["node"], LossReason.UNHEALTHY if notice.get("kind") == "unfit"
-                        else LossReason.NOTICE)
-        seen.append(float(notice.get("seen") or now))
+    could not be read) and what EC2 lists for each node index (``running``); None when
+    the job lost no node (it succeeded, was stopped, or failed on its own, or nothing is
+    evidence of a loss). Every node's decision is in the Loss's ``decisions``."""
+    return weigh(state, running, now, node_timeout=node_timeout)[0]
+
+
+def weigh(state: Ending | None, running: Ec2View, now: float, *,
+          node_timeout: float = 60.0) -> tuple[Loss | None, list[NodeDecision]]:
+    """``find_loss`` with every node's decision (kept and unconfirmed ones too)."""
+    if state is not None and state.state not in ENDING:
+        return None, []
+    decisions = decide_all(node_facts(state, running, node_timeout), node_timeout)
+    lost = {d.index: LossReason(d.cause.value) for d in decisions
+            if d.verdict is Verdict.LOST and d.cause is not None}
     if not lost:
-        return None
+        return None, decisions
+    if state is None:
+        return Loss(lost, now, now, tuple(decisions)), decisions
+    seen = [f.time for f in _silent(state) if f.time is not None and f.node in lost]
+    notice = state.interruption or {}
+    if notice.get("node") in lost:
+        seen.append(float(notice.get("seen") or now))
     stopped = state.updated or now
-    return Loss(lost, min(seen, default=stopped), stopped)
+    return Loss(lost, min(seen, default=stopped), stopped, tuple(decisions)), decisions
+
+
+def node_facts(state: Ending | None, running: Ec2View,
+               node_timeout: float) -> list[NodeFacts]:
+    """Each node's facts: its notice and its silence as the master recorded them (the
+    master declares a node silent once it heard nothing for ``node_timeout``), what EC2
+    lists for it."""
+    ec2 = {i: _seen(v) for i, v in (running or {}).items()}
+    silent = {f.node for f in _silent(state)} if state is not None else set()
+    notice = (state.interruption or {}) if state is not None and \
+        state.state is JobStateName.INTERRUPTED else {}
+    noticed = notice.get("node") if isinstance(notice.get("node"), int) else None
+    noise = ("this client could not read the job's state on the master",) \
+        if state is None else ()
+    found = []
+    for i in sorted({*ec2, *silent, *([noticed] if noticed is not None else [])}):
+        kind, action = (_notice_kind(notice), notice.get("action")) if i == noticed \
+            else (None, None)
+        found.append(NodeFacts(i, kind, action, ec2.get(i) if running is not None else None,
+                               node_timeout if i in silent else None, noise))
+    return found
+
+
+def _notice_kind(notice: Mapping[str, Any]) -> NoticeSeen:
+    if notice.get("kind") == "unfit":
+        return NoticeSeen.UNFIT
+    return NoticeSeen.BLOCK_END if notice.get("action") == "block-end" \
+        else NoticeSeen.INTERRUPTION
+
+
+def _seen(value: bool | Ec2Seen) -> Ec2Seen:
+    if isinstance(value, Ec2Seen):
+        return value
+    return Ec2Seen(InstanceState.RUNNING if value else None)
 
 
 def _silent(state: Ending) -> list[Failure]:
@@ -102,9 +165,11 @@ class Recovery:
     hourly_usd: float | None = None  # the cluster's, when every node's price is known
     running: float | None = None
     from_standby: tuple[str, ...] = ()  # the nodes whose standby was swapped in
+    evidence: Mapping[str, str] = field(default_factory=dict)  # node name -> why lost, in words
 
     def to_json(self) -> dict[str, Any]:
-        return {"number": self.number, "lost": dict(self.lost),
+        extra = {"evidence": dict(self.evidence)} if self.evidence else {}
+        return {**extra, "number": self.number, "lost": dict(self.lost),
                 "replaced": {k: list(v) for k, v in self.replaced.items()},
                 "since": self.since, "stopped": self.stopped, "job": self.job,
                 "node_count": self.node_count, "last_checkpoint": self.last_checkpoint,
@@ -122,7 +187,8 @@ class Recovery:
                        float(data["since"]), float(data["stopped"]), str(data["job"]),
                        int(data["node_count"]), _num(data.get("last_checkpoint")),
                        _num(data.get("hourly_usd")), _num(data.get("running")),
-                       tuple(str(n) for n in data.get("from_standby") or ()))
+                       tuple(str(n) for n in data.get("from_standby") or ()),
+                       {str(k): str(v) for k, v in dict(data.get("evidence") or {}).items()})
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -153,7 +219,8 @@ class Recovery:
         """``recovery 1 at 14:03:05 UTC: worker-2 replaced (notice); running again 84 s
         after it; 0.12 node-hours lost ($0.05)``."""
         when = datetime.fromtimestamp(self.since, UTC).strftime("%H:%M:%S UTC")
-        nodes = ", ".join(f"{name} ({why}{', by its standby' if name in self.from_standby else ''})"
+        nodes = ", ".join(f"{name} ({why}{', by its standby' if name in self.from_standby else ''}"
+                          f"{': ' + self.evidence[name] if name in self.evidence else ''})"
                           for name, why in sorted(self.lost.items()))
         words = f"recovery {self.number} at {when}: replaced {nodes}"
         if self.seconds_to_running is None:

@@ -1,4 +1,4 @@
-"""cluster/jobs/recovery.py's own parts: which indexes run, and the command that reads
+"""cluster/jobs/recovery.py's own parts: which indexes run, what EC2 lists for each, and the command that reads
 the newest checkpoint's time on the master (run here by bash on real files)."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from clusterkit.cluster.jobs.recovery import newest_file_command, running_by_index
+from clusterkit.cluster.jobs.recovery import ec2_view, newest_file_command, running_by_index
 from clusterkit.kinds import InstanceState
+from clusterkit.plan.evidence import Ec2Seen
 from clusterkit.plan.nodes import Node
 
 
@@ -50,3 +51,12 @@ def test_the_directory_is_a_path_never_shell_text(tmp_path: Path):
     os.utime(odd / "ckpt-1", (1234, 1234))
     assert float(newest(str(odd), tmp_path)) == 1234
     assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()
+
+
+def test_ec2_view_takes_each_indexs_most_alive_instance_and_none_when_ec2_did_not_answer():
+    nodes = [node("i-1a", 1, InstanceState.TERMINATED), node("i-1b", 1, InstanceState.PENDING),
+             node("i-2", 2, InstanceState.STOPPING), node("i-x", None, InstanceState.PENDING)]
+    view = ec2_view(nodes, 4)
+    assert view == {0: Ec2Seen(None), 1: Ec2Seen(InstanceState.PENDING),
+                    2: Ec2Seen(InstanceState.STOPPING), 3: Ec2Seen(None)}
+    assert ec2_view(None, 4) is None

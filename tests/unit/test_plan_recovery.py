@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from clusterkit.cluster.jobs.recovery import ending
+from clusterkit.kinds import InstanceState
 from clusterkit.node.jobfile import RecoveryRecord
+from clusterkit.plan.evidence import Check, Ec2Seen, Verdict
 from clusterkit.plan.recovery import (
     Loss,
     LossReason,
@@ -14,6 +16,7 @@ from clusterkit.plan.recovery import (
     find_loss,
     job_record,
     recoveries_of,
+    weigh,
 )
 from clusterkit.training.jobfiles import state_of
 
@@ -126,3 +129,49 @@ def test_the_record_round_trips_and_the_newest_is_completed_by_the_jobs_start():
     assert back[0] == first and back[1].running == T0 + 1100
     damaged = RecoveryRecord.from_json({"recoveries": [{"number": "x"}, first.to_json()]}, "t")
     assert recoveries_of(damaged, None) == [first]
+
+
+def test_ec2_not_answering_loses_no_node_and_leaves_a_silent_one_unconfirmed():
+    """A describe that failed is no evidence: no node is gone; a node the master heard
+    nothing from waits for EC2's word (the caller asks again)."""
+    failed = state("failed", failed=silent(1, T0 + 5))
+    loss, decisions = weigh(failed, None, now=T0 + 99)
+    assert loss is None
+    assert [(d.index, d.verdict) for d in decisions] == [(1, Verdict.UNCONFIRMED)]
+    assert find_loss(None, None, now=T0) is None
+
+
+def test_only_ec2_states_that_say_so_lose_a_node():
+    ec2 = {0: Ec2Seen(InstanceState.RUNNING, Check.OK),
+           1: Ec2Seen(InstanceState.PENDING, Check.INITIALIZING),
+           2: Ec2Seen(InstanceState.RUNNING, Check.IMPAIRED),
+           3: Ec2Seen(InstanceState.STOPPING)}
+    loss = find_loss(state("failed", failed=silent(3, T0 + 5)), ec2, now=T0 + 99)
+    assert loss is not None
+    assert loss.nodes == {2: LossReason.IMPAIRED, 3: LossReason.GONE}
+    assert "status check impaired" in loss.evidence()[2]
+    assert "EC2: stopping" in loss.evidence()[3]
+    assert {d.index: d.verdict for d in loss.decisions} == {
+        0: Verdict.KEPT, 1: Verdict.KEPT, 2: Verdict.LOST, 3: Verdict.LOST}
+
+
+def test_a_capacity_block_end_is_a_notice_with_its_evidence():
+    notice = {"kind": "interruption", "node": 1, "at": T0 + 120, "action": "block-end",
+              "seen": T0 + 1}
+    loss = find_loss(state("interrupted", interruption=notice), RUNNING, now=T0 + 99)
+    assert loss is not None and loss.nodes == {1: LossReason.NOTICE}
+    assert loss.evidence() == {1: "block-end notice in its metadata (action block-end)"}
+
+
+def test_a_silence_is_weighed_against_the_jobs_node_timeout():
+    failed = state("failed", failed=silent(2, T0 + 5))
+    loss = find_loss(failed, RUNNING, now=T0 + 99, node_timeout=7)
+    assert loss is not None
+    assert loss.evidence()[2] == "silent 7 s to the master (node_timeout 7 s); EC2: running"
+
+
+def test_a_recoverys_evidence_is_kept_in_its_record_and_printed():
+    r = recovery(evidence={"worker-2": "interruption notice in its metadata (action stop)"})
+    assert Recovery.from_json(r.to_json()) == r
+    assert "worker-2 (notice: interruption notice in its metadata (action stop))" in r.describe()
+    assert "evidence" not in recovery().to_json()  # older records read the same

@@ -1,7 +1,9 @@
 """Replace only what a job lost, then start it again (``train.max_recoveries``).
 
-When a job ends having lost nodes (a spot interruption notice, an instance gone, a node
-silent for ``train.node_timeout``: ``plan.recovery.find_loss``), and recoveries are left:
+When a job ends having lost nodes, on evidence only (a notice, an EC2 state or an impaired
+status check, a node silent to the master for ``train.node_timeout`` and confirmed by
+EC2: ``plan.evidence``, asked by ``lost_on_evidence``; each decision is logged with its
+evidence, and a recovery's record keeps it), and recoveries are left:
 
 1. the newest checkpoint's time is read on the master (when it survives and the spec
    names a ``train.checkpoint_dir`` on a file system), for the work lost;
@@ -30,7 +32,8 @@ from typing import TextIO
 
 from clusterkit.aws import instances
 from clusterkit.bootstrap.steps import host_names
-from clusterkit.cluster.access.remote_ops import cluster_nodes, login_for
+from clusterkit.cluster.access.remote_ops import login_for
+from clusterkit.cluster.access.target import find_nodes
 from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.attempt import Job, Restart, follow_job, run_attempt
 from clusterkit.cluster.jobs.budget import Spending, reason_of
@@ -44,15 +47,16 @@ from clusterkit.kinds import InstanceState
 from clusterkit.node.jobfile import RecoveryRecord
 from clusterkit.node.jobstate import JobState, JobStateName
 from clusterkit.plan.cost import cluster_hourly
+from clusterkit.plan.evidence import Ec2Seen, Verdict
 from clusterkit.plan.nodes import Node
 from clusterkit.plan.recovery import (
     Ending,
     Loss,
     LossReason,
     Recovery,
-    find_loss,
     job_record,
     recoveries_of,
+    weigh,
 )
 from clusterkit.remote.address import targets as dial_targets
 from clusterkit.remote.channels import Call
@@ -73,13 +77,12 @@ def recover(rt: Runtime, job: Job, outcome: JobOutcome, *, limit: int,
     done = recoveries_of(record, outcome.final.started if outcome.final else None)
     first = record.first_job or outcome.job_id
     while True:
-        nodes = _nodes(rt, job)
-        if outcome.final is None and running_by_index(nodes, 1)[MASTER]:
+        seen = _nodes(rt, job)
+        if outcome.final is None and (seen is None or running_by_index(seen, 1)[MASTER]):
             outcome = _follow_again(rt, job, outcome, out, confirm_stop, standbys, spending)
             if outcome.final is None:
                 return _unanswered(rt, outcome, done)
-        loss = find_loss(ending(outcome.final),
-                         running_by_index(nodes, job.spec.nodes.count), time.time())
+        loss, nodes = lost_on_evidence(rt, job, outcome.final, seen)
         if loss is None:
             return dataclasses.replace(outcome, recoveries=tuple(done))
         if len(done) >= limit:
@@ -169,22 +172,83 @@ def standbys_for(rt: Runtime, job: Job, limit: int) -> Iterator[Standbys | None]
         standbys.close()
 
 
+def lost_on_evidence(rt: Runtime, job: Job, final: JobState | None,
+                     nodes: list[Node] | None) -> tuple[Loss | None, list[Node]]:
+    """What the job lost, on evidence (``plan.evidence``): a node silent to the master
+    while EC2 does not answer is asked about again until ``train.node_timeout`` has
+    passed (then it is kept: no evidence). Each decision that is not a plain "no
+    evidence" is logged with its evidence. The loss and the cluster's nodes as last seen."""
+    assert job.spec.train is not None
+    timeout = job.spec.train.node_timeout
+    deadline = rt.clock() + timeout
+    while True:
+        loss, decisions = weigh(ending(final), ec2_view(nodes, job.spec.nodes.count),
+                                time.time(), node_timeout=timeout)
+        if rt.clock() >= deadline or all(d.verdict is not Verdict.UNCONFIRMED
+                                         for d in decisions):
+            break
+        rt.sleep(max(rt.poll, 1.0))
+        nodes = _nodes(rt, job)
+    for d in decisions:
+        if d.verdict is not Verdict.KEPT or "no evidence" not in d.evidence:
+            words = "lost" if d.verdict is Verdict.LOST else "not lost"
+            rt.warn(f"{node_name(job, d.index)} {words}: {d.evidence}", stage=Stage.TRAIN)
+    return loss, nodes or []
+
+
+# The most alive of an index's instances first (a replacement beside its old instance).
+_ALIVE = (InstanceState.RUNNING, InstanceState.PENDING, InstanceState.STOPPING,
+          InstanceState.STOPPED, InstanceState.SHUTTING_DOWN, InstanceState.TERMINATED)
+
+
+def ec2_view(nodes: Sequence[Node] | None, count: int) -> dict[int, Ec2Seen] | None:
+    """Node index -> what EC2 lists for it (its most alive instance's state); None when
+    EC2 did not answer. Status checks are not asked (DescribeInstanceStatus: the user's
+    policy has no room left under IAM's 6,144 characters), so ``check`` stays unknown."""
+    if nodes is None:
+        return None
+    best: dict[int, Node] = {}
+    for n in nodes:
+        if n.index is None or n.index >= count:
+            continue
+        now = best.get(n.index)
+        if now is None or _rank(n.state) < _rank(now.state):
+            best[n.index] = n
+    return {i: _seen_of(best.get(i)) for i in range(count)}
+
+
+def _seen_of(node: Node | None) -> Ec2Seen:
+    if node is None:
+        return Ec2Seen(None)
+    return Ec2Seen(InstanceState(node.state) if node.state in _ALIVE else None)
+
+
+def _rank(state: str) -> int:
+    return _ALIVE.index(InstanceState(state)) if state in _ALIVE else len(_ALIVE)
+
+
 def running_by_index(nodes: Sequence[Node], count: int) -> dict[int, bool]:
     """Node index -> whether an instance of that index runs."""
     return {i: any(n.index == i and n.state == InstanceState.RUNNING for n in nodes)
             for i in range(count)}
 
 
-def _nodes(rt: Runtime, job: Job) -> list[Node]:
+def _nodes(rt: Runtime, job: Job) -> list[Node] | None:
+    """The cluster's nodes as EC2 lists them; None when EC2 did not answer (no evidence
+    of anything: a node is never lost for it)."""
     _, regions = login_for(job.spec_file, job.region)
     try:
-        return cluster_nodes(rt, job.spec.name, regions)
-    except ClusterkitError:  # every node gone
-        return []
+        _, found = find_nodes(rt, job.spec.name, regions)
+    except ClusterkitError as exc:  # an AWS error, the endpoint down: not "every node gone"
+        rt.warn(f"EC2 did not answer: {exc}", stage=Stage.TRAIN)
+        return None
+    return [n for n in found if n.standby_for is None]  # as cluster_nodes, none: every node gone
 
 
 def _lost_words(job: Job, loss: Loss) -> str:
-    return ", ".join(f"{node_name(job, i)} ({why})" for i, why in sorted(loss.nodes.items()))
+    evidence = loss.evidence()
+    return ", ".join(f"{node_name(job, i)} ({why}{': ' + evidence[i] if i in evidence else ''})"
+                     for i, why in sorted(loss.nodes.items()))
 
 
 def node_name(job: Job, index: int) -> str:
@@ -216,7 +280,8 @@ def replace_lost(rt: Runtime, job: Job, nodes: Sequence[Node], loss: Loss, job_i
         {node_name(job, i): (old.get(i, ""), now.get(i, "")) for i in loss.nodes},
         since=loss.since, stopped=loss.stopped, job=job_id,
         node_count=job.spec.nodes.count, last_checkpoint=checkpoint,
-        hourly_usd=result.hourly_usd, from_standby=tuple(node_name(job, i) for i in swapped))
+        hourly_usd=result.hourly_usd, from_standby=tuple(node_name(job, i) for i in swapped),
+        evidence={node_name(job, i): words for i, words in loss.evidence().items()})
 
 
 def _swap(rt: Runtime, job: Job, standbys: Standbys, index: int) -> bool:
@@ -263,7 +328,8 @@ def _given_up(rt: Runtime, job: Job, outcome: JobOutcome, loss: Loss,
     """The outcome of a job that lost nodes with no recovery left; lost nodes that still
     run (and bill) are named, with their cost and how to replace them."""
     still = [n for n in nodes if n.index in loss.nodes and n.state == InstanceState.RUNNING
-             and loss.nodes[n.index] in (LossReason.UNREACHABLE, LossReason.UNHEALTHY)]
+             and loss.nodes[n.index] in (LossReason.UNREACHABLE, LossReason.UNHEALTHY,
+                                         LossReason.IMPAIRED)]
     if still:
         hourly = cluster_hourly(still)
         cost = f" (${hourly:.2f}/h)" if hourly is not None else ""
