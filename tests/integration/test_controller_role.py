@@ -1,8 +1,9 @@
 """The recovery controller's role against the emulator over HTTP: the cluster stack
-(moto's CloudFormation) makes both roles and both instance profiles, the controller's
-inline policies and its profile's output; ``aws.instances.set_instance_profile``
-associates, leaves alone or replaces; the sandbox's metadata then serves the controller
-role's credentials; deleting the stack leaves no role or profile of the cluster."""
+(moto's CloudFormation) makes both roles, the controller's inline policies and its
+profile's output, and `up`'s profiles (made through IAM's API: cluster.provision.profiles)
+hold them; ``aws.instances.set_instance_profile`` associates, leaves alone or replaces;
+the sandbox's metadata then serves the controller role's credentials; deleting the
+profiles and the stack (as `down` does) leaves no role or profile of the cluster."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ import pytest
 from clusterkit.aws import instances
 from clusterkit.aws import stack as cfn
 from clusterkit.aws.session import make_session
+from clusterkit.cluster.provision import profiles as made_profiles
+from clusterkit.cluster.runtime import Runtime
+from clusterkit.plan.profiles import ProfileKind, ProfileStep, profile_name
 from clusterkit.plan.provision import StackRecord
 from clusterkit_sandbox.moto_models import instance_metadata
 from tests import support
@@ -79,6 +83,12 @@ def test_the_stack_makes_both_roles_and_the_master_can_wear_the_controllers(moto
     described = cfn.stack_record(s, REGION, stack_id)
     assert described["status"] == "CREATE_COMPLETE", described["reason"]
     record = StackRecord.of(REGION, described)
+    assert _cluster_iam(iam, name)[1] == {}  # the stack makes no profile
+    rt = Runtime(session=s)
+    steps = [ProfileStep(REGION, kind, profile_name(name, REGION, kind), True, True)
+             for kind in ProfileKind]
+    made_profiles.create(rt, name, steps, REGION)
+    made_profiles.add_roles(rt, steps, record)
     assert record.instance_profile and record.controller_profile
     assert record.instance_profile != record.controller_profile
 
@@ -127,6 +137,7 @@ def test_the_stack_makes_both_roles_and_the_master_can_wear_the_controllers(moto
     assert not instances.set_instance_profile(s, REGION, iid, record.controller_profile)
     ec2.terminate_instances(InstanceIds=[iid])
 
+    made_profiles.delete(rt, name, REGION)
     cfn.delete_stack(s, REGION, f"clusterkit-{name}")
     assert cfn.stack_record(s, REGION, stack_id)["status"] == "DELETE_COMPLETE"
     assert _cluster_iam(iam, name) == ({}, {})
