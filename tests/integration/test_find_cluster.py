@@ -73,19 +73,22 @@ def test_without_a_record_every_region_is_searched(calls: Calls, tmp_path, capsy
 
 def test_down_in_one_region_keeps_the_other_regions_stack_and_role(moto_env, tmp_path, capsys):
     """The same cluster name with a stack in two regions: `down --region us-east-1` deletes
-    only that region's resources, IAM role included; the us-east-2 stack, its role and
-    nodes stay, and the local record is kept (it names a region not searched)."""
-    east2 = _in_region(write_spec(tmp_path, name="fx-two", count=1), EAST2)
+    only that region's resources, IAM roles and instance profiles included (each region's
+    pair is named for it); the us-east-2 stack, its roles, profiles and nodes stay, and
+    the local record is kept (it names a region not searched)."""
+    efs = "storage:\n  efs: {mount: /efs, deletion_policy: delete}\n"
+    east2 = _in_region(write_spec(tmp_path, name="fx-two", count=1, extra=efs), EAST2)
     do_up(str(east2), yes=True, rt=runtime(), wait_ssh=False)
-    do_up(str(write_spec(tmp_path, name="fx-two", count=1)), yes=True, rt=runtime(),
-          wait_ssh=False)
+    do_up(str(write_spec(tmp_path, name="fx-two", count=1, extra=efs)), yes=True,
+          rt=runtime(), wait_ssh=False)
     # the nodes' role and the recovery controller's, in each region
     assert sorted(_roles("fx-two").values()) == ["us-east-1", "us-east-1", EAST2, EAST2]
     do_down("fx-two", yes=True, region="us-east-1", rt=runtime())
     left = leftovers("fx-two", "us-east-1")  # IAM is global: us-east-2's role is listed
     assert set(left) == {"iam_roles", "instance_profiles"}
     assert list(_roles("fx-two").values()) == [EAST2, EAST2]
-    assert len(left["instance_profiles"]) == 2
+    assert sorted(left["instance_profiles"]) == [f"clusterkit-fx-two-{EAST2}-controller",
+                                                 f"clusterkit-fx-two-{EAST2}-node"]
     left = leftovers("fx-two", EAST2)
     assert left["stacks"] and left["instances"] and left["iam_roles"]
     assert record.read("fx-two") is not None
