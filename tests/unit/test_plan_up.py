@@ -71,6 +71,20 @@ def test_the_stack_line_names_what_the_spec_puts_in_the_stack():
     assert "EFS" not in create_line(kept)
 
 
+def test_the_instance_profiles_are_planned_from_what_was_read():
+    """A new cluster with EFS: both profiles made through IAM's API, shown; profiles read
+    and holding their roles: nothing; not read (no EFS, or nothing to make): nothing."""
+    spec = loads(SPEC.replace("[p4d.24xlarge]", "[p4d.24xlarge]}\nstorage: {efs: {mount: /efs}"))
+    fresh = plan_up(spec, replace(support.observed(spec), profiles={}))
+    assert [(s.name, s.create, s.add_role) for s in fresh.profiles] == [
+        (f"clusterkit-{spec.name}-{fresh.region}-node", True, True),
+        (f"clusterkit-{spec.name}-{fresh.region}-controller", True, True)]
+    assert sum("create through IAM's API" in line for line in plan_lines(fresh)) == 2
+    held = {s.name: ("role",) for s in fresh.profiles}
+    assert plan_up(spec, replace(support.observed(spec), profiles=held)).profiles == ()
+    assert plan_up(spec, support.observed(spec)).profiles == ()
+
+
 CASES = sorted((Path(__file__).parent / "plan_up_cases").glob("*.json"))
 
 

@@ -74,3 +74,15 @@ def test_differences_name_nodes_stack_facts_and_offers():
         "offer c5.large spot in us-east-1b is gone"]
     cheaper = replace(seen, offers=(replace(offer, price=0.03),))
     assert differences(seen, cheaper, seen.offers, ceiling=0.04) == []  # a price may fall
+
+
+def test_a_saved_plan_sees_the_clusters_instance_profiles_change():
+    """The profiles `up` makes (plan.profiles) are part of the observation: they round
+    trip, and one made, emptied or deleted since stops `up --plan` (not read: no say)."""
+    seen = replace(_observed(), profiles={"clusterkit-t-us-east-1-node": ("r-node",)})
+    back = Observed.from_json(json.loads(json.dumps(seen.to_json())))
+    assert back == seen and differences(seen, back) == []
+    now = replace(seen, profiles={"clusterkit-t-us-east-1-node": ()})
+    assert differences(seen, now) == [
+        "instance profile clusterkit-t-us-east-1-node held ['r-node'], now []"]
+    assert differences(seen, replace(seen, profiles=None)) == []
