@@ -117,6 +117,41 @@ def interrupt(directory: str | None, cluster: str, node: str, notice: str,
                         f"notice posted, {action} at {result['at']}")
 
 
+@sandbox.command(name="imds-fault")
+@DIR_OPTION
+@click.argument("cluster")
+@click.argument("node")
+@click.option("--for", "length", default="20s", show_default=True, metavar="DURATION",
+              help="How long the node's metadata endpoint fails.")
+@click.option("--mode", type=click.Choice(["error", "timeout", "mixed"]), default="mixed",
+              show_default=True, help="Answer 500, hang past the client's timeout, or both in turn.")
+@click.option("--region", default="us-east-1", show_default=True)
+@json_option
+def imds_fault(directory: str | None, cluster: str, node: str, length: str, mode: str,
+               region: str) -> None:
+    """Make NODE's instance metadata endpoint fail for a while (500s, timeouts): no
+    evidence of a lost node, so no recovery may follow.
+
+    \b
+    Example:
+      clusterkit sandbox imds-fault demo worker-1 --for 20s
+    """
+    from clusterkit.errors import UsageError
+    from clusterkit_sandbox.imds import do_imds_fault, duration
+
+    try:
+        result = do_imds_fault(directory, cluster, node, seconds=duration(length), mode=mode,
+                               region=region)
+    except ValueError as exc:
+        raise UsageError(str(exc), "`clusterkit status CLUSTER` lists the nodes; durations "
+                         "look like 10s or 2m") from None
+    if get_ctx().json:
+        print_json(result)
+    else:
+        Console().print(f"{result['instance_id']} ({node} of {cluster}): metadata fails "
+                        f"({mode}) until {result['until']}")
+
+
 @sandbox.command()
 @DIR_OPTION
 @click.argument("cluster")

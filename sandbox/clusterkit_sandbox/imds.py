@@ -16,7 +16,11 @@ controller's fence on the master: ``netfilter``) is applied here, to the caller 
 rule catches.
 
 The notices live in ``run/imds.json`` (instance id -> {"action": doc, "rebalance": doc}),
-written by the CLI, read by the server at each request.
+written by the CLI, read by the server at each request. So does a metadata fault that
+`clusterkit sandbox imds-fault` posts ({"fault": {"mode": ..., "until": epoch}}): until
+then every request of that instance answers 500, hangs past any client's timeout
+(``FAULT_HANG`` s, then 503), or both in turn (``mixed``: by the second), as an endpoint
+having a bad minute does.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ ROLE_PATH = "/latest/meta-data/iam/security-credentials/"  # + the role's name
 CREDENTIALS_TTL = 6 * 3600  # as EC2's: rotated well before they expire
 TOKEN_HEADER = "HTTP_X_AWS_EC2_METADATA_TOKEN"
 TTL_HEADER = "HTTP_X_AWS_EC2_METADATA_TOKEN_TTL_SECONDS"
+FAULT_MODES = ("error", "timeout", "mixed")
+FAULT_HANG = 3.0  # seconds a "timeout" request hangs (clusterkit's watcher waits 1 s)
 
 
 def instance_url(endpoint: str, instance_id: str) -> str:
@@ -68,6 +74,28 @@ def post(state_dir: Path, instance_id: str, *, action: str | None = None,
     if action is not None and at is not None:
         mine["action"] = {"action": action, "time": iso(at)}
     write_json(path, notices)
+
+
+def post_fault(state_dir: Path, instance_id: str, mode: str, until: float) -> None:
+    """Every metadata request of ``instance_id`` fails as ``mode`` says until ``until``."""
+    path = state_dir / RUN_DIR / NOTICES_FILE
+    notices = read_json(path, {}) or {}
+    notices.setdefault(instance_id, {})["fault"] = {"mode": mode, "until": until}
+    write_json(path, notices)
+
+
+def fault_answer(fault: dict[str, Any] | None, now: float,
+                 sleep: Callable[[float], None] = time.sleep) -> tuple[int, str] | None:
+    """The failed answer a posted fault gives at ``now``; None once it is over."""
+    if not fault or float(fault.get("until") or 0) <= now:
+        return None
+    mode = fault.get("mode")
+    if mode == "mixed":
+        mode = "error" if int(now) % 2 else "timeout"
+    if mode == "timeout":
+        sleep(FAULT_HANG)
+        return 503, "Service Unavailable (timed out)"
+    return 500, "Internal Server Error"
 
 
 def due(state_dir: Path, now: float) -> dict[str, str]:
@@ -127,6 +155,10 @@ class Imds:
 
     def answer(self, method: str, iid: str, rest: str,
                environ: dict[str, Any]) -> tuple[int, str]:
+        mine = (read_json(self.state_dir / RUN_DIR / NOTICES_FILE, {}) or {}).get(iid, {})
+        failed = fault_answer(mine.get("fault"), time.time())
+        if failed is not None:
+            return failed
         if method == "PUT" and rest == TOKEN_PATH:
             try:
                 ttl = int(environ.get(TTL_HEADER, ""))
@@ -144,7 +176,6 @@ class Imds:
             return 200, iid
         if rest in (IDENTITY_PATH, ROLE_PATH) or rest.startswith(ROLE_PATH):
             return self.described(iid, rest)
-        mine = (read_json(self.state_dir / RUN_DIR / NOTICES_FILE, {}) or {}).get(iid, {})
         doc = {ACTION_PATH: mine.get("action"), REBALANCE_PATH: mine.get("rebalance")}.get(rest)
         if doc is None:
             return 404, "Not Found"
@@ -247,3 +278,21 @@ def do_interrupt(directory: str | None, cluster: str, node: str, *, notice: floa
     post(where, iid, action=action, at=at)
     return {"cluster": cluster, "node": node, "instance_id": iid, "action": action,
             "at": iso(at), "rebalance_first": rebalance_first}
+
+
+def do_imds_fault(directory: str | None, cluster: str, node: str, *, seconds: float,
+                  mode: str = "mixed", region: str = "us-east-1") -> dict[str, Any]:
+    """`clusterkit sandbox imds-fault`: NODE's metadata endpoint fails (``mode``) for
+    ``seconds``. ValueError for a node that is not running or an unknown mode."""
+    from clusterkit_sandbox.state import state_dir
+
+    check_name(cluster)
+    if mode not in FAULT_MODES:
+        raise ValueError(f"unknown fault mode {mode!r} (one of {', '.join(FAULT_MODES)})")
+    iid = running_instance(directory, cluster, node, region)
+    if iid is None:
+        raise ValueError(f"no running node {node} of cluster {cluster} in {region}")
+    until = time.time() + seconds
+    post_fault(state_dir(directory), iid, mode, until)
+    return {"cluster": cluster, "node": node, "instance_id": iid, "mode": mode,
+            "until": iso(until)}

@@ -97,3 +97,30 @@ def test_a_bad_cluster_name_is_refused_before_anything_is_asked(tmp_path: Path) 
 
     with pytest.raises(UsageError, match="not a cluster name"):
         imds.do_interrupt(str(tmp_path / "no-sandbox-here"), "../x", "master")
+
+
+def test_a_posted_fault_fails_every_request_until_it_ends(tmp_path: Path) -> None:
+    """`sandbox imds-fault`: 500s for the instance (its token too), another instance
+    unharmed; the posted notice is served again once the fault is over."""
+    client = _app(tmp_path)
+    header = {"X-aws-ec2-metadata-token": _token(client, "i-1")}
+    imds.post(tmp_path, "i-1", action="terminate", at=time.time() + 60)
+    imds.post_fault(tmp_path, "i-1", "error", time.time() + 60)
+    base = f"{imds.PREFIX}i-1"
+    assert client.get(base + interruption.ACTION_PATH, headers=header).status_code == 500
+    assert client.put(base + interruption.TOKEN_PATH, headers={
+        "X-aws-ec2-metadata-token-ttl-seconds": "60"}).status_code == 500
+    _token(client, "i-2")
+    imds.post_fault(tmp_path, "i-1", "error", time.time() - 1)  # over
+    assert client.get(base + interruption.ACTION_PATH, headers=header).status_code == 200
+
+
+@pytest.mark.parametrize(("mode", "second", "code", "slept"), [
+    ("error", 10, 500, []), ("timeout", 10, 503, [imds.FAULT_HANG]),
+    ("mixed", 11, 500, []), ("mixed", 12, 503, [imds.FAULT_HANG])])
+def test_fault_modes(mode: str, second: int, code: int, slept: list[float]) -> None:
+    naps: list[float] = []
+    answer = imds.fault_answer({"mode": mode, "until": 100.0}, float(second), naps.append)
+    assert answer is not None and answer[0] == code and naps == slept
+    assert imds.fault_answer({"mode": mode, "until": 100.0}, 100.0, naps.append) is None
+    assert imds.fault_answer(None, 1.0) is None
