@@ -17,6 +17,7 @@ import os
 import re
 import sysconfig
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,7 +26,7 @@ import pytest
 
 from bench import resumable
 from clusterkit.cluster.access.remote_ops import do_exec
-from clusterkit.cluster.jobs.nodejobs import job_summary
+from clusterkit.cluster.jobs.nodejobs import job_dir, job_summary
 from clusterkit.cluster.jobs.results import JobOutcome
 from clusterkit.cluster.provision.up import do_up
 from clusterkit_sandbox import imds
@@ -175,6 +176,75 @@ def test_a_partitioned_node_is_replaced_after_node_timeout(sandbox, cluster: Clu
     outcome, text = lose_a_node(cluster, lambda: do_partition(
         str(sandbox.dir), cluster.name, "worker-1"))
     check_recovered(cluster, before, "worker-1", "unreachable", outcome, text)
+
+
+def check_untouched(cluster: Cluster, before: dict[str, str], outcome: JobOutcome,
+                    text: str) -> None:
+    """No recovery fired: the job ended as an uninterrupted run, every node kept its
+    instance, and `train` named no node lost."""
+    assert outcome.state == "succeeded", text
+    assert outcome.recoveries == (), text
+    assert results(text) == {n: [WANT] * 4 for n in ("master", "worker-1", "worker-2")}
+    assert " lost: " not in text and "replacing only" not in text, text
+    assert {name_of(n.index): n.instance_id for n in do_up(
+        str(cluster.spec), yes=True, rt=runtime()).nodes} == before
+
+
+def test_metadata_endpoint_failing_for_20_s_is_no_evidence(sandbox, cluster: Cluster):
+    """issue 42, chaos: worker-1's instance metadata answers 500s and times out in turn
+    for 20 s (the rest of the job): its watcher reads no notice, and nothing recovers."""
+    before = whole(cluster)
+    outcome, text = lose_a_node(cluster, lambda: imds.do_imds_fault(
+        str(sandbox.dir), cluster.name, "worker-1", seconds=20, mode="mixed"))
+    check_untouched(cluster, before, outcome, text)
+    [log] = do_exec(cluster.name, [f"cat {job_dir(outcome.job_id)}/supervisor.log"],
+                    nodes=["worker-1"], rt=runtime()).values()
+    assert "interruption watcher: " in log.stdout, log.stdout  # the fault was seen
+
+
+def test_a_partition_shorter_than_node_timeout_healed_is_no_evidence(sandbox, cluster: Cluster):
+    """issue 42, chaos: worker-1 frozen for 3 s (node_timeout 8) and thawed: the job
+    goes on and nothing recovers."""
+    before = whole(cluster)
+
+    def blip() -> None:
+        do_partition(str(sandbox.dir), cluster.name, "worker-1")
+        try:
+            time.sleep(3)  # the partition's length is the case (shorter than node_timeout)
+        finally:
+            do_partition(str(sandbox.dir), cluster.name, "worker-1", heal=True)
+
+    outcome, text = lose_a_node(cluster, blip)
+    check_untouched(cluster, before, outcome, text)
+
+
+def test_a_notice_during_a_recovery_is_a_second_recovery(sandbox, cluster: Cluster):
+    """issue 42, chaos: worker-2 gets a notice; while it is being replaced, worker-1 gets
+    one (two notices in a row on different nodes, the second during a recovery): the
+    restarted job is interrupted at once, worker-1 is replaced in a second recovery, and
+    the job still ends as an uninterrupted run; the master keeps its instance."""
+    before = whole(cluster)
+    out = io.StringIO()
+    thread, done = train_in_thread(cluster, out, max_recoveries=2)
+    support.wait_for(lambda: "] step 3" in out.getvalue(), "the job at step 3", 180)
+    imds.do_interrupt(str(sandbox.dir), cluster.name, "worker-2", notice=60)
+    support.wait_for(lambda: imds.running_instance(  # terminated by the first recovery
+        str(sandbox.dir), cluster.name, "worker-2", REGION) != before["worker-2"],
+        "the first recovery", 180, interval=0.5)
+    imds.do_interrupt(str(sandbox.dir), cluster.name, "worker-1", notice=60)
+    thread.join(600)
+    [outcome] = done
+    text = out.getvalue()
+    assert outcome.state == "succeeded", text
+    assert [dict(r.lost) for r in outcome.recoveries] == [
+        {"worker-2": "notice"}, {"worker-1": "notice"}], text
+    assert all("interruption notice" in r.evidence[n] for r in outcome.recoveries
+               for n in r.lost)
+    assert results(text) == {n: [WANT] * 4 for n in ("master", "worker-1", "worker-2")}
+    after = {name_of(n.index): n.instance_id for n in do_up(
+        str(cluster.spec), yes=True, rt=runtime()).nodes}
+    assert after["master"] == before["master"]
+    assert not {after["worker-1"], after["worker-2"]} & set(before.values())
 
 
 def test_attach_takes_a_detached_job_over_and_recovers_it(sandbox, cluster: Cluster):
