@@ -117,7 +117,10 @@ def cli_page() -> str:
 
 POLICIES = (
     ("iam-policy.json", "The user's policy",
-     "what the person running clusterkit needs (`clusterkit iam-policy`)"),
+     "what the person running clusterkit needs to change (`clusterkit iam-policy`)"),
+    ("iam-policy-user-read.json", "The user's read policy",
+     "what the person running clusterkit reads, a second managed policy beside the first "
+     "(`clusterkit iam-policy --role user-read`; attach both)"),
     ("iam-policy-cloudformation.json", "The CloudFormation service role's policy",
      "what a cluster's stack runs as (`clusterkit iam-policy --role cloudformation`)"),
     ("iam-policy-node.json", "The nodes' permissions boundary",
@@ -129,10 +132,10 @@ POLICIES = (
 
 
 def iam_page() -> str:
-    parts = [NOTE + "# IAM policies\n\nThe four policies as shipped in `docs/` (generated "
+    parts = [NOTE + "# IAM policies\n\nThe five policies as shipped in `docs/` (generated "
              "from the code and the stack template by `scripts/iam_policy.py`; a test fails "
              "when they are stale). What each allows and why: [Security: who may do what on "
-             "AWS](../operations/security.md#who-may-do-what-on-aws-four-policies).\n"]
+             "AWS](../operations/security.md#who-may-do-what-on-aws-five-policies).\n"]
     for file, title, what in POLICIES:
         body = json.dumps(json.loads((ROOT / "docs" / file).read_text()), indent=2)
         parts.append(f"## {title}\n\n`docs/{file}`: {what}.\n\n```json\n{body}\n```\n")

@@ -1,6 +1,6 @@
 """The IAM policies clusterkit needs, generated from its code and its stack template.
 
-    python scripts/iam_policy.py [--role user|cloudformation|node|controller] [--cluster NAME]
+    python scripts/iam_policy.py [--role user|user-read|cloudformation|node|controller] [--cluster NAME]
     python scripts/iam_policy.py --write    # rewrite docs/iam-policy*.json, docs/iam-service-role.yaml
     python scripts/iam_policy.py --check    # exit 1 if any of them is stale
 
@@ -12,6 +12,10 @@
   script fails. The user's IAM writes are the cluster's instance profiles (tagged, under
   clusterkit's path) and passing its roles: CloudFormation makes the roles as the
   service role.
+- ``user-read``: the user's reads (every Describe/List/Get the code calls, on ``*``), a
+  managed policy of its own beside ``user``: the two together pass IAM's 6,144
+  characters for one managed policy (``user`` was at 6,141 with issue 41's instance
+  profiles), and each alone has room to grow. Attach both.
 - ``cloudformation``: the service role CloudFormation runs as (RoleARN on the stack calls).
   Its actions are those of cfn-lint's resource schemas (``handlers.<op>.permissions``) for
   every resource type in the stack template, each narrowed by a rule of SERVICE_RULES.
@@ -69,6 +73,7 @@ AWS_PACKAGE = ROOT / "clusterkit" / "aws"
 TEMPLATE = ROOT / "templates" / "cluster.yaml"
 DOCS = ROOT / "docs"
 FILES = {"user": DOCS / "iam-policy.json",
+         "user-read": DOCS / "iam-policy-user-read.json",
          "cloudformation": DOCS / "iam-policy-cloudformation.json",
          "node": DOCS / "iam-policy-node.json",
          "controller": DOCS / "iam-policy-controller.json"}
@@ -288,11 +293,21 @@ def _document(statements: list[dict]) -> dict:
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def user_policy() -> dict:
+def _user_statements() -> list[dict]:
     needed = code_actions() | USER_EXTRA
     needed -= {a for a in needed if a.startswith("iam:") and not is_read(a)
                and a not in USER_IAM_WRITES}
-    return _document(_ruled(needed, USER_RULES, "user"))
+    return _ruled(needed, USER_RULES, "user")
+
+
+def user_policy() -> dict:
+    """The user's writes, each confined by its rule (the reads: ``user_read_policy``)."""
+    return _document([s for s in _user_statements() if s["Sid"] != "Read"])
+
+
+def user_read_policy() -> dict:
+    """The user's reads on ``*``: a managed policy of its own (see the module's note)."""
+    return _document([s for s in _user_statements() if s["Sid"] == "Read"])
 
 
 # Types an older clusterkit's stack holds and this template does not: an update deletes
@@ -324,7 +339,7 @@ def node_policy() -> dict:
 
 def controller_reads() -> set[str]:
     """What the recovery controller reads: what `up` reads, the user's, IAM's aside."""
-    return {a for s in user_policy()["Statement"] if s["Sid"] == "Read"
+    return {a for s in user_read_policy()["Statement"]
             for a in s["Action"] if not a.startswith("iam:")}
 
 
@@ -346,7 +361,8 @@ def policy(role: str = "user", cluster: str | None = None) -> dict:
     """``role``'s policy; ``cluster``: the controller's of that cluster."""
     if cluster is not None:
         return controller_policy(cluster)
-    return {"user": user_policy, "cloudformation": cloudformation_policy,
+    return {"user": user_policy, "user-read": user_read_policy,
+            "cloudformation": cloudformation_policy,
             "node": node_policy, "controller": controller_policy}[role]()
 
 

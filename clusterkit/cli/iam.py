@@ -18,7 +18,9 @@ from clusterkit.errors import UsageError
 @click.command("iam-policy")
 @click.option("--role", "role", type=click.Choice([r.value for r in PolicyRole]),
               default=PolicyRole.USER.value, show_default=True,
-              help="user: what you need to run clusterkit; cloudformation: the service role "
+              help="user: what you need to run clusterkit (its writes); user-read: and "
+                   "its reads (a second managed policy: the two pass IAM's 6,144 characters "
+                   "for one; attach both); cloudformation: the service role "
                    "the cluster stacks run as; controller: the master's role while a "
                    "detached job may recover (replaces lost nodes), in one cluster's stack "
                    "(--cluster); node: the boundary of every role the stacks create (the "
@@ -37,6 +39,7 @@ def iam_policy(role: str, cluster: str | None, stack: bool) -> None:
     \b
     Examples:
       clusterkit iam-policy > clusterkit-user.json
+      clusterkit iam-policy --role user-read > clusterkit-user-read.json
       clusterkit iam-policy --role controller --cluster demo
       clusterkit iam-policy --role cloudformation --stack > iam-for-clusterkit.yaml
       aws cloudformation deploy --stack-name iam-for-clusterkit \\

@@ -55,6 +55,12 @@ def _granted(doc: dict) -> set[str]:
     return {a for s in _statements(doc) for a in s["Action"]}
 
 
+def user_documents() -> dict:
+    """What the user holds: the two managed policies, `user` and `user-read`, as one."""
+    return {"Statement": [*policy(PolicyRole.USER)["Statement"],
+                          *policy(PolicyRole.USER_READ)["Statement"]]}
+
+
 def _like(pattern: str, value: str) -> bool:
     return fnmatch.fnmatchcase(value, pattern.replace("[", "[[]"))
 
@@ -115,6 +121,8 @@ def _case_document(iam_policy, check: dict) -> dict:
         return {"Statement": iam_policy.role_statements("ControllerRole", values)}
     if "cluster" in check:
         return json.loads(controller_policy_text(check["cluster"]))
+    if check["role"] == PolicyRole.USER.value:
+        return user_documents()
     return policy(PolicyRole(check["role"]))
 
 
@@ -163,8 +171,9 @@ def _minified(doc: dict) -> int:
 def test_policy_fits_iam_limits(role):
     """The user's policy is a managed policy (6,144 characters; 6,018 in issue 36, 5,951 in
     issue 39 once ClusterResources named no resource type: its tag condition confines it;
-    6,141 in issue 41 with the cluster's instance profiles);
-    the controller's fits with the longest cluster name filled in."""
+    6,141 in issue 41 with the cluster's instance profiles; then its reads became a policy
+    of their own, `user-read`); the controller's fits with the longest cluster name filled
+    in."""
     doc = policy(role)
     if role is PolicyRole.CONTROLLER:
         doc = json.loads(controller_policy_text("c" * 63))
@@ -175,6 +184,18 @@ def test_policy_fits_iam_limits(role):
     assert len(sids) == len(set(sids))
     for s in doc["Statement"]:
         assert s["Effect"] == "Allow" and s["Action"] == sorted(set(s["Action"]))
+
+
+def test_the_users_reads_are_a_managed_policy_of_their_own():
+    """`user-read` is the one Read statement on * (every action a Describe, List or Get);
+    `user` holds every other statement and no Read, so the two attached are what one
+    policy held before and neither holds the other's."""
+    [read] = _statements(policy(PolicyRole.USER_READ))
+    assert read["Sid"] == "Read" and read["Resource"] == ["*"] and "Condition" not in read
+    assert read["Action"] and all(READ.match(a) for a in read["Action"]), read["Action"]
+    writes = _statements(policy(PolicyRole.USER))
+    assert writes and all(s["Sid"] != "Read" for s in writes)
+    assert all(s["Resource"] != ["*"] or "Condition" in s for s in writes)
 
 
 def test_every_template_type_needs_nothing_the_service_role_lacks(iam_policy):
@@ -222,7 +243,7 @@ def test_the_user_holds_no_iam_write_but_passing_two_roles_and_the_clusters_prof
     """No role is made or changed by the user (the service role makes them, bounded);
     its only IAM writes besides passing the two roles are the cluster's instance
     profiles (plan.profiles): under clusterkit's path, and tagged for a cluster."""
-    statements = _statements(policy(PolicyRole.USER))
+    statements = _statements(user_documents())
     writes = {a for s in statements for a in s["Action"]
               if a.startswith("iam:") and not READ.match(a)}
     assert writes == {"iam:PassRole", "iam:CreateServiceLinkedRole", *PROFILE_WRITES}
@@ -292,7 +313,7 @@ def test_the_boundary_is_the_union_of_the_stacks_roles(iam_policy):
 def test_the_controller_reads_what_up_reads_but_iam(iam_policy, monkeypatch):
     doc = policy(PolicyRole.CONTROLLER)
     reads = {a for s in _statements(doc) if s["Resource"] == ["*"] for a in s["Action"]}
-    user = {a for s in _statements(policy(PolicyRole.USER)) if s["Sid"] == "Read"
+    user = {a for s in _statements(policy(PolicyRole.USER_READ)) if s["Sid"] == "Read"
             for a in s["Action"]}
     assert reads == {a for a in user if not a.startswith("iam:")}
     assert {"ec2:DescribeInstances", "cloudformation:DescribeStacks", "pricing:GetProducts",
@@ -518,7 +539,7 @@ def test_every_named_aws_call_is_allowed_but_the_iam_sweep(iam_policy):
                     and node.args and isinstance(node.args[0], ast.Constant)
                     and str(node.args[0].value).isalpha()):
                 named.add(node.args[0].value)
-    granted = _granted(policy(PolicyRole.USER))
+    granted = _granted(user_documents())
     assert len(named) > 30
     assert named - {a.split(":")[1] for a in granted} == set()
     left = iam_policy.code_actions() - granted

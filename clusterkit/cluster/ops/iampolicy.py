@@ -21,7 +21,8 @@ CLUSTER_PLACEHOLDER = "CLUSTER_NAME"
 class PolicyRole(str, Enum):
     """Who holds the policy."""
 
-    USER = "user"  # the person (or CI role) running clusterkit
+    USER = "user"  # the person (or CI role) running clusterkit: its writes
+    USER_READ = "user-read"  # and its reads, a managed policy of their own (IAM's size limit)
     CLOUDFORMATION = "cloudformation"  # the service role the cluster stacks run as
     NODE = "node"  # the boundary of every role the stacks create (nodes, controller)
     CONTROLLER = "controller"  # the master's role while a detached job may recover
