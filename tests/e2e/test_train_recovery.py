@@ -176,6 +176,10 @@ def test_a_partitioned_node_is_replaced_after_node_timeout(sandbox, cluster: Clu
     outcome, text = lose_a_node(cluster, lambda: do_partition(
         str(sandbox.dir), cluster.name, "worker-1"))
     check_recovered(cluster, before, "worker-1", "unreachable", outcome, text)
+    # the evidence (issue 42): the master's heartbeats, confirmed by EC2 (its status check
+    # asked as the user's policies allow)
+    assert outcome.recoveries[0].evidence["worker-1"] == (
+        "silent 8 s to the master (node_timeout 8 s); EC2: running, status check ok")
 
 
 def check_untouched(cluster: Cluster, before: dict[str, str], outcome: JobOutcome,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from clusterkit.cluster.jobs.recovery import ec2_view, newest_file_command, running_by_index
 from clusterkit.kinds import InstanceState
-from clusterkit.plan.evidence import Ec2Seen
+from clusterkit.plan.evidence import Check, Ec2Seen
 from clusterkit.plan.nodes import Node
 
 
@@ -60,3 +60,12 @@ def test_ec2_view_takes_each_indexs_most_alive_instance_and_none_when_ec2_did_no
     assert view == {0: Ec2Seen(None), 1: Ec2Seen(InstanceState.PENDING),
                     2: Ec2Seen(InstanceState.STOPPING), 3: Ec2Seen(None)}
     assert ec2_view(None, 4) is None
+
+
+def test_ec2_view_carries_each_running_instances_status_check():
+    nodes = [node("i-0", 0, InstanceState.RUNNING), node("i-1", 1, InstanceState.RUNNING),
+             node("i-2", 2, InstanceState.RUNNING)]
+    view = ec2_view(nodes, 3, {"i-0": "ok", "i-1": "impaired", "i-2": "some-new-value"})
+    assert view == {0: Ec2Seen(InstanceState.RUNNING, Check.OK),
+                    1: Ec2Seen(InstanceState.RUNNING, Check.IMPAIRED),
+                    2: Ec2Seen(InstanceState.RUNNING)}  # not a value EC2 defines: unknown

@@ -27,10 +27,11 @@ import contextlib
 import dataclasses
 import shlex
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TextIO
 
 from clusterkit.aws import instances
+from clusterkit.aws.status_checks import status_checks
 from clusterkit.bootstrap.steps import host_names
 from clusterkit.cluster.access.remote_ops import login_for
 from clusterkit.cluster.access.target import find_nodes
@@ -47,7 +48,7 @@ from clusterkit.kinds import InstanceState
 from clusterkit.node.jobfile import RecoveryRecord
 from clusterkit.node.jobstate import JobState, JobStateName
 from clusterkit.plan.cost import cluster_hourly
-from clusterkit.plan.evidence import Ec2Seen, Verdict
+from clusterkit.plan.evidence import Check, Ec2Seen, Verdict
 from clusterkit.plan.nodes import Node
 from clusterkit.plan.recovery import (
     Ending,
@@ -182,8 +183,8 @@ def lost_on_evidence(rt: Runtime, job: Job, final: JobState | None,
     timeout = job.spec.train.node_timeout
     deadline = rt.clock() + timeout
     while True:
-        loss, decisions = weigh(ending(final), ec2_view(nodes, job.spec.nodes.count),
-                                time.time(), node_timeout=timeout)
+        ec2 = ec2_view(nodes, job.spec.nodes.count, _status_checks(rt, nodes))
+        loss, decisions = weigh(ending(final), ec2, time.time(), node_timeout=timeout)
         if rt.clock() >= deadline or all(d.verdict is not Verdict.UNCONFIRMED
                                          for d in decisions):
             break
@@ -201,26 +202,47 @@ _ALIVE = (InstanceState.RUNNING, InstanceState.PENDING, InstanceState.STOPPING,
           InstanceState.STOPPED, InstanceState.SHUTTING_DOWN, InstanceState.TERMINATED)
 
 
-def ec2_view(nodes: Sequence[Node] | None, count: int) -> dict[int, Ec2Seen] | None:
-    """Node index -> what EC2 lists for it (its most alive instance's state); None when
-    EC2 did not answer. Status checks are not asked (DescribeInstanceStatus: the user's
-    policy has no room left under IAM's 6,144 characters), so ``check`` stays unknown."""
+def ec2_view(nodes: Sequence[Node] | None, count: int,
+             checks: Mapping[str, str] | None = None) -> dict[int, Ec2Seen] | None:
+    """Node index -> what EC2 lists for it: its most alive instance's state and status
+    check (``checks``: instance id -> DescribeInstanceStatus' worse check; a value not
+    there, or not one EC2 defines, is unknown: no evidence); None when EC2 did not
+    answer."""
     if nodes is None:
         return None
+    return {i: _seen_of(n, checks or {}) for i, n in
+            ((i, most_alive(nodes).get(i)) for i in range(count))}
+
+
+def most_alive(nodes: Sequence[Node]) -> dict[int, Node]:
+    """Node index -> its most alive instance (``_ALIVE``'s order)."""
     best: dict[int, Node] = {}
     for n in nodes:
-        if n.index is None or n.index >= count:
-            continue
-        now = best.get(n.index)
-        if now is None or _rank(n.state) < _rank(now.state):
+        if n.index is not None and (n.index not in best or
+                                    _rank(n.state) < _rank(best[n.index].state)):
             best[n.index] = n
-    return {i: _seen_of(best.get(i)) for i in range(count)}
+    return best
 
 
-def _seen_of(node: Node | None) -> Ec2Seen:
+def _seen_of(node: Node | None, checks: Mapping[str, str]) -> Ec2Seen:
     if node is None:
         return Ec2Seen(None)
-    return Ec2Seen(InstanceState(node.state) if node.state in _ALIVE else None)
+    check = checks.get(node.instance_id)
+    return Ec2Seen(InstanceState(node.state) if node.state in _ALIVE else None,
+                   Check(check) if check in tuple(Check) else None)
+
+
+def _status_checks(rt: Runtime, nodes: Sequence[Node] | None) -> dict[str, str]:
+    """The running nodes' status checks; none when EC2 does not answer (said once)."""
+    found: dict[str, str] = {}
+    running = [n for n in nodes or () if n.state == InstanceState.RUNNING]
+    for region in sorted({n.region for n in running}):
+        try:
+            found.update(status_checks(rt.session, region, [
+                n.instance_id for n in running if n.region == region]))
+        except ClusterkitError as exc:
+            rt.warn(f"EC2's status checks are unknown: {exc}", stage=Stage.TRAIN)
+    return found
 
 
 def _rank(state: str) -> int:
