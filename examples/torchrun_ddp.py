@@ -256,4 +256,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # not sys.exit: with the process group destroyed and every result written, a gloo
+    # thread can still abort the interpreter's teardown ("terminate called without an
+    # active exception", exit -6) when its peer closes first; nothing is left to run
+    os._exit(code)

@@ -211,6 +211,14 @@ def wait_for(condition: Callable[[], T], what: str, timeout: float = 15.0,
         time.sleep(interval)
 
 
+def hold_fault(seconds: float, what: str) -> None:
+    """Keep a fault in place for ``seconds``: a chaos case's fault lasts a given while
+    (shorter than a timeout it must not trip), the length itself being the case; not a
+    wait for something to happen (that is ``wait_for``). ``what`` names it."""
+    assert 0 < seconds <= 60, f"{what}: a fault held {seconds} s"
+    time.sleep(seconds)
+
+
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """``base`` with ``over`` laid on it, key by key (a test case's changes to a default
     spec or cluster): nested dicts merge, ``None`` removes the key."""

@@ -39,13 +39,13 @@ def test_down_stops_the_recovery_controller_before_it_deletes_anything(sandbox, 
                           if n.index == 0)
             started = cluster.train(detach=True, max_recoveries=1)
             assert started.detached and started.state == "running"
-            assert len(controller_processes()) == 1
+            assert len(controller_processes(sandbox.endpoint)) == 1
             events: list[Event] = []
             rt = runtime()
             rt.report = events.append
             do_down(str(spec), yes=True, rt=rt)
             check_stopped_first([e.text for e in events], master)
-            assert not controller_processes()
+            assert not controller_processes(sandbox.endpoint)
             assert leftovers(name) == {}
         finally:
             if leftovers(name):  # the test failed before or in `down`

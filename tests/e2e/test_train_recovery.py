@@ -17,7 +17,6 @@ import os
 import re
 import sysconfig
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -217,7 +216,7 @@ def test_a_partition_shorter_than_node_timeout_healed_is_no_evidence(sandbox, cl
     def blip() -> None:
         do_partition(str(sandbox.dir), cluster.name, "worker-1")
         try:
-            time.sleep(3)  # the partition's length is the case (shorter than node_timeout)
+            support.hold_fault(3, "worker-1 partitioned (shorter than node_timeout)")
         finally:
             do_partition(str(sandbox.dir), cluster.name, "worker-1", heal=True)
 
@@ -345,18 +344,21 @@ def test_without_recoveries_an_interrupted_job_fails_naming_the_notice(
     assert cluster.active() == []
 
 
-def controller_processes() -> list[int]:
+def controller_processes(endpoint: str | None = None) -> list[int]:
     """The recovery controllers running on this machine (every sandbox node shares its
-    PID space)."""
+    PID space); with ``endpoint``, only those of that sandbox (its AWS endpoint in their
+    environment: another test process's sandbox may run a controller meanwhile)."""
     found = []
     for entry in os.listdir("/proc"):
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                words = handle.read().split(b"\0")
+                if b"recovery-controller" not in handle.read().split(b"\0"):
+                    continue
+            if endpoint is None or \
+                    environment_of(int(entry)).get("AWS_ENDPOINT_URL") == endpoint:
+                found.append(int(entry))
         except (OSError, ValueError):
             continue
-        if b"recovery-controller" in words:
-            found.append(int(entry))
     return found
 
 
@@ -379,7 +381,7 @@ def test_a_detached_job_recovers_with_the_client_gone(sandbox, cluster: Cluster)
     before = whole(cluster)
     started = cluster.train(detach=True, max_recoveries=1)
     assert started.detached and started.state == "running"
-    [pid] = controller_processes()
+    [pid] = controller_processes(sandbox.endpoint)
     env = environment_of(pid)
     secrets = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
                "AWS_PROFILE", "SSH_AUTH_SOCK"}
@@ -393,7 +395,7 @@ def test_a_detached_job_recovers_with_the_client_gone(sandbox, cluster: Cluster)
     role = metadata_fence.check_fenced(sandbox.endpoint, cluster.name, before["master"])
     support.wait_for(lambda: checkpoints(cluster) >= 3, "the job at step 3", 180)
     imds.do_interrupt(str(sandbox.dir), cluster.name, "worker-1", notice=30)
-    support.wait_for(lambda: not controller_processes(), "the controller's end", 600,
+    support.wait_for(lambda: not controller_processes(sandbox.endpoint), "the controller's end", 600,
                      interval=2)
     said = controller_log(cluster)
     summary = job_summary(runtime(), cluster.name)

@@ -252,7 +252,9 @@ def _assert_profiles_made_outside_the_stack(iam, cluster: str, roles) -> None:
     types = {r["ResourceType"] for r in cf.list_stack_resources(
         StackName=f"clusterkit-{cluster}")["StackResourceSummaries"]}
     assert "AWS::IAM::Role" in types and "AWS::IAM::InstanceProfile" not in types
-    made = iam.list_instance_profiles(PathPrefix=f"/clusterkit/{cluster}/")["InstanceProfiles"]
+    # (moto lists every profile whatever the prefix: the path is checked here, as `up` does)
+    made = [p for p in iam.list_instance_profiles(PathPrefix=f"/clusterkit/{cluster}/")[
+        "InstanceProfiles"] if p["Path"] == f"/clusterkit/{cluster}/"]
     assert sorted(p["InstanceProfileName"] for p in made) == [
         f"clusterkit-{cluster}-{REGION}-controller", f"clusterkit-{cluster}-{REGION}-node"]
     assert sorted(r["RoleName"] for p in made for r in p["Roles"]) == sorted(roles)

@@ -49,6 +49,7 @@ COMMANDS: dict[str, Row] = {
     "sandbox start": Row(Arg.NONE),
     "sandbox stop": Row(Arg.NONE), "sandbox status": Row(Arg.NONE),
     "sandbox interrupt": Row(Arg.OTHER), "sandbox partition": Row(Arg.OTHER),
+    "sandbox imds-fault": Row(Arg.OTHER),
     "iam-policy": Row(Arg.NONE), "capacity-blocks": Row(Arg.NONE),
 }
 BAD_SPEC = "name: ok\nregion: us-east-1\nnodes: {count: 0, instance_types: [c5.large]}\n"

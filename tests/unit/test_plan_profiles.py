@@ -31,8 +31,11 @@ def test_profiles_that_hold_their_roles_need_nothing_and_an_empty_one_its_role()
         ProfileStep("us-east-1", ProfileKind.CONTROLLER, CONTROLLER, False, True),)
 
 
-def test_no_efs_no_profile():
-    assert plan_profiles(loads(BASE), ["us-east-1"], {}) == ()
+def test_a_cluster_without_efs_gets_both_profiles_too():
+    """A detached job's controller (a spending cap needs no EFS) wears the controller's
+    profile, and gives the master the nodes' back as it exits."""
+    assert plan_profiles(loads(BASE), ["us-east-1"], {}) == plan_profiles(
+        EFS, ["us-east-1"], {})
 
 
 def test_each_planned_region_has_its_own_pair():

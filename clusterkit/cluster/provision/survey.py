@@ -143,10 +143,11 @@ def _role(rt: Runtime, spec: Spec, seen: Observed) -> StackRole | None:
 
 def _profiles(rt: Runtime, spec: Spec, seen: Observed,
               launching: bool) -> dict[str, tuple[str, ...]] | None:
-    """The cluster's instance profiles (one IAM list), read only when the cluster mounts
-    EFS and `up` launches, changes a stack, or finds a node without a profile (a no-op
+    """The cluster's instance profiles (one IAM list), read only when `up` launches,
+    changes a stack, or finds a node of a cluster with EFS without a profile (a no-op
     `up` reads nothing of IAM)."""
-    lacking = any(n.live and not n.instance_profile for n in seen.nodes)
+    lacking = spec.storage.efs is not None and any(
+        n.live and not n.instance_profile for n in seen.nodes)
     if not needs_profiles(spec) or not (launching or lacking or _stacks_change(spec, seen)):
         return None
     return iamprofiles.cluster_profiles(rt.session, iam_path(spec.name), seen.region)
