@@ -1,9 +1,10 @@
-"""`clusterkit sandbox start|stop|status|interrupt|partition`: the click group this package
+"""`clusterkit sandbox start|stop|status|interrupt|imds-fault|partition`: the click group this package
 adds to clusterkit's CLI (the entry point ``sandbox`` of the group ``clusterkit.commands``,
 sandbox/pyproject.toml); clusterkit gives it its global options, as to its own commands."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -12,6 +13,9 @@ from rich.table import Table
 
 from clusterkit.cli.context import get_ctx, json_option
 from clusterkit.cli.render import print_json
+
+NODES_HINT = "`clusterkit status CLUSTER` lists the nodes"
+DURATIONS_HINT = f"{NODES_HINT}; durations look like 10s or 2m"
 
 DIR_OPTION = click.option(
     "--dir", "directory", envvar="CLUSTERKIT_SANDBOX_DIR", type=click.Path(file_okay=False),
@@ -100,21 +104,13 @@ def interrupt(directory: str | None, cluster: str, node: str, notice: str,
       clusterkit sandbox interrupt demo worker-1 --notice 20s
       clusterkit sandbox interrupt demo 2 --rebalance-first 30s
     """
-    from clusterkit.errors import UsageError
     from clusterkit_sandbox.imds import do_interrupt, duration
 
-    try:
-        result = do_interrupt(directory, cluster, node, notice=duration(notice),
-                              rebalance_first=duration(rebalance_first), action=action,
-                              region=region)
-    except ValueError as exc:
-        raise UsageError(str(exc), "`clusterkit status CLUSTER` lists the nodes; durations "
-                         "look like 10s or 2m") from None
-    if get_ctx().json:
-        print_json(result)
-    else:
-        Console().print(f"{result['instance_id']} ({node} of {cluster}): interruption "
-                        f"notice posted, {action} at {result['at']}")
+    _on_node(lambda: do_interrupt(directory, cluster, node, notice=duration(notice),
+                                  rebalance_first=duration(rebalance_first), action=action,
+                                  region=region),
+             DURATIONS_HINT, lambda result: f"{result['instance_id']} ({node} of {cluster}): "
+             f"interruption notice posted, {action} at {result['at']}")
 
 
 @sandbox.command(name="imds-fault")
@@ -136,20 +132,12 @@ def imds_fault(directory: str | None, cluster: str, node: str, length: str, mode
     Example:
       clusterkit sandbox imds-fault demo worker-1 --for 20s
     """
-    from clusterkit.errors import UsageError
     from clusterkit_sandbox.imds import do_imds_fault, duration
 
-    try:
-        result = do_imds_fault(directory, cluster, node, seconds=duration(length), mode=mode,
-                               region=region)
-    except ValueError as exc:
-        raise UsageError(str(exc), "`clusterkit status CLUSTER` lists the nodes; durations "
-                         "look like 10s or 2m") from None
-    if get_ctx().json:
-        print_json(result)
-    else:
-        Console().print(f"{result['instance_id']} ({node} of {cluster}): metadata fails "
-                        f"({mode}) until {result['until']}")
+    _on_node(lambda: do_imds_fault(directory, cluster, node, seconds=duration(length),
+                                   mode=mode, region=region),
+             DURATIONS_HINT, lambda result: f"{result['instance_id']} ({node} of {cluster}): "
+             f"metadata fails ({mode}) until {result['until']}")
 
 
 @sandbox.command()
@@ -168,18 +156,11 @@ def partition(directory: str | None, cluster: str, node: str, heal: bool,
     Example:
       clusterkit sandbox partition demo worker-2
     """
-    from clusterkit.errors import UsageError
     from clusterkit_sandbox.partition import do_partition
 
-    try:
-        result = do_partition(directory, cluster, node, heal=heal, region=region)
-    except ValueError as exc:
-        raise UsageError(str(exc), "`clusterkit status CLUSTER` lists the nodes") from None
-    if get_ctx().json:
-        print_json(result)
-    else:
-        Console().print(f"{result['instance_id']} ({node} of {cluster}): {result['state']} "
-                        f"({result['processes']} process(es))")
+    _on_node(lambda: do_partition(directory, cluster, node, heal=heal, region=region),
+             NODES_HINT, lambda result: f"{result['instance_id']} ({node} of {cluster}): "
+             f"{result['state']} ({result['processes']} process(es))")
 
 
 @sandbox.command("status")
@@ -195,6 +176,22 @@ def status_(directory: str | None) -> None:
     from clusterkit_sandbox.control import do_status
 
     _render(do_status(directory), "")
+
+
+def _on_node(act: Callable[[], dict[str, Any]], hint: str,
+             said: Callable[[dict[str, Any]], str]) -> None:
+    """One fault command on a node: ``act`` (a bad node or duration: a usage error with
+    ``hint``, exit 2), then its result as JSON or the line ``said`` makes of it."""
+    from clusterkit.errors import UsageError
+
+    try:
+        result = act()
+    except ValueError as exc:
+        raise UsageError(str(exc), hint) from None
+    if get_ctx().json:
+        print_json(result)
+    else:
+        Console().print(said(result))
 
 
 def _render(status: dict[str, Any], verb: str) -> None:
