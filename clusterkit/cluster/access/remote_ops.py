@@ -63,12 +63,18 @@ def spec_login(spec: Spec) -> Login:
                  identity_file=controller_key() or spec.ssh.identity_file)
 
 
-def cluster_nodes(rt: Runtime, cluster: str, regions: Sequence[str]) -> list[Node]:
+def cluster_members(rt: Runtime, cluster: str, regions: Sequence[str]) -> list[Node]:
     """The cluster's live nodes (running or not), from its local record's region or a
     tag search (every enabled region when ``regions`` is empty); a standby is none of
-    them until it is swapped in (``cluster/jobs/standby.py``)."""
+    them until it is swapped in (``cluster/jobs/standby.py``). Empty when none is left;
+    an AWS error raises (ClusterkitError)."""
     _, found = find_nodes(rt, cluster, regions)
-    nodes = [n for n in found if n.standby_for is None]
+    return [n for n in found if n.standby_for is None]
+
+
+def cluster_nodes(rt: Runtime, cluster: str, regions: Sequence[str]) -> list[Node]:
+    """``cluster_members``, refused (ClusterkitError) when there are none."""
+    nodes = cluster_members(rt, cluster, regions)
     if not nodes:
         where = ", ".join(regions) if regions else "any enabled region"
         raise ClusterkitError(f"no cluster {cluster} in {where}",

@@ -33,8 +33,7 @@ from typing import TextIO
 from clusterkit.aws import instances
 from clusterkit.aws.status_checks import status_checks
 from clusterkit.bootstrap.steps import host_names
-from clusterkit.cluster.access.remote_ops import login_for
-from clusterkit.cluster.access.target import find_nodes
+from clusterkit.cluster.access.remote_ops import cluster_members, login_for
 from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.attempt import Job, Restart, follow_job, run_attempt
 from clusterkit.cluster.jobs.budget import Spending, reason_of
@@ -260,11 +259,10 @@ def _nodes(rt: Runtime, job: Job) -> list[Node] | None:
     of anything: a node is never lost for it)."""
     _, regions = login_for(job.spec_file, job.region)
     try:
-        _, found = find_nodes(rt, job.spec.name, regions)
+        return cluster_members(rt, job.spec.name, regions)  # empty: every node gone
     except ClusterkitError as exc:  # an AWS error, the endpoint down: not "every node gone"
         rt.warn(f"EC2 did not answer: {exc}", stage=Stage.TRAIN)
         return None
-    return [n for n in found if n.standby_for is None]  # as cluster_nodes, none: every node gone
 
 
 def _lost_words(job: Job, loss: Loss) -> str:
