@@ -74,21 +74,13 @@ class ProfileStep:
                 f"{ROLE_OUTPUTS[self.kind]} added once the stack is complete")
 
 
-def needs_profiles(spec: Spec) -> bool:
-    """Every cluster gets both profiles, as the stack made them before: the controller's
-    serves any detached job's controller (a spending cap needs no EFS), and the nodes'
-    is what the controller gives the master back as it exits (a node gets it only when
-    the cluster mounts EFS: ``efsaccess``)."""
-    del spec
-    return True
-
-
 def plan_profiles(spec: Spec, regions: Sequence[str],
                   seen: Mapping[str, Sequence[str]]) -> tuple[ProfileStep, ...]:
     """The profiles to make in ``regions`` (the plan's, own first), from the cluster's
-    profiles as observed (``seen``: name -> the roles it holds)."""
-    if not needs_profiles(spec):
-        return ()
+    profiles as observed (``seen``: name -> the roles it holds). Every cluster has both,
+    as the stack made them before: the controller's serves any detached job's controller
+    (a spending cap needs no EFS), and the nodes' is what the controller gives the master
+    back as it exits (a node wears it only when the cluster mounts EFS: ``efsaccess``)."""
     steps = []
     for region in regions:
         for kind in ProfileKind:

@@ -25,7 +25,7 @@ from clusterkit.errors import AwsError, PlanDriftError
 from clusterkit.kinds import StackAction
 from clusterkit.plan.candidates import plan_candidates
 from clusterkit.plan.nodes import Node, node_actions
-from clusterkit.plan.profiles import iam_path, needs_profiles
+from clusterkit.plan.profiles import iam_path
 from clusterkit.plan.provision import EFS_OUTPUTS
 from clusterkit.plan.region import region_plan
 from clusterkit.plan.stack import StackRole, stack_name
@@ -148,7 +148,7 @@ def _profiles(rt: Runtime, spec: Spec, seen: Observed,
     `up` reads nothing of IAM)."""
     lacking = spec.storage.efs is not None and any(
         n.live and not n.instance_profile for n in seen.nodes)
-    if not needs_profiles(spec) or not (launching or lacking or _stacks_change(spec, seen)):
+    if not (launching or lacking or _stacks_change(spec, seen)):
         return None
     return iamprofiles.cluster_profiles(rt.session, iam_path(spec.name), seen.region)
 
