@@ -255,8 +255,9 @@ def test_an_instance_profile_is_unknown_to_ec2_until_iam_propagates_it(timed) ->
     name = support.unique_name("tp")
     iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")
     arn = iam.create_instance_profile(InstanceProfileName=name)["InstanceProfile"]["Arn"]
-    iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
+    # Taken before the call: the endpoint starts the wait while it serves it.
     added = time.time()
+    iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
     (inst,) = ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1)["Instances"]
 
     def associate() -> bool:
