@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from clusterkit.aws.servicerole import BOUNDARY_NAME, ROLE_NAME, SERVICE_PATH  # noqa: E402
 from clusterkit.plan.blocks import BLOCK_TAG  # noqa: E402
 from clusterkit.plan.dataset import DATASET_TAG, UPLOAD_TAG  # noqa: E402
+from clusterkit.plan.images import DIGEST_TAG as IMAGE_TAG  # noqa: E402
 from clusterkit.plan.nodes import CLUSTER_TAG as TAG  # noqa: E402
 from clusterkit.plan.stack import STACK_PREFIX  # noqa: E402
 
@@ -90,7 +91,14 @@ USER_RULES: tuple[Rule, ...] = (
      has("RequestTag", BLOCK_TAG)),
     ("TagOnCreate", ("ec2:CreateTags",), ["*"],
      equals("ec2:CreateAction", "RunInstances", "CreateVolume", "CreateSnapshot",
-            "CopySnapshot", "ImportKeyPair", "AllocateAddress", "PurchaseCapacityBlock")),
+            "CopySnapshot", "ImportKeyPair", "AllocateAddress", "PurchaseCapacityBlock",
+            "CreateImage")),
+    # `image build`: the image and its snapshot tagged as clusterkit's at creation (of
+    # the builder, a cluster's instance: ClusterResources); only those deleted
+    ("NewImages", ("ec2:CreateImage",), [*ec2("image"), NEW_SNAPSHOT],
+     has("RequestTag", IMAGE_TAG)),
+    ("OwnImages", ("ec2:DeregisterImage", "ec2:DeleteSnapshot"), ec2("image", "snapshot"),
+     has("ResourceTag", IMAGE_TAG)),
 
     # Whatever carries the cluster's tag, of any type: only clusterkit's calls put it on
     # anything (NewTagged, TagOnCreate, the stack), so naming the types would narrow
@@ -103,7 +111,7 @@ USER_RULES: tuple[Rule, ...] = (
                           "ec2:CancelSpotInstanceRequests", "ec2:DeleteFleets",
                           "ec2:DeleteKeyPair", "ec2:DeleteLaunchTemplate",
                           "ec2:DeletePlacementGroup", "ec2:DeleteSecurityGroup",
-                          "ec2:CreateSnapshot", "ec2:GetConsoleOutput",
+                          "ec2:CreateSnapshot", "ec2:GetConsoleOutput", "ec2:CreateImage",
                           "ec2:AssociateIamInstanceProfile",
                           "ec2:ReplaceIamInstanceProfileAssociation",
                           # the master's Elastic IP, on its primary interface (EFA types)

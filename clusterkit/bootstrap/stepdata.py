@@ -116,6 +116,9 @@ class Want:
     warning: str = ""  # what the user should know even when the step succeeds
     error: str | None = None
     live_decides: bool = False
+    # ``live_suffices``: a True live check is enough without a matching receipt (what the
+    # system shows was made elsewhere: an image's); a False one runs as usual
+    live_suffices: bool = False
 
 
 class StepAction(StrEnum):

@@ -268,8 +268,11 @@ def want_env(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) 
     venv = env.complete(key)
     live = venv is not None and env.current is not None and \
         env.current.rsplit("/", 1)[-1] == venv.path.rsplit("/", 1)[-1]
+    # a complete current env is enough, receipt or not: its key is the package list's,
+    # whatever the arguments (a built image's nodes have it, made without the cache)
     return Want((Command("env.sh", tuple(args), "".join(f"{p}\n" for p in train.packages)),),
-                live=live, not_live=f"no complete environment {key} is current")
+                live=live, not_live=f"no complete environment {key} is current",
+                live_suffices=True)
 
 
 def want_efa(facts: nf.NodeFacts, spec: Spec, cluster: ClusterView, index: int) -> Want:
@@ -361,6 +364,9 @@ def plan_step(step: str, want: Want, facts: nf.NodeFacts, playbooks: Mapping[str
                          want.warning) if want.live else
                 StepPlan(step, "run", want.not_live, commands, key, want.warning))
     receipt = facts.get(nf.RECEIPTS).get(step)
+    if want.live_suffices and want.live and receipt != key:
+        return StepPlan(step, "done", "the system shows it (made before this receipt: a "
+                        "built image's)", (), key, want.warning)
     if receipt == key and want.live is not False:
         return StepPlan(step, "done", "receipt matches"  # the outcome says "already done"
                         + (", and the system shows it" if want.live else ""), (), key,

@@ -9,8 +9,8 @@ import click
 # under OTHER, so a new command is never missing from the help.
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Spec", ("validate", "schema")),
-    ("Cluster", ("iam-policy", "spot", "capacity-blocks", "plan", "up", "status", "exec",
-                 "ssh", "autostop", "down")),
+    ("Cluster", ("iam-policy", "spot", "capacity-blocks", "image", "plan", "up", "status",
+                 "exec", "ssh", "autostop", "down")),
     ("Data", ("pack", "snapshot-dataset", "deploy-dataset")),
     ("Training", ("train", "logs", "top", "job", "scaling", "stop")),
     ("Sandbox", ("sandbox",)),

@@ -35,6 +35,7 @@ COMMAND_MODULES = {
     "pack": "pack", "snapshot-dataset": "publish", "deploy-dataset": "dataset",
     "train": "train", "logs": "train", "stop": "train", "recovery-controller": "train",
     "top": "top", "job": "top", "scaling": "top", "autostop": "autostop",
+    "image": "image",
 }
 # Commands other installed packages add: entry points of this group, each a click command
 # named as the entry point (`sandbox = "clusterkit_sandbox.cli:sandbox"`), read only when

@@ -65,6 +65,9 @@ class Facts:
     # the digest of the template `up` applies (aws.stack.template_digest): a stack made
     # from another template (an older clusterkit's) is updated to this one
     template_digest: str = ""
+    # which AMI and why, when the spec's packages could come from a built image (`plan`
+    # shows it; plan.images.choose_built)
+    image_note: str = ""
 
 
 def stack_contents(spec: Spec) -> tuple[str, ...]:

@@ -197,10 +197,12 @@ def plan_up(spec: Spec, observed: Observed, notes: Sequence[str] = ()) -> UpPlan
     actions = node_actions(spec.name, spec.nodes.count, nodes)
     candidates = plan_candidates(spec, observed) if actions.launch else ()
     dataset = observed.dataset
+    image = (observed.facts.image_note,) if observed.facts and observed.facts.image_note \
+        else ()
     plan = UpPlan(spec.name, observed.region, action, changes,
                   KeyPairAction.IMPORT if observed.key_pair_missing else KeyPairAction.NONE,
                   actions,
-                  choice_of(candidates), tuple(nodes), (*observed.notes, *notes),
+                  choice_of(candidates), tuple(nodes), (*observed.notes, *notes, *image),
                   tuple(spec_drift(spec, nodes)), stack_parts=stack_contents(spec),
                   candidates=candidates, parameters=MappingProxyType(wanted),
                   dataset_gib=dataset.size_gib if dataset else None, spec=spec,

@@ -19,6 +19,7 @@ from typing import Any
 from clusterkit_sandbox import console, imds
 from clusterkit_sandbox import node as nodes
 from clusterkit_sandbox.disks import Disks, VolumeView
+from clusterkit_sandbox.images import image_dir
 from clusterkit_sandbox.moto_models import (
     InstanceView,
     end_instance,
@@ -253,10 +254,11 @@ class Agent:
         return True
 
     def _spec(self, node: EmulatedNode) -> nodes.NodeSpec:
+        image = image_dir(self.run_dir, node.view.image_id) if node.view.image_id else None
         return nodes.NodeSpec(node.view.instance_id, node.address, node.view.hostname,
                               node.view.public_keys, node.root, self.efs_dir,
                               namespaces=bool(self.caps.get("namespaces")),
-                              md=bool(self.caps.get("md_raid")))
+                              md=bool(self.caps.get("md_raid")), image=image)
 
     def _boot_all(self, booting: list[EmulatedNode]) -> None:
         """Boot the nodes that became running, together: first boot's host keys (one

@@ -42,6 +42,7 @@ class InstanceView:
     region: str
     index: int | None = None  # the node's index (its tags, else its launch's slots)
     role: str | None = None  # ARN of its instance profile (its role's credentials in IMDS)
+    image_id: str = ""  # the AMI it was launched from
 
 
 def instance_store(instance_type: str) -> list[int]:
@@ -90,7 +91,8 @@ def _view(backend: Any, inst: Any, region: str) -> InstanceView | None:
     role = getattr(getattr(association, "iam_instance_profile", None), "arn", None)
     return InstanceView(inst.id, inst.state, tags[CLUSTER_TAG], host, keys,
                         instance_store(inst.instance_type), region,
-                        node_index(tags, getattr(inst, "ami_launch_index", None)), role)
+                        node_index(tags, getattr(inst, "ami_launch_index", None)), role,
+                        getattr(inst, "image_id", "") or "")
 
 
 def instance_metadata(instance_id: str) -> dict[str, Any] | None:

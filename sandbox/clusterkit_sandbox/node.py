@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterkit_sandbox import netfilter, noderoot
+from clusterkit_sandbox import images, netfilter, noderoot
 from clusterkit_sandbox.nodeprocs import kill_all as kill_all
 from clusterkit_sandbox.nodeprocs import mount_ns as mount_ns
 from clusterkit_sandbox.nodeprocs import pid_ns as pid_ns
@@ -144,6 +144,15 @@ echo "$me: the system is going down now (clusterkit sandbox, instance $iid)"
     "@POWER@", POWER_IN_NODE)
 POWER_COMMANDS = ("shutdown", "poweroff", "halt")
 
+SHARED_IN_NODE = "/var/lib/clusterkit-sandbox/shared"  # the sandbox's run/shared, read-write
+# The sandbox's package index: a node reaches no network, so pip finds its wheels in the
+# shared directory's wheels/ (run/shared/wheels: a test or demo puts them there).
+PIP_CONF = f"""\
+[global]
+no-index = true
+find-links = {SHARED_IN_NODE}/wheels
+"""
+
 MDADM_SHIM = """\
 #!/bin/sh
 echo "mdadm: not emulated: this kernel has no md driver (clusterkit sandbox)" >&2
@@ -162,6 +171,7 @@ class NodeSpec:
     namespaces: bool = True
     md: bool = False
     extra_hosts: list[str] = field(default_factory=list)
+    image: Path | None = None  # the root its AMI carries (images.copy_root), if any
 
 
 def node_env(run_dir: Path | None = None) -> dict[str, str]:
@@ -188,6 +198,8 @@ def prepare(spec: NodeSpec) -> str:
     key = conf / "ssh_host_ed25519_key"
     run_dir = spec.efs_dir.parent
     if not key.exists():
+        if spec.image is not None and spec.image.is_dir() and not (spec.root / "fs").exists():
+            images.copy_root(spec.image, spec.root)  # the AMI's root volume
         _keygen(key)
         _first_boot_root(spec)
     elif spec.namespaces:
@@ -212,6 +224,7 @@ def _first_boot_root(spec: NodeSpec) -> None:
         shims[f"/{where}/iptables"] = netfilter.IPTABLES_SHIM  # never the host's
     for path, text in shims.items():
         noderoot.write(noderoot.stored(spec.root, path), text, 0o755)
+    noderoot.write(noderoot.stored(spec.root, "/etc/pip.conf"), PIP_CONF)
 
 
 VIEW_IN_NODE = "/var/lib/clusterkit-sandbox/view"  # the sandbox's run/view, read-only
@@ -223,7 +236,6 @@ def view_dir(run_dir: Path) -> Path:
     return run_dir / "view"
 
 
-SHARED_IN_NODE = "/var/lib/clusterkit-sandbox/shared"  # the sandbox's run/shared, read-write
 
 
 def shared_dir(run_dir: Path) -> Path:

@@ -131,10 +131,12 @@ def build(node_dir: Path, run_dir: Path, hostname: str, address: str,
         (fs / rel).mkdir(parents=True, exist_ok=True)
         (fs / rel).chmod(mode)
     for rel, target in OWN_LINKS.items():
-        (fs / rel).symlink_to(target)
+        if not (fs / rel).is_symlink():  # an AMI's root has them already
+            (fs / rel).symlink_to(target)
     for name, link in trees():
         if link is not None:
-            (fs / name).symlink_to(link)
+            if not (fs / name).is_symlink():
+                (fs / name).symlink_to(link)
         else:
             (fs / name).mkdir(exist_ok=True)
             for sub in ("upper", "work"):

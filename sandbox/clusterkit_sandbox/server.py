@@ -23,6 +23,7 @@ from clusterkit_sandbox import (
     ebs_direct,
     ec2_gaps,
     iam_seed,
+    images,
     imds,
     moto_speed,
     netfilter,
@@ -153,6 +154,7 @@ def install_timings(server: Any, timings: Timings, run_dir: Path) -> timed.Recor
     timed.install_instance_waits(timings, recorder)
     for module in (timed_cfn, timed_ebs, timed_efs, timed_iam):
         module.install(timings, recorder)
+    images.install(timings, recorder, run_dir)
     return recorder
 
 

@@ -39,6 +39,7 @@ class Wait(str, Enum):
     EFS_FILE_SYSTEM = "EFS file system creating -> available"
     EFS_MOUNT_TARGET = "EFS mount target creating -> available"
     IAM_PROFILE_PROPAGATION = "IAM instance profile made -> known to EC2"
+    IMAGE_AVAILABLE = "AMI pending -> available"
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,11 @@ WAITS: Mapping[Wait, Figure] = MappingProxyType({
                                                "seconds\" (hashicorp/terraform PR #2037); "
                                                "\"~10 seconds\" (hashicorp/terraform PR "
                                                "#8516): the upper figure"),
+    Wait.IMAGE_AVAILABLE: Figure(300.0, "CreateImage pending -> available: \"sometimes aws "
+                                        "can take several minutes to create an image\" "
+                                        "beyond a 120 s timeout (Nanocloud/nanocloud PR "
+                                        "#357); boto3's ImageAvailable waiter allows 10 "
+                                        "min (40 x 15 s): 5 min, a stated middle figure"),
 })
 # A stack resource's type -> its creation figure (any other type: Wait.STACK_OTHER).
 STACK_RESOURCES: Mapping[str, Wait] = MappingProxyType({

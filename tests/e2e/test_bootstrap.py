@@ -26,11 +26,15 @@ import pytest
 from clusterkit.bootstrap.run import BootstrapError, BootstrapResult, Outcome
 from clusterkit.bootstrap.steps import STEP_NAMES, host_names
 from clusterkit.cluster.access.remote_ops import do_exec
+from clusterkit.cluster.provision import imagebuild
+from clusterkit.cluster.provision.planning import do_plan
 from clusterkit.cluster.provision.up import UpResult, do_up
 from clusterkit.plan.nodes import node_name
+from clusterkit.spec import load
+from clusterkit_sandbox.node import shared_dir
 from tests import support
 from tests.e2e.clusters import running, sandbox_spec, user_session
-from tests.integration.conftest import leftovers, runtime
+from tests.integration.conftest import leftovers, live_instances, runtime
 
 CLI = str(Path(sys.executable).with_name("clusterkit"))
 SECTIONS = """\
@@ -273,3 +277,45 @@ def test_facts_and_steps_share_one_ssh_connection_per_node(cluster: Cluster, mon
     assert result.by_step()["hostname"][Outcome.RAN] == 3
     assert len(dials) == 1, dials  # the master: the gateway, and its own node
     assert sorted(tunnels) == sorted(set(tunnels)) and len(tunnels) == 2, tunnels
+
+
+def test_an_image_build_makes_the_env_step_done_on_new_nodes_and_a_changed_list_stale(
+        cluster: Cluster):
+    """`image build` (a builder node, CreateImage carrying its root file system, the
+    builder taken down), `up` of a new cluster on that image (its env step done from the
+    image's venv: no install on the node), and a changed package list: the plan says
+    the image is stale and why. The wheel comes from the sandbox's package index (its
+    shared directory's wheels/: a node has no network)."""
+    wheels = shared_dir(cluster.sandbox_dir / "run") / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    filename, data = _wheel("0.3")
+    (wheels / filename).write_bytes(data)
+    name = support.unique_name("img")
+    spec = cluster.spec.parent / f"{name}.yaml"
+
+    def write(version: str) -> None:
+        spec.write_text(sandbox_spec(name, count=1, instance_type="i3.large", extra=(
+            f"train:\n  framework: mxnet\n  packages: [ckdemo=={version}]\n")))
+
+    write("0.3")
+    built = imagebuild.build(runtime(), load(str(spec)), yes=True, timeout=180)
+    try:
+        assert not built.reused and leftovers(built.builder) == {}  # the builder is gone
+        assert imagebuild.build(runtime(), load(str(spec)), yes=True).reused  # no rebuild
+        with running(spec, name, timeout=180) as up:
+            (node,) = live_instances(name)
+            assert node["ImageId"] == built.image_id
+            assert up.bootstrap is not None
+            (env,) = [s for s in up.bootstrap.nodes[0].steps if s.step == "env"]
+            assert env.outcome is Outcome.DONE, env
+            (out,) = do_exec(name, ["/opt/clusterkit/envs/current/bin/python -c "
+                                    "'import ckdemo; print(ckdemo.VERSION)'"],
+                             rt=runtime()).values()
+            assert out.stdout == "0.3\n"
+        write("0.4")
+        notes = do_plan(str(spec), rt=runtime()).notes
+        assert f"image {built.image_id} is stale (train.packages changed)" in " ".join(notes)
+    finally:
+        imagebuild.delete_image(runtime(), "us-east-1", built.image_id)
+    assert built.image_id not in {b.candidate.image_id
+                                  for b in imagebuild.list_images(runtime(), "us-east-1")}
