@@ -21,6 +21,12 @@ signal itself ends it after the save). On start rank 0 picks the newest complete
 checkpoint, every rank loads that one and goes on from the step after it, so a resumed
 job ends with the parameters of an uninterrupted one. A fresh run wants an empty DIR.
 
+An elastic job (``train.elastic``: torchrun ``--nnodes MIN:MAX``) may start again with
+fewer nodes than it has, or with more again: the script reads WORLD_SIZE at each start
+and scales its learning rate by WORLD_SIZE / the full world ($CLUSTERKIT_NUM_NODES x
+LOCAL_WORLD_SIZE): each step averages fewer samples, so it moves in proportion (the
+linear scaling rule); rank 0 prints ``ddp rank 0: world W of F, lr X`` at each start.
+
 With clusterkit (torchrun gets --nnodes/--node-rank/--nproc-per-node and c10d
 rendezvous on the master):
     clusterkit train examples/torchrun-g5.yaml -- python3 examples/torchrun_ddp.py
@@ -174,8 +180,14 @@ def train(torch, dist, args: argparse.Namespace, device,
     rank = dist.get_rank()
     torch.manual_seed(0)  # the same initial model everywhere (DDP also broadcasts it)
     model = torch.nn.Linear(args.features, 1).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+    world, full = dist.get_world_size(), full_world()
+    lr = args.lr * world / max(full, world)  # an elastic job on fewer nodes: smaller steps
+    if rank == 0:
+        print(f"ddp rank 0: world {world} of {max(full, world)}, lr {lr:g}", flush=True)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
     done = resume(torch, dist, args.checkpoint_dir, model, opt, device) if request else 0
+    for group in opt.param_groups:  # this start's rate, not the checkpoint's
+        group["lr"] = lr
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None)
     gen = torch.Generator().manual_seed(1000 + rank)  # each rank its own data
@@ -199,6 +211,16 @@ def train(torch, dist, args: argparse.Namespace, device,
         time.sleep(args.step_seconds)
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
     return [float(v) for v in flat.cpu()], loss.detach().item(), done
+
+
+def full_world() -> int:
+    """The job's world at its full size: its nodes x processes per node (WORLD_SIZE
+    outside clusterkit)."""
+    nodes = os.environ.get("CLUSTERKIT_NUM_NODES")
+    local = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    if nodes and nodes.isdigit() and local.isdigit():
+        return int(nodes) * int(local)
+    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def bench(torch, dist, device, mib: float) -> dict:

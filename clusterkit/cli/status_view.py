@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
@@ -13,6 +14,7 @@ from rich.table import Table
 from clusterkit.cluster.ops.status import StatusResult, StatusRow
 from clusterkit.cluster.provision import kept_efs
 from clusterkit.kinds import Role
+from clusterkit.training.sizes import describe as describe_sizes
 
 DEFAULT_COLUMNS = ("node", "type", "AZ", "market", "state", "launched", "$/h", "cost")
 WIDE_COLUMNS = ("node", "instance", "type", "region", "AZ", "market", "state", "public",
@@ -176,6 +178,12 @@ def _job(console: Console, result: StatusResult) -> None:
     console.print(f"job {job.job_id}: {job.state}{why}", markup=False, highlight=False)
     for recovery in job.recoveries:
         console.print(f"  {recovery.describe()}", markup=False, highlight=False)
+    master = job.nodes.get("master")
+    if master is not None and master.sizes:  # an elastic job's size over time
+        end = master.updated if master.state.final and master.updated else time.time()
+        line = describe_sizes(master.sizes, end, master.sizes[0][1])
+        if line:
+            console.print(f"  {line}", markup=False, highlight=False)
     for other in job.others:
         console.print(f"  also: {other.describe()}", markup=False, highlight=False)
     for node, state in job.nodes.items():

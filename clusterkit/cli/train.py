@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from clusterkit.cli.context import (
 from clusterkit.cli.render import print_json
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
+from clusterkit.training.sizes import describe as describe_sizes
 
 if TYPE_CHECKING:  # the job layer imports paramiko: loaded by the commands that use it
     from clusterkit.cluster.jobs.afterjob import AfterJob
@@ -66,6 +68,11 @@ def _show(outcome: JobOutcome) -> None:
     err = get_ctx().err_console
     for recovery in outcome.recoveries:
         err.print(recovery.describe(), markup=False, highlight=False)
+    final = outcome.final
+    if final is not None and final.sizes:  # an elastic job's size over time
+        line = describe_sizes(final.sizes, final.updated or time.time(), final.sizes[0][1])
+        if line:
+            err.print(line, markup=False, highlight=False)
     if outcome.report is not None:
         from clusterkit.training.report import lines
 

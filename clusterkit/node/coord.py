@@ -15,6 +15,9 @@ node's supervisor dials it. Messages are newline-delimited JSON objects (``link.
                                 for that node, or its GPU health check found it unfit
                                 (``interruption.Notice.to_json``)
   done                          node -> master: nothing of the job is left there
+  left {notice}                 node -> master: an elastic job's node got a notice and
+                                leaves (its torchrun agent stops; the others go on
+                                smaller); a later hello for that index is its replacement
 
 A stop for an interruption carries ``checkpoint_until`` (epoch seconds): every node sends
 its processes the job's checkpoint signal at once and SIGTERM only then.
@@ -108,6 +111,11 @@ class Coordinator:
         self.checkpoint_until: float | None = None  # an interruption's SIGTERM time
         self.interruption: dict | None = None  # the first notice: node, when seen, action
         self.pending: list = []  # stop / done for the master, waiting for a link
+        self.left: set = set()  # an elastic job's nodes that left and were not replaced
+        self.sizes: list = []  # an elastic job's [epoch, nodes] at each change of size
+        self.has_left = False  # this node left an elastic job (its hellos say so)
+        if job.elastic_min and job.is_master:
+            self.resized()
         self.started = time.monotonic()
         self.last_hb = self.last_dial = 0.0
 
@@ -143,15 +151,52 @@ class Coordinator:
     def send_done(self) -> None:
         self._to_master({"t": "done"})
 
+    @property
+    def elastic(self) -> bool:
+        return self.job.elastic_min > 0
+
     def notice(self, notice: interruption.Notice) -> Outcome | None:
         """This node got a spot interruption notice: the master decides the job is
-        interrupted (its outcome, returned); a node tells the master."""
+        interrupted (its outcome, returned); a node tells the master. A node of an
+        elastic job leaves it instead (its own outcome, returned): the master decides
+        whether the others go on."""
         if notice.kind not in interruption.STOPPING_KINDS:
             return None  # a rebalance recommendation stops nothing
         if self.master:
             return self.interrupt(self.me, notice)
+        if self.elastic:
+            self.has_left = True
+            self._to_master({"t": "left", "notice": notice.to_json()})
+            return Outcome(S.INTERRUPTED, "left the elastic job: " +
+                           interrupted_outcome(self.me, notice).reason)
         self._to_master({"t": "notice", "notice": notice.to_json()})
         return None
+
+    @property
+    def size(self) -> int:
+        """The nodes an elastic job has now (every node less those that left)."""
+        return self.num_nodes - len(self.left)
+
+    def resized(self) -> None:
+        self.sizes.append([time.time(), self.size])
+
+    def leave(self, node: int, notice: interruption.Notice) -> None:
+        """The master: ``node`` left an elastic job; below its minimum the job is
+        interrupted as any other (stopped, the lost nodes replaced, restarted)."""
+        if node in self.left:
+            return
+        self.left.add(node)
+        self.resized()
+        if self.size < self.job.elastic_min:
+            self.hear(self.interrupt(node, notice))
+
+    def rejoined(self, node: int) -> None:
+        """The master: a hello for a node that left: its replacement joins."""
+        if node in self.left:
+            self.left.discard(node)
+            self.nodes.pop(node, None)
+            self.done_nodes.discard(node)
+            self.resized()
 
     def interrupt(self, node: int, notice: interruption.Notice) -> Outcome:
         """The outcome of ``node``'s notice; every process gets the job's checkpoint
@@ -196,18 +241,19 @@ class Coordinator:
             host, port = self.addr
             return Outcome(S.FAILED, f"lost the master ({host}:{port}) for {self.hb_timeout:g}s")
         silent = []
+        nodes = {i: p for i, p in self.nodes.items() if i not in self.left}
         for i in range(self.num_nodes):
             last = self.seen.get(i, self.started)
-            if i != self.me and now - last > self.hb_timeout:
+            if i != self.me and i not in self.left and now - last > self.hb_timeout:
                 silent.append(jobstate.Failure(i, None, time=time.time() - (now - last)))
         if silent:  # last heard at `time`: earlier than a process that died after it
-            cause, others = jobstate.earliest(jobstate.process_failures(self.nodes) + silent)
+            cause, others = jobstate.earliest(jobstate.process_failures(nodes) + silent)
             return Outcome.failure(cause, others)
-        return decide_outcome(self.nodes, self.num_nodes)
+        return decide_outcome(nodes, self.size)
 
     def all_done(self) -> bool:
         """Every node linked to the master has said nothing is left there."""
-        return not self.master or not set(self.links) - self.done_nodes
+        return not self.master or not set(self.links) - self.done_nodes - self.left
 
     # -- the network
     def listen(self) -> str | None:
@@ -272,7 +318,7 @@ class Coordinator:
             return
         link = Link(sock, MASTER)
         hello = {"t": "hello", "token": self.job.coordinator.token, "node": self.me,
-                 "procs": self.nodes.get(self.me, {})}
+                 "procs": self.nodes.get(self.me, {}), **({"left": True} if self.has_left else {})}
         if link.send(hello) and all(link.send(msg) for msg in self.pending):
             self.pending.clear()
             self.links[MASTER] = link
@@ -304,12 +350,20 @@ class Coordinator:
         if link.node is None and not self.greet(link, msg):
             return False
         self.seen[link.node] = now
+        if link.node in self.left and (kind != "hello" or msg.get("left")):
+            return True  # what a node that left still says changes nothing
+        if kind == "hello" and not msg.get("left"):
+            self.rejoined(link.node)
         if kind in ("hello", "procs") and isinstance(msg.get("procs"), dict):
             self.nodes[link.node] = msg["procs"]
         elif kind == "stop":
             self.hear(Outcome(S.STOPPED, f"stopped on request on node {link.node}"))
         elif kind == "done":
             self.done_nodes.add(link.node)
+        elif kind == "left" and isinstance(msg.get("notice"), dict):
+            notice = interruption.Notice.from_json(msg["notice"])
+            if notice is not None and self.elastic:
+                self.leave(link.node, notice)
         elif kind == "notice" and isinstance(msg.get("notice"), dict):
             notice = interruption.Notice.from_json(msg["notice"])
             if notice is not None and notice.kind in interruption.STOPPING_KINDS:

@@ -163,12 +163,14 @@ class JobFile:
     recovery: RecoveryRecord = RecoveryRecord()
     sampling: Sampling | None = None
     processes: tuple[ProcessEntry, ...] = ()
+    elastic_min: int = 0  # an elastic job's fewest nodes (train.elastic.min); 0: not elastic
 
     def to_json(self) -> dict:
         c, s = self.coordinator, self.stopping
         coordinator = {"host": c.host, "port": c.port}
         coordinator.update({"token": c.token} if c.token else {})
-        optional = {"block_end": self.block_end, "efa_profile": self.efa_profile}
+        optional = {"block_end": self.block_end, "efa_profile": self.efa_profile,
+                    "elastic_min": self.elastic_min or None}
         return wire.stamped(self.VERSION, {
             "job_id": self.job_id, "node_index": self.node_index, "node_name": self.node_name,
             "cgroup_name": self.cgroup_name, "coordinator": coordinator,
@@ -206,7 +208,8 @@ class JobFile:
             recovery=RecoveryRecord.from_json(data.get("recovery"), f"{where} (recovery)"),
             sampling=Sampling.from_json(data.get("sampling")),
             processes=tuple(ProcessEntry.from_json(p)
-                            for p in wire.as_list(data.get("processes"))))
+                            for p in wire.as_list(data.get("processes"))),
+            elastic_min=wire.as_int(data.get("elastic_min"), 0) or 0)
 
     def with_token(self, token: str) -> JobFile:
         """The same job file with the coordinator's token (the client's last step)."""

@@ -249,6 +249,8 @@ class JobState:
     interruption: Mapping[str, Any] | None = None
     # a restarted job's record (job.json's "recovery": first_job, restart_count, ...)
     recovery: RecoveryRecord = RecoveryRecord()
+    # an elastic job's size over time (the master's): (epoch, nodes) at each change
+    sizes: tuple[tuple[float, int], ...] = ()
 
 
 def _proc_state(value: object) -> ProcStateName | None:

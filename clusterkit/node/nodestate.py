@@ -56,6 +56,18 @@ class Holder:
                 "supervisor_pid": self.supervisor_pid}
 
 
+def sizes_of(data: object) -> tuple[tuple[float, int], ...]:
+    """An elastic job's size changes as written ([epoch, nodes] pairs); what is not
+    that is left out."""
+    found = []
+    for item in wire.as_list(data):
+        if isinstance(item, list) and len(item) == 2:
+            at, n = wire.as_float(item[0]), wire.as_int(item[1])
+            if at is not None and n is not None:
+                found.append((at, n))
+    return tuple(found)
+
+
 @dataclass(frozen=True)
 class NodeState:
     """One node's state of a job. ``reason``, ``failed``, ``others``: the job's outcome
@@ -81,6 +93,7 @@ class NodeState:
     holder: Holder = Holder()
     supervisor_running: bool | None = None
     updated: float | None = None
+    sizes: tuple[tuple[float, int], ...] = ()  # an elastic job's (epoch, nodes) changes
 
     def to_json(self) -> dict:
         fields = {
@@ -93,6 +106,8 @@ class NodeState:
             **self.holder.to_json(), "updated": self.updated}
         if self.supervisor_running is not None:
             fields["supervisor"] = RUNNING if self.supervisor_running else GONE
+        if self.sizes:
+            fields["sizes"] = [[at, n] for at, n in self.sizes]
         return wire.stamped(self.VERSION, fields)
 
     @classmethod
@@ -120,7 +135,7 @@ class NodeState:
             holder=Holder(wire.as_str(data.get("cgroup")), wire.as_str(data.get("cgroup_unit")),
                           wire.as_int(data.get("supervisor_pid"))),
             supervisor_running=None if supervisor is None else supervisor == RUNNING,
-            updated=wire.as_float(data.get("updated")))
+            updated=wire.as_float(data.get("updated")), sizes=sizes_of(data.get("sizes")))
 
     def decided(self, outcome: Outcome | None) -> NodeState:
         """The same state with the job's outcome (none: none yet)."""
@@ -135,7 +150,8 @@ class NodeState:
                         reason=self.reason, failed=self.failed, others=self.others,
                         processes=self.processes, supervisor_running=self.supervisor_running,
                         updated=self.updated, started=self.started,
-                        interruption=self.interruption, recovery=self.recovery)
+                        interruption=self.interruption, recovery=self.recovery,
+                        sizes=self.sizes)
 
     def text(self) -> str:
         """One line of JSON, as the verbs and the follower print it."""

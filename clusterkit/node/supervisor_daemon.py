@@ -141,6 +141,7 @@ class Supervisor:
         self.stall_stop_at: float | None = None  # monotonic: stop_on_stall's stop
         self.stop_flag = False  # SIGTERM, SIGINT or SIGHUP: stop on request
         self.linked: set = set()  # the nodes supervisor.log last said this one is linked to
+        self.sized = 0  # an elastic job's size changes state.json holds
 
     @property
     def me(self) -> int:
@@ -155,7 +156,8 @@ class Supervisor:
             recovery=self.job.recovery, stalled=self.stalled,
             holder=nodestate.Holder(cgroup.path if cgroup else None,
                                     cgroup.unit if cgroup else None, os.getpid()),
-            updated=time.time()).decided(self.outcome))
+            updated=time.time(), sizes=tuple(tuple(x) for x in self.coord.sizes),
+        ).decided(self.outcome))
 
     def run(self) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -173,6 +175,7 @@ class Supervisor:
         while not self.finished():
             heard = self.coord.pump(dial=not self.group.gone)
             self.log_links()
+            self.log_sizes()
             if heard is not None:
                 self.decide(heard)
             self.tick()
@@ -217,6 +220,15 @@ class Supervisor:
         for node in sorted(self.linked - links):
             log(f"lost the link to node {node}")
         self.linked = links
+
+    def log_sizes(self) -> None:
+        """An elastic job's change of size (the master's): logged and in state.json."""
+        sizes = self.coord.sizes
+        if len(sizes) > self.sized:
+            for _, n in sizes[max(self.sized, 1):]:
+                log(f"the elastic job has {n} of {self.coord.num_nodes} node(s)")
+            self.sized = len(sizes)
+            self.save()
 
     def report(self) -> None:
         self.coord.report(self.group.views())

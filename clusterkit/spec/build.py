@@ -55,6 +55,8 @@ def _train(d: Mapping[str, Any] | None) -> model.Train:
     given = _given(d)
     given["env"] = MappingProxyType(dict(given.get("env", {})))
     given["packages"] = tuple(given.get("packages", ()))
+    if "elastic" in given:
+        given["elastic"] = model.Elastic(**_given(given["elastic"]))
     return model.Train(**given)
 
 

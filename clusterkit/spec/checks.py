@@ -172,12 +172,29 @@ def _train(spec: Spec, add: Add) -> None:
             "remove servers_per_node", "warning")
     if train.throughput_pattern is not None:
         _throughput_pattern(train.throughput_pattern, add)
+    if train.elastic is not None:
+        _elastic(spec, add)
     for name in train.env:
         if name in _USER_ENV:
             continue
         if name.startswith(_RESERVED_ENV[:3]) or name in _RESERVED_ENV[3:]:
             add(f"train.env.{name}", f"{name} is set by clusterkit for every process",
                 "remove it; clusterkit computes the job's topology", "warning")
+
+
+def _elastic(spec: Spec, add: Add) -> None:
+    """An elastic job is torchrun's, on more nodes than its minimum."""
+    train = spec.train
+    assert train is not None and train.elastic is not None
+    if train.framework != "torchrun":
+        add("train.elastic", f"an elastic job needs framework: torchrun, not "
+            f"{train.framework} (MXNet's dist_sync parameter server cannot change its "
+            "worker count: a lost node stops the job and train.max_recoveries restarts it)",
+            "remove train.elastic, or use framework: torchrun")
+    elif train.elastic.min >= spec.nodes.count:
+        add("train.elastic.min", f"min {train.elastic.min} leaves no room to go on "
+            f"smaller: the cluster has {spec.nodes.count} node(s)",
+            f"set min below nodes.count ({spec.nodes.count}), or remove train.elastic")
 
 
 def _throughput_pattern(pattern: str, add: Add) -> None:

@@ -319,6 +319,18 @@ TRAIN = _obj("The distributed job `clusterkit train` starts.", {
                      "--preflight`): GPUs, DCGM, EFA, the dataset volume's read rate and an "
                      "all-reduce; a failing node is replaced while max_recoveries allows, "
                      "else the job does not start.", default=False),
+    "elastic": _obj("A torchrun job that goes on with the nodes it has while a lost one is "
+                    "replaced (torchrun --nnodes MIN:nodes.count, c10d rendezvous on the "
+                    "master); the master's own loss restarts the job as without it. "
+                    "framework: torchrun only (MXNet's dist_sync cannot change its worker "
+                    "count).", {
+        "min": Key("integer", "Fewest nodes the job trains on; below it the job stops and "
+                   "waits for replacements (train.max_recoveries).", required=True,
+                   minimum=1, maximum=4096),
+        "max_restarts": Key("integer", "Times torchrun restarts the workers after a "
+                            "failure (a lost node is one; a node joining costs none).",
+                            default=3, minimum=0, maximum=1000),
+    }),
     "packages": Key("array", "pip packages installed on the nodes, e.g. mxnet-cu112.",
                     unique=True,
                     items=Key("string", "A pip requirement.",

@@ -140,6 +140,16 @@ class Storage:
 
 
 @dataclass(frozen=True)
+class Elastic:
+    """An elastic torchrun job (``train.elastic``): it goes on with as few as ``min``
+    nodes while a lost one is replaced; torchrun restarts its workers at most
+    ``max_restarts`` times after a failure (a node joining costs none)."""
+
+    min: int = 1
+    max_restarts: int = 3
+
+
+@dataclass(frozen=True)
 class Train:
     framework: str = "mxnet"
     command: str | None = None
@@ -163,6 +173,7 @@ class Train:
     gpu_health_every: float = 60.0  # seconds between GPU health reads on a node (0: off)
     preflight: bool = False  # every node checked before the job (`train --preflight`)
     max_cost: float | None = None  # USD the job may spend (training/budget.py)
+    elastic: Elastic | None = None  # torchrun only: go on smaller while a node is replaced
 
 
 @dataclass(frozen=True)

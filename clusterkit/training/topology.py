@@ -58,6 +58,14 @@ _PYTHON_RE = re.compile(r"^python[0-9.]*$")
 # Shell syntax that only `bash -c` can run (torchrun would pass it as plain arguments).
 _SHELL_OPS = frozenset({"&&", "||", ";", "|", "&", ">", ">>", "<", "<<", "(", ")"})
 _SHELL_CHARS = ("$", "`", "*", "?", "~", "[")
+# An elastic job's c10d rendezvous: a node that left is dropped after 3 s without its
+# keep-alive (1 s x 3, not 15 s), and a round that has its minimum waits 3 s more for
+# the others (not 30 s) before it starts at the size it has.
+RDZV_CONF = "last_call_timeout=3,keep_alive_interval=1,keep_alive_max_attempt=3"
+# torch >= 2.4 shares the rendezvous store with the workers, and its rank-0 agent then
+# publishes MASTER_ADDR only in the first round: a node joining a later round waits
+# for it forever (torch 2.13). Not shared, rank 0 publishes it in every round.
+ELASTIC_ENV = MappingProxyType({"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"})
 
 
 class ProcRole(StrEnum):
@@ -273,12 +281,24 @@ def torchrun_nproc(train: Train, gpus: int) -> int:
     return train.workers_per_node or max(gpus, 1)
 
 
+def elastic_flags(train: Train, node: NodeSlot, num_nodes: int) -> tuple[str, ...]:
+    """torchrun's own flags for the size of the job: ``--nnodes N --node-rank I``, or for
+    an elastic job (``train.elastic``) ``--nnodes MIN:N``, ``--max-restarts`` and the
+    c10d rendezvous' settings (``RDZV_CONF``; the master hosts its store, the others never
+    try to): torchrun ranks the nodes of each rendezvous itself."""
+    if train.elastic is None:
+        return ("--nnodes", str(num_nodes), "--node-rank", str(node.index))
+    conf = f"is_host={int(node.index == 0)},{RDZV_CONF}"
+    return ("--nnodes", f"{train.elastic.min}:{num_nodes}",
+            "--max-restarts", str(train.elastic.max_restarts), "--rdzv-conf", conf)
+
+
 def _torchrun(train: Train, nodes: Sequence[NodeSlot], node: NodeSlot, *, job_id: str,
               command: str, rdzv_port: int, gpus: int, cwd: str) -> ProcessSpec:
     master = nodes[0].address
     endpoint = f"[{master}]" if ":" in master else master  # an IPv6 endpoint needs []
     argv = (*python_argv(train), "-m", "torch.distributed.run",
-            "--nnodes", str(len(nodes)), "--node-rank", str(node.index),
+            *elastic_flags(train, node, len(nodes)),
             "--nproc-per-node", str(torchrun_nproc(train, gpus)),
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{endpoint}:{rdzv_port}",
             "--rdzv-id", job_id, "--local-addr", node.address,
@@ -286,6 +306,8 @@ def _torchrun(train: Train, nodes: Sequence[NodeSlot], node: NodeSlot, *, job_id
     env = _base_env(train, nodes, node, job_id=job_id, master_port=rdzv_port,
                     gpus_per_node=gpus)
     env["CLUSTERKIT_GPUS"] = gpu_share(gpus, 0, 1)
+    if train.elastic is not None:
+        env.update(CLUSTERKIT_ELASTIC_MIN=str(train.elastic.min), **ELASTIC_ENV)
     return ProcessSpec(node.index, "torchrun", ProcRole.TORCHRUN, argv,
                        MappingProxyType(env), cwd)
 
@@ -300,7 +322,7 @@ def job_file(processes: Sequence[ProcessSpec], node: NodeSlot, *, cluster: str,
              checkpoint_signal: str = "SIGUSR1", checkpoint_grace: float = 90.0,
              imds: str = "", recovery: RecoveryRecord | None = None,
              sampling: Mapping[str, Any] | None = None,
-             block_end: float | None = None) -> JobFile:
+             block_end: float | None = None, elastic_min: int = 0) -> JobFile:
     """job.json of ``node`` (its own processes only), without the coordinator's token:
     the caller adds it (``JobFile.with_token``) and sends it over SSH stdin. ``imds``:
     the instance metadata endpoint the node's supervisor watches for a spot interruption
@@ -308,7 +330,9 @@ def job_file(processes: Sequence[ProcessSpec], node: NodeSlot, *, cluster: str,
     often it was restarted and why), which the supervisor keeps in state.json.
     ``sampling``: the node's metrics sampler's settings (``sampling_of``; none: off).
     ``block_end``: the end of the Capacity Block the node runs in (epoch seconds; none:
-    not in one): its supervisor treats the block's approaching end as an interruption."""
+    not in one): its supervisor treats the block's approaching end as an interruption.
+    ``elastic_min``: an elastic job's fewest nodes (0: not elastic): a node other than
+    the master that gets a notice leaves the job instead of stopping it."""
     mine = tuple(p.entry() for p in processes if p.node_index == node.index)
     if not mine:
         raise ValueError(f"node {node.index} has no process in this job")
@@ -319,7 +343,8 @@ def job_file(processes: Sequence[ProcessSpec], node: NodeSlot, *, cluster: str,
                                 heartbeat_timeout),
         stopping=Stopping(grace_seconds, checkpoint_signal, checkpoint_grace), imds=imds,
         block_end=block_end, recovery=recovery or RecoveryRecord(),
-        sampling=Sampling(**sampling) if sampling is not None else None, processes=mine)
+        sampling=Sampling(**sampling) if sampling is not None else None, processes=mine,
+        elastic_min=elastic_min)
 
 
 def sampling_of(spec: Spec, gpus: int = 0) -> dict[str, Any]:

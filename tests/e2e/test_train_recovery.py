@@ -462,3 +462,80 @@ def job_log_text(cluster: Cluster, job_id: str) -> str:
     follow_logs(open_job_cluster(runtime(), cluster.name), job_id, keep_following=False,
                 out=out)
     return out.getvalue()
+
+
+# The module's job as an elastic torchrun job of the DDP example (torch's site-packages
+# on PYTHONPATH, gloo on loopback), min 2 of the 3 nodes.
+ELASTIC = SECTIONS.replace("framework: mxnet", "framework: torchrun").replace(
+    "python3 resumable.py {steps} {pause}",
+    "python3 torchrun_ddp.py --steps {steps} --step-seconds {pause} --out /efs/out").replace(
+    "  servers_per_node: 1\n", "").replace(
+    "PYTHONPATH: {site}}}", "PYTHONPATH: {site}, GLOO_SOCKET_IFNAME: lo}}") + \
+    "  elastic: {{min: 2}}\n"
+
+
+@pytest.mark.torch  # torch on the nodes: scripts/install.sh's interpreter
+def test_an_elastic_torchrun_job_goes_on_smaller_while_its_node_is_replaced(
+        sandbox, cluster: Cluster, monkeypatch: pytest.MonkeyPatch):
+    """issue 42: an elastic torchrun job (train.elastic min 2 of 3, gloo on CPU) whose
+    worker-2 gets a notice goes on with 2 nodes from its checkpoint while worker-2 is
+    replaced, and grows back to 3 when the replacement's agent joins: one job (no
+    restart), one replacement (no other recovery), every rank's parameters the same.
+
+    Mocked: the replacement's launch taking minutes (a GPU node's on AWS; the sandbox's
+    takes seconds, less than torch's restart on this machine): the replacement waits
+    until the job has trained a step on 2 nodes."""
+    from clusterkit.cluster.jobs import elastic
+    from clusterkit.cluster.jobs.train import do_train
+    from tests.e2e.test_train import DDP_EXAMPLE, torch_spec
+
+    site = re.search(r"PYTHONPATH: (\S+?),", torch_spec(cluster, 3).read_text())
+    assert site is not None
+    spec = cluster.spec.with_name(f"{cluster.name}-elastic.yaml")
+    spec.write_text(cluster.spec.read_text().split("storage:")[0] + ELASTIC.format(
+        site=site.group(1), steps=300, pause=0.1))
+    (cluster.work / DDP_EXAMPLE.name).write_text(DDP_EXAMPLE.read_text())
+    before = whole(cluster)
+    do_exec(cluster.name, ["rm -rf /efs/out"], nodes=["master"], rt=runtime())
+    out = io.StringIO()
+
+    def on_two_nodes() -> bool:
+        smaller = out.getvalue().partition("world 2 of 3")[2]
+        return re.search(r"ddp rank 0: step \d+/", smaller) is not None
+
+    def held(*args: object) -> None:  # the replacement as slow as a launch on AWS
+        support.wait_for(on_two_nodes, "a step on 2 nodes", 120, interval=0.2)
+        left(*args)
+
+    left = elastic.wait_left
+    monkeypatch.setattr(elastic, "wait_left", held)
+    done: list[JobOutcome] = []
+    thread = threading.Thread(target=lambda: done.append(do_train(
+        str(spec), workdir_option=str(cluster.work), out=out, max_recoveries=1,
+        rt=runtime())))
+    thread.start()
+    support.wait_for(lambda: "step 5/" in out.getvalue() or not thread.is_alive(),
+                     "the job at step 5", 180)
+    assert thread.is_alive(), out.getvalue()
+    imds.do_interrupt(str(sandbox.dir), cluster.name, "worker-2", notice=30)
+    thread.join(600)
+    [outcome] = done
+    text = out.getvalue()
+    assert outcome.state == "succeeded", text
+    [recovery] = outcome.recoveries
+    assert dict(recovery.lost) == {"worker-2": "notice"}
+    worlds = re.findall(r"\] ddp rank 0: world (\d) of 3", text)
+    assert worlds[0] == "3" and "2" in worlds and worlds[-1] == "3", worlds
+    assert on_two_nodes()
+    # one job throughout: the job that lost worker-2 is the one that ended, never restarted
+    assert recovery.job == outcome.job_id and outcome.final is not None
+    assert outcome.final.recovery.restart_count == 0
+    assert [n for _, n in outcome.final.sizes] == [3, 2, 3]  # the master's record
+    [ranks] = do_exec(cluster.name, ["for f in /efs/out/rank-*.json; do cat $f; echo; done"],
+                      nodes=["master"], rt=runtime()).values()
+    results = [json.loads(line) for line in ranks.stdout.splitlines() if line.strip()]
+    assert len(results) == 3 and all(r["ok"] and r["world_size"] == 3 for r in results)
+    after = {name_of(n.index): n.instance_id for n in do_up(
+        str(cluster.spec), yes=True, rt=runtime()).nodes}
+    assert after["master"] == before["master"] and after["worker-1"] == before["worker-1"]
+    assert after["worker-2"] != before["worker-2"]

@@ -229,3 +229,47 @@ def test_heartbeat_silence_fails_the_job_on_either_side() -> None:
     assert node.verdict(now) == Outcome("failed", f"lost the master (127.0.0.1:{port}) for "
                                         "0.2s")
     assert isinstance(failed, Failure)
+
+
+def _elastic_job(node: int, port: int) -> JobFile:
+    job = _job(node, port, hb=2)
+    return JobFile.from_json({**job.to_json(), "num_nodes": 3, "elastic_min": 2,
+                              "coordinator": {"host": "127.0.0.1", "port": port,
+                                              "token": TOKEN}}, "test")
+
+
+def test_an_elastic_jobs_node_leaves_on_a_notice_and_its_replacement_rejoins() -> None:
+    """issue 42: in an elastic job (3 nodes, min 2) node 2's notice is its own leaving
+    (it stops; the master decides nothing, counts neither its processes' ends nor its
+    silence, and the job's size is 2); a new node 2's hello is its replacement (size 3
+    again); with another node gone below the minimum the job is interrupted as any."""
+    from clusterkit.node.interruption import Notice, NoticeKind
+
+    port = _free_port()
+    master, one, two = (coord.Coordinator(_elastic_job(i, port)) for i in range(3))
+    assert master.listen() is None
+    try:
+        _pump_until(lambda: {1, 2} <= set(master.links), master, one, two)
+        notice = Notice(NoticeKind.INTERRUPTION, time.time() + 60, "terminate")
+        mine = two.notice(notice)
+        assert mine is not None and mine.state == "interrupted"
+        assert mine.reason.startswith("left the elastic job: node 2: spot interruption")
+        two.report(_procs(("torchrun", "torchrun", -15)))  # its agent stopped: sent with it
+        _pump_until(lambda: master.left == {2}, master, one, two)
+        assert not master.nodes.get(2)  # its stopped agent is not a failure
+        assert master.heard is None and [n for _, n in master.sizes] == [3, 2]
+        two.drop(two.links[0])
+        master.seen[2] = time.monotonic() - 60  # silent long past its heartbeat timeout
+        assert master.verdict(time.monotonic()) is None
+        new = coord.Coordinator(_elastic_job(2, port))
+        _pump_until(lambda: not master.left, master, one, new)
+        assert [n for _, n in master.sizes] == [3, 2, 3]
+        assert one.notice(notice) is not None and new.notice(notice) is not None
+        heard = _pump_until(lambda: master.heard is not None, master, one, new)
+        assert [n for _, n in master.sizes] == [3, 2, 3, 2, 1]
+        assert heard[0][1].state == "interrupted"  # 1 node of min 2: stopped, recovered
+    finally:
+        for c in (master, one, two):
+            for link in list(c.links.values()):
+                c.drop(link)
+        master.listener.close()

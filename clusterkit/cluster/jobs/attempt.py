@@ -276,7 +276,9 @@ def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
                                 recovery=restart.record if restart else
                                 job_record(job_id, [], command),
                                 sampling=topology.sampling_of(spec, gpus_of(target.node)),
-                                block_end=target.node.block_end).with_token(token)
+                                block_end=target.node.block_end,
+                                elastic_min=train.elastic.min if train.elastic else 0,
+                                ).with_token(token)
         calls[target.hop.label] = Call(
             start_command(job_id, sync.remote if sync else None),
             job_archive(job, files, sync.data if sync else None))

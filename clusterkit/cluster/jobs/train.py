@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from clusterkit.cluster.jobs import budget, controller, recovery, report, workdir
+from clusterkit.cluster.jobs import budget, controller, elastic, recovery, report, workdir
 from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.attempt import Job, run_attempt, training_command
 from clusterkit.cluster.jobs.results import JobOutcome
@@ -56,10 +56,15 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
         spending = budget.Spending.new(spec, budget.cap_of(spec, max_cost), jc.nodes)
     with recovery.standbys_for(rt, job, limit if not detach else 0) as standbys:
         recovery.count_standbys(spending, standbys)
+        grows = elastic.Replacements(rt, job, limit=limit, standbys=standbys) \
+            if spec.train.elastic is not None and not detach else None
         outcome = run_attempt(rt, job, jc, detach=detach, replace=replace, out=out,
                               confirm_stop=confirm_stop,
-                              on_notice=standbys.on_notice if standbys else None,
+                              on_notice=grows.on_notice if grows else
+                              standbys.on_notice if standbys else None,
                               spending=spending)
+        regrown = grows.close() if grows is not None else []
+        limit -= len(regrown)
         if detach and (limit or spending is not None):  # the controller keeps the cap
             controller.start(rt, jobs.open_job_cluster(rt, spec_file, region), spec_file,
                              outcome.job_id, limit, jc.nodes[0].region,
@@ -69,6 +74,8 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
             outcome = recovery.recover(rt, job, outcome, limit=limit, out=out,
                                        confirm_stop=confirm_stop, standbys=standbys,
                                        spending=spending)
+    if regrown:
+        outcome = dataclasses.replace(outcome, recoveries=(*regrown, *outcome.recoveries))
     if checked is not None:
         outcome = dataclasses.replace(outcome, preflight=checked.record)
     return report.with_report(rt, outcome, spec_file, region)
