@@ -258,7 +258,8 @@ class Agent:
         return nodes.NodeSpec(node.view.instance_id, node.address, node.view.hostname,
                               node.view.public_keys, node.root, self.efs_dir,
                               namespaces=bool(self.caps.get("namespaces")),
-                              md=bool(self.caps.get("md_raid")), image=image)
+                              md=bool(self.caps.get("md_raid")), image=image,
+                              package_index=str(self.caps.get("package_index") or ""))
 
     def _boot_all(self, booting: list[EmulatedNode]) -> None:
         """Boot the nodes that became running, together: first boot's host keys (one

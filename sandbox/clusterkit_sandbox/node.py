@@ -145,12 +145,11 @@ echo "$me: the system is going down now (clusterkit sandbox, instance $iid)"
 POWER_COMMANDS = ("shutdown", "poweroff", "halt")
 
 SHARED_IN_NODE = "/var/lib/clusterkit-sandbox/shared"  # the sandbox's run/shared, read-write
-# The sandbox's package index: a node reaches no network, so pip finds its wheels in the
-# shared directory's wheels/ (run/shared/wheels: a test or demo puts them there).
-PIP_CONF = f"""\
+# pip's index on a node: the sandbox's (pypi.Index, the shared directory's wheels/ served
+# by the endpoint): a node reaches no network
+PIP_CONF = """\
 [global]
-no-index = true
-find-links = {SHARED_IN_NODE}/wheels
+index-url = {index}
 """
 
 MDADM_SHIM = """\
@@ -172,6 +171,7 @@ class NodeSpec:
     md: bool = False
     extra_hosts: list[str] = field(default_factory=list)
     image: Path | None = None  # the root its AMI carries (images.copy_root), if any
+    package_index: str = ""  # the sandbox's package index (pypi.Index), if it serves one
 
 
 def node_env(run_dir: Path | None = None) -> dict[str, str]:
@@ -224,7 +224,9 @@ def _first_boot_root(spec: NodeSpec) -> None:
         shims[f"/{where}/iptables"] = netfilter.IPTABLES_SHIM  # never the host's
     for path, text in shims.items():
         noderoot.write(noderoot.stored(spec.root, path), text, 0o755)
-    noderoot.write(noderoot.stored(spec.root, "/etc/pip.conf"), PIP_CONF)
+    if spec.package_index:
+        noderoot.write(noderoot.stored(spec.root, "/etc/pip.conf"),
+                       PIP_CONF.format(index=spec.package_index))
 
 
 VIEW_IN_NODE = "/var/lib/clusterkit-sandbox/view"  # the sandbox's run/view, read-only

@@ -28,6 +28,7 @@ from clusterkit_sandbox import (
     moto_speed,
     netfilter,
     peers,
+    pypi,
     spot_prices,
     timed,
     timed_cfn,
@@ -35,6 +36,7 @@ from clusterkit_sandbox import (
     timed_efs,
     timed_iam,
 )
+from clusterkit_sandbox.node import shared_dir
 from clusterkit_sandbox.state import (
     CAPS_FILE,
     LOG_FILE,
@@ -107,10 +109,14 @@ def _serve(state_dir: Path) -> None:
     server._server.app = imds.Imds(server._server.app, state_dir, keys,  # unsigned, as EC2's
                                    peers.metadata_callers(state_dir),
                                    netfilter.fence(state_dir))
+    server._server.app = pypi.Index(server._server.app,  # the nodes' package index
+                                    shared_dir(state_dir / RUN_DIR) / "wheels", timings,
+                                    recorder)
     _install_extras()
     iam_seed.install()
     block, _claim = claim_block()
-    agent = Agent(state_dir, caps, block, timings=timings, recorder=recorder)
+    agent = Agent(state_dir, {**caps, "package_index": f"http://{host}:{port}{pypi.PREFIX}"
+                              "simple/"}, block, timings=timings, recorder=recorder)
     ebs_direct.install(agent.disks.image)  # direct-API snapshots become image files
     thread = threading.Thread(target=agent.run, name="node-agent", daemon=True)
     thread.start()

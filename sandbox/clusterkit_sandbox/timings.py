@@ -40,6 +40,7 @@ class Wait(str, Enum):
     EFS_MOUNT_TARGET = "EFS mount target creating -> available"
     IAM_PROFILE_PROPAGATION = "IAM instance profile made -> known to EC2"
     IMAGE_AVAILABLE = "AMI pending -> available"
+    PACKAGE_DOWNLOAD = "a package downloaded, per GB"
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,10 @@ WAITS: Mapping[Wait, Figure] = MappingProxyType({
                                         "beyond a 120 s timeout (Nanocloud/nanocloud PR "
                                         "#357); boto3's ImageAvailable waiter allows 10 "
                                         "min (40 x 15 s): 5 min, a stated middle figure"),
+    Wait.PACKAGE_DOWNLOAD: Figure(20.0, "a GB from the package index at 50 MB/s: a large "
+                                        "wheel (torch) from PyPI on a cloud machine, "
+                                        "\"between 50 and 100 MB/s\" (invoke-ai/InvokeAI "
+                                        "#3146, 2023-04-08): the lower figure"),
 })
 # A stack resource's type -> its creation figure (any other type: Wait.STACK_OTHER).
 STACK_RESOURCES: Mapping[str, Wait] = MappingProxyType({

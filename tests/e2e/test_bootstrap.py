@@ -284,8 +284,8 @@ def test_an_image_build_makes_the_env_step_done_on_new_nodes_and_a_changed_list_
     """`image build` (a builder node, CreateImage carrying its root file system, the
     builder taken down), `up` of a new cluster on that image (its env step done from the
     image's venv: no install on the node), and a changed package list: the plan says
-    the image is stale and why. The wheel comes from the sandbox's package index (its
-    shared directory's wheels/: a node has no network)."""
+    the image is stale and why. The wheel comes from the sandbox's package index
+    (clusterkit_sandbox.pypi: its shared directory's wheels/; a node has no network)."""
     wheels = shared_dir(cluster.sandbox_dir / "run") / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     filename, data = _wheel("0.3")
