@@ -56,18 +56,6 @@ class Holder:
                 "supervisor_pid": self.supervisor_pid}
 
 
-def sizes_of(data: object) -> tuple[tuple[float, int], ...]:
-    """An elastic job's size changes as written ([epoch, nodes] pairs); what is not
-    that is left out."""
-    found = []
-    for item in wire.as_list(data):
-        if isinstance(item, list) and len(item) == 2:
-            at, n = wire.as_float(item[0]), wire.as_int(item[1])
-            if at is not None and n is not None:
-                found.append((at, n))
-    return tuple(found)
-
-
 @dataclass(frozen=True)
 class NodeState:
     """One node's state of a job. ``reason``, ``failed``, ``others``: the job's outcome
@@ -135,7 +123,7 @@ class NodeState:
             holder=Holder(wire.as_str(data.get("cgroup")), wire.as_str(data.get("cgroup_unit")),
                           wire.as_int(data.get("supervisor_pid"))),
             supervisor_running=None if supervisor is None else supervisor == RUNNING,
-            updated=wire.as_float(data.get("updated")), sizes=sizes_of(data.get("sizes")))
+            updated=wire.as_float(data.get("updated")), sizes=wire.as_sizes(data.get("sizes")))
 
     def decided(self, outcome: Outcome | None) -> NodeState:
         """The same state with the job's outcome (none: none yet)."""

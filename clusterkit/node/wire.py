@@ -66,3 +66,15 @@ def as_dict(value: object) -> dict | None:
 
 def as_list(value: object) -> list:
     return list(value) if isinstance(value, list) else []
+
+
+def as_sizes(value: object) -> tuple:
+    """An elastic job's size changes as written ([epoch, nodes] pairs: state.json's
+    ``sizes``, the report's): (epoch, nodes) tuples; what is not that is left out."""
+    found = []
+    for item in as_list(value):
+        if isinstance(item, list) and len(item) == 2:
+            at, n = as_float(item[0]), as_int(item[1])
+            if at is not None and n is not None:
+                found.append((at, n))
+    return tuple(found)

@@ -20,12 +20,14 @@ from clusterkit.node.wire import (
     as_float,
     as_int,
     as_list,
+    as_sizes,
     as_str,
     stamped,
     version_of,
 )
 from clusterkit.plan.cost import usd
 from clusterkit.training import preflight
+from clusterkit.training.sizes import describe as describe_sizes
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class JobReport:
     recoveries: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
     preflight: Mapping[str, Any] | None = None  # `train --preflight`'s record (preflight.py)
     budget: Mapping[str, Any] | None = None  # spend against the cap (training/budget.py)
+    sizes: tuple[tuple[float, int], ...] = ()  # an elastic job's (epoch, nodes) changes
 
     @property
     def wall_s(self) -> float:
@@ -113,7 +116,8 @@ class JobReport:
             "samples": self.samples, "cost": self.total("cost"),
             "on_demand_cost": self.total("on_demand_cost"),
             **({"preflight": dict(self.preflight)} if self.preflight else {}),
-            **({"budget": dict(self.budget)} if self.budget else {})})
+            **({"budget": dict(self.budget)} if self.budget else {}),
+            **({"sizes": [list(x) for x in self.sizes]} if self.sizes else {})})
 
     @classmethod
     def from_json(cls, data: object, where: str) -> JobReport:
@@ -125,7 +129,8 @@ class JobReport:
                    tuple(NodeReport.from_json(n, where) for n in as_list(data.get("nodes"))),
                    tuple(f for f in map(as_dict, as_list(data.get("findings"))) if f),
                    tuple(r for r in map(as_dict, as_list(data.get("recoveries"))) if r),
-                   as_dict(data.get("preflight")) or None, as_dict(data.get("budget")) or None)
+                   as_dict(data.get("preflight")) or None, as_dict(data.get("budget")) or None,
+                   as_sizes(data.get("sizes")))
 
 
 def node_report(facts: NodeFacts, kept: Summary | Mapping[str, Any] | None,
@@ -189,6 +194,9 @@ def lines(report: JobReport) -> list[str]:
                f"(on-demand would have cost {_usd(report.total('on_demand_cost'))})")
     out += [f"  finding: {f.get('kind')}: {f.get('evidence')}" for f in report.findings]
     out += [f"  recovery: {r.get('describe') or r}" for r in report.recoveries]
+    grew = describe_sizes(report.sizes, report.ended or report.sizes[-1][0],
+                          report.sizes[0][1]) if report.sizes else ""
+    out += [f"  {grew}"] if grew else []
     out += [f"  {line}" for line in preflight_lines(report.preflight)]
     out += [f"  {line}" for line in budget_lines(report.budget)]
     return out

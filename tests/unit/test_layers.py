@@ -26,7 +26,7 @@ PURE_FILES = ("bootstrap/facts.py", "bootstrap/steps.py", "bootstrap/stepdata.py
               "bootstrap/efa.py", "bootstrap/efa_facts.py", "bootstrap/nodefact.py",
               "node/wire.py", "node/jobfile.py", "cluster/access/console_keys.py",
               "remote/selection.py", "training/preflight.py", "training/preflight_facts.py",
-              "training/budget.py")
+              "training/budget.py", "training/sizes.py")
 # top-level module -> the only sub-packages of clusterkit that may import it
 ONLY_IN = {
     "boto3": ("aws",),

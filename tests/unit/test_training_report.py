@@ -87,3 +87,20 @@ def test_the_preflight_is_kept_and_said_after_the_recoveries():
     assert lines(build("c1", "j-1", "succeeded", 0.0, 60.0, FACTS, {},
                        preflight={"rounds": "x"}))[-1] == \
         "  preflight: a record this client does not read"
+
+
+def test_an_elastic_jobs_size_over_time_is_kept_and_said():
+    """issue 42: the master's size changes go into report.json and its text: the sizes
+    in turn and the node-hours at each size."""
+    import dataclasses
+
+    from clusterkit.training.report import JobReport
+
+    report = dataclasses.replace(build("c1", "j-1", "succeeded", 0.0, 3600.0, FACTS, {}),
+                                 sizes=((0.0, 2), (600.0, 1), (1200.0, 2)))
+    again = JobReport.from_json(report.to_json(), "test")
+    assert again.sizes == report.sizes
+    assert "  nodes over time (of 2): 2 (10.0 min) -> 1 (10.0 min) -> 2 (40.0 min); " \
+           "node-hours 1.6667 at 2, 0.1667 at 1" in lines(again)
+    assert not any("nodes over time" in line for line in lines(dataclasses.replace(
+        report, sizes=())))

@@ -89,11 +89,12 @@ def make(jc: JobCluster, job_id: str, state: JobState,
          findings: Sequence[dict[str, Any]] = (),
          preflight: dict[str, Any] | None = None,
          budget: Mapping[str, Any] | None = None) -> report.JobReport:
-    return report.build(jc.name, job_id, state.state.value, state.started,
+    made = report.build(jc.name, job_id, state.state.value, state.started,
                         state.updated if not state.state.active else None, facts(jc),
                         {i: a.totals for i, a in answers.items() if a.totals is not None},
                         findings=findings, recoveries=recoveries, preflight=preflight,
                         budget=budget)
+    return dataclasses.replace(made, sizes=state.sizes)  # an elastic job's, else ()
 
 
 def recoveries_json(recoveries: Sequence[Recovery]) -> list[dict[str, Any]]:
