@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -42,6 +42,7 @@ from clusterkit.cluster.runtime import Runtime  # noqa: E402
 from clusterkit.events import Event, Kind, Stage  # noqa: E402
 from clusterkit.node.interruption import MARGIN, POLL  # noqa: E402
 
+T = TypeVar("T")
 REGION = "us-east-1"
 PAUSE = 0.5  # seconds between steps
 LINE = re.compile(r"^\[(\S+)/(worker-\d+)\] (.*)$")
@@ -369,29 +370,52 @@ def table(size: dict) -> list[str]:
     return out
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="2,4")
-    parser.add_argument("--scale", type=float, default=0.1,
-                        help="AWS's times x SCALE (sandbox --timings aws:SCALE)")
-    parser.add_argument("--json", action="store_true", help="machine output")
-    parser.add_argument("--no-warm-up", action="store_true")
-    args = parser.parse_args()
-    if os.geteuid() != 0:
-        print("bench_recovery needs root (the sandbox's sshd per node): nothing measured")
-        return 0
-    logging.disable(logging.WARNING)
+def sandboxed(scale: float, files: dict[str, str], measure: Callable[[Path], T]) -> T:
+    """``measure(tmp)`` in a timed sandbox of its own (``aws:SCALE``) in a temp dir whose
+    work/ holds ``files`` (name -> text): the job's workdir."""
     with tempfile.TemporaryDirectory(prefix="bench-recovery-") as tmp_name:
         tmp = Path(tmp_name)
-        stop = start_sandbox(tmp, args.scale)
+        stop = start_sandbox(tmp, scale)
         try:
             (tmp / "work").mkdir()
-            (tmp / "work" / "resumable.py").write_text(Path(resumable.__file__).read_text())
-            if not args.no_warm_up:
-                warm_up(tmp)
-            sizes = [one_size(tmp, int(n), args.scale) for n in args.sizes.split(",")]
+            for name, text in files.items():
+                (tmp / "work" / name).write_text(text)
+            return measure(tmp)
         finally:
             stop()
+
+
+def options(doc: str, scale: float, *, warm_up: bool = True) -> argparse.Namespace | None:
+    """The recovery benches' options (``--sizes``, ``--scale``, ``--json``, and with
+    ``warm_up`` ``--no-warm-up``); None, said, without root (the sandbox's sshd per
+    node): nothing to measure."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--sizes", default="2,4")
+    parser.add_argument("--scale", type=float, default=scale,
+                        help="AWS's times x SCALE (sandbox --timings aws:SCALE)")
+    parser.add_argument("--json", action="store_true", help="machine output")
+    if warm_up:
+        parser.add_argument("--no-warm-up", action="store_true")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print(f"{parser.prog} needs root (the sandbox's sshd per node): nothing measured")
+        return None
+    logging.disable(logging.WARNING)
+    return args
+
+
+def main() -> int:
+    args = options(__doc__ or "", 0.1)
+    if args is None:
+        return 0
+
+    def measure(tmp: Path) -> list[dict]:
+        if not args.no_warm_up:
+            warm_up(tmp)
+        return [one_size(tmp, int(n), args.scale) for n in args.sizes.split(",")]
+
+    sizes = sandboxed(args.scale, {"resumable.py": Path(resumable.__file__).read_text()},
+                      measure)
     if args.json:
         print(json.dumps({"scale": args.scale, "cores": os.cpu_count(), "sizes": sizes,
                           "phases": PHASES, "notes": notes(args.scale)}, indent=1))
