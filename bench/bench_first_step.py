@@ -161,6 +161,8 @@ class Bench:
 
         self.timeline = tmp / "sandbox" / RUN_DIR / TIMELINE_FILE
         self.snapshots: list[str] = []
+        self.packages: list[str] = []  # train.packages of the specs made now (--image)
+        self.last_up: Any = None  # the UpResult of the last first_step
 
     def runtime(self, clock: Clock | None = None) -> Runtime:
         rt = Runtime.make(region=REGION, report=clock)
@@ -181,6 +183,7 @@ class Bench:
         data["storage"] = {"dataset": {"mount": "/data", "snapshot": self.snapshots[0]},
                            "efs": {"mount": "/efs", "deletion_policy": "delete"}}
         data["train"]["env"]["PYTHONPATH"] = sysconfig.get_paths()["purelib"]
+        data["train"]["packages"] = list(self.packages)
         path = self.tmp / f"{name}.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         return path, name
@@ -281,7 +284,7 @@ def first_step(bench: Bench, spec: Path, count: int) -> Callable[[Clock], Outcom
     from clusterkit.cluster.provision.up import do_up
 
     def run(clock: Clock) -> Outcome:
-        up = do_up(str(spec), yes=True, rt=bench.runtime(clock), timeout=900)
+        up = bench.last_up = do_up(str(spec), yes=True, rt=bench.runtime(clock), timeout=900)
         up_done = time.time()
         job = do_train(str(spec), command=TRAIN, workdir_option=str(EXAMPLES), out=clock,
                        rt=bench.runtime(clock))
@@ -549,6 +552,10 @@ def main() -> int:
                         help="also `up` -> first step and deploy-dataset as before the "
                              "changes of issue 25 item 3 (as_before), at each size in the "
                              "same run")
+    parser.add_argument("--image", action="store_true",
+                        help="also, at one node: `up` -> first step with the GPU stack's "
+                             "packages (real sizes), `image build`, and `up` -> first step "
+                             "on that image (bench/first_step_image.py)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench_first_step needs root (the sandbox's sshd per node and loop-backed "
@@ -564,10 +571,16 @@ def main() -> int:
             if not args.no_warm_up:
                 warm_up(bench)
             runs = [r for n in args.sizes.split(",") for r in one_size(bench, int(n))]
+            lines: list[str] = []
+            if args.image:
+                from bench.first_step_image import image_runs
+
+                more, lines = image_runs(bench, measure, first_step)
+                runs += more
             poll = bench.runtime().poll
         finally:
             stop()
-    print("\n".join(report(runs, args, poll)))
+    print("\n".join(report(runs, args, poll) + lines))
     print("\ntimelines: " + " ".join(charts(runs, args.out)))
     return 0
 
