@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
+from clusterkit_sandbox.noderoot import copy_root
 from clusterkit_sandbox.timed import Recorder, hold
 from clusterkit_sandbox.timings import Timings, Wait
 
@@ -23,20 +23,6 @@ IMAGES_DIR = "images"  # in the run dir
 
 def image_dir(run_dir: Path, image_id: str) -> Path:
     return run_dir / IMAGES_DIR / image_id
-
-
-def copy_root(source: Path, dest: Path) -> None:
-    """Copy a root's fs/ and each layers/<tree>/upper from ``source`` to ``dest``
-    (``cp -a``: owners, modes, links, overlay whiteouts and opaque-directory xattrs
-    kept), with an empty work dir beside each upper layer."""
-    dest.mkdir(parents=True, exist_ok=True)
-    if (source / "fs").is_dir():
-        subprocess.run(["cp", "-a", str(source / "fs"), str(dest / "fs")], check=True)
-    for upper in sorted((source / "layers").glob("*/upper")):
-        layer = dest / "layers" / upper.parent.name
-        layer.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["cp", "-a", str(upper), str(layer / "upper")], check=True)
-        (layer / "work").mkdir(exist_ok=True)
 
 
 def install(timings: Timings, recorder: Recorder, run_dir: Path) -> None:

@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterkit_sandbox import images, netfilter, noderoot
+from clusterkit_sandbox import netfilter, noderoot
 from clusterkit_sandbox.nodeprocs import kill_all as kill_all
 from clusterkit_sandbox.nodeprocs import mount_ns as mount_ns
 from clusterkit_sandbox.nodeprocs import pid_ns as pid_ns
@@ -199,7 +199,7 @@ def prepare(spec: NodeSpec) -> str:
     run_dir = spec.efs_dir.parent
     if not key.exists():
         if spec.image is not None and spec.image.is_dir() and not (spec.root / "fs").exists():
-            images.copy_root(spec.image, spec.root)  # the AMI's root volume
+            noderoot.copy_root(spec.image, spec.root)  # the AMI's root volume
         _keygen(key)
         _first_boot_root(spec)
     elif spec.namespaces:

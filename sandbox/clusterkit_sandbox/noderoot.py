@@ -36,6 +36,7 @@ import contextlib
 import os
 import shlex
 import stat
+import subprocess
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
@@ -249,3 +250,17 @@ def opaque(path: Path) -> None:
     gone (what the node put there itself stays)."""
     path.mkdir(parents=True, exist_ok=True)
     os.setxattr(path, "trusted.overlay.opaque", b"y")
+
+
+def copy_root(source: Path, dest: Path) -> None:
+    """Copy a root's fs/ and each layers/<tree>/upper from ``source`` to ``dest``
+    (``cp -a``: owners, modes, links, overlay whiteouts and opaque-directory xattrs
+    kept), with an empty work dir beside each upper layer."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if (source / "fs").is_dir():
+        subprocess.run(["cp", "-a", str(source / "fs"), str(dest / "fs")], check=True)
+    for upper in sorted((source / "layers").glob("*/upper")):
+        layer = dest / "layers" / upper.parent.name
+        layer.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-a", str(upper), str(layer / "upper")], check=True)
+        (layer / "work").mkdir(exist_ok=True)

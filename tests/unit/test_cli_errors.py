@@ -51,6 +51,7 @@ COMMANDS: dict[str, Row] = {
     "sandbox interrupt": Row(Arg.OTHER), "sandbox partition": Row(Arg.OTHER),
     "sandbox imds-fault": Row(Arg.OTHER),
     "iam-policy": Row(Arg.NONE), "capacity-blocks": Row(Arg.NONE),
+    "image build": Row(Arg.SPEC), "image list": Row(Arg.NONE), "image delete": Row(Arg.OTHER),
 }
 BAD_SPEC = "name: ok\nregion: us-east-1\nnodes: {count: 0, instance_types: [c5.large]}\n"
 BAD_NAMES = ["../..", "a/b", "SENTINEL", "Bad_Name", ".hidden", "x-", "~"]

@@ -12,18 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from clusterkit import __version__
 from clusterkit.aws import images as ec2images
 from clusterkit.aws import lookup
-from clusterkit.bootstrap.steps import packages_hash, read_playbooks
+from clusterkit.cluster.provision.imagechoice import inputs
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, UsageError
 from clusterkit.events import Stage
 from clusterkit.plan.images import (
     DIGEST_TAG,
     BuiltImage,
-    ImageChoice,
-    ImageInputs,
     choose_built,
     choose_image,
 )
@@ -44,20 +41,6 @@ class BuildResult:
     def to_json(self) -> dict[str, Any]:
         return {"image_id": self.image_id, "region": self.region, "digest": self.digest,
                 "reused": self.reused, "builder": self.builder}
-
-
-def inputs(spec: Spec, base: str) -> ImageInputs:
-    """What an image of ``spec`` on the AMI ``base`` holds (its digest's inputs)."""
-    train = spec.train
-    packages = tuple(train.packages) if train is not None else ()
-    return ImageInputs.of(base, train.python if train is not None else "python3",
-                          packages_hash(packages), read_playbooks(), __version__)
-
-
-def choice(rt: Runtime, spec: Spec, region: str, base: str) -> ImageChoice:
-    """The built image `up` of ``spec`` uses in ``region`` (or none, and why)."""
-    return choose_built(ec2images.built_images(rt.session, region), inputs(spec, base),
-                        spec.name)
 
 
 def builder_spec(spec: Spec, base: str) -> Spec:

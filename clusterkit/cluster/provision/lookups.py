@@ -24,7 +24,7 @@ def facts(rt: Runtime, spec: Spec, region: str, *, current: dict[str, str] | Non
     stack of a spec with packages takes the newest image clusterkit built of the same
     inputs (``clusterkit image build``), else the base image, saying why.
     ``ssh_cidr``: the SSH rule's source (cluster.caller, looked up once per command)."""
-    from clusterkit.cluster.provision import imagebuild
+    from clusterkit.cluster.provision import imagechoice
     from clusterkit.cluster.provision.kept_efs import reuse_id
 
     vpc = lookup.default_vpc(rt.session, region)
@@ -36,7 +36,7 @@ def facts(rt: Runtime, spec: Spec, region: str, *, current: dict[str, str] | Non
                               spec.nodes.image, region)
         image, root = chosen.image_id, chosen.root_device or DEFAULT_ROOT_DEVICE
         if current is None and spec.train is not None and spec.train.packages:
-            built = imagebuild.choice(rt, spec, region, image)
+            built = imagechoice.choice(rt, spec, region, image)
             note = built.note
             if built.image is not None:
                 image = built.image.candidate.image_id
