@@ -87,32 +87,37 @@ def env_seconds(bench: Any, name: str) -> list[float]:
     return out
 
 
+def _measured(bench: Any, measure: Callable[..., Any], first_step: Callable[..., Any],
+              what: str, prefix: str) -> tuple[Any, list[float], Path]:
+    """`up` -> first step of a new 1-node cluster (taken down after), its env step per
+    node, and its spec."""
+    from clusterkit.cluster.provision.down import do_down
+
+    spec, name = bench.spec(1, prefix=prefix)
+    try:
+        return measure(bench, what, 1, first_step(bench, spec, 1), cpu=True), \
+            env_seconds(bench, name), spec
+    finally:
+        do_down(name, yes=True, rt=bench.runtime(), timeout=900)
+
+
 def image_runs(bench: Any, measure: Callable[..., Any],
                first_step: Callable[..., Any]) -> tuple[list[Any], list[str]]:
     """The two measured windows and the lines on the image (its build, each node's env)."""
     from clusterkit.cluster.provision import imagebuild
-    from clusterkit.cluster.provision.down import do_down
     from clusterkit.spec import load
 
     bench.packages = stock_index(bench.tmp / "sandbox")
-    runs, env, lines = [], {}, []
-    spec, name = bench.spec(1, prefix="pk")
-    try:
-        runs.append(measure(bench, PACKAGES_UP, 1, first_step(bench, spec, 1), cpu=True))
-        env[PACKAGES_UP] = env_seconds(bench, name)
-    finally:
-        do_down(name, yes=True, rt=bench.runtime(), timeout=900)
+    installs, env, spec = _measured(bench, measure, first_step, PACKAGES_UP, "pk")
     start = time.time()
     built = imagebuild.build(bench.runtime(), load(str(spec)), yes=True, timeout=1800)
-    lines.append(f"image build of {name}: {built.image_id} in {time.time() - start:.1f} s "
-                 f"wall (builder up, env step, CreateImage and its wait, builder down)")
-    spec, name = bench.spec(1, prefix="im")
+    lines = [f"image build of {spec.stem}: {built.image_id} in {time.time() - start:.1f} s "
+             "wall (builder up, env step, CreateImage and its wait, builder down)",
+             f"env step per node, {PACKAGES_UP}: " + ", ".join(f"{s:.2f} s" for s in env)]
     try:
-        runs.append(measure(bench, IMAGE_UP, 1, first_step(bench, spec, 1), cpu=True))
-        env[IMAGE_UP] = env_seconds(bench, name)
+        on_image, env, _ = _measured(bench, measure, first_step, IMAGE_UP, "im")
     finally:
-        do_down(name, yes=True, rt=bench.runtime(), timeout=900)
         imagebuild.delete_image(bench.runtime(), "us-east-1", built.image_id)
     bench.packages = []
-    return runs, lines + [f"env step per node, {what}: " + ", ".join(f"{s:.2f} s" for s in v)
-                          for what, v in env.items()]
+    return [installs, on_image], lines + [
+        f"env step per node, {IMAGE_UP}: " + ", ".join(f"{s:.2f} s" for s in env)]
