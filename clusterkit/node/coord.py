@@ -36,6 +36,7 @@ import os
 import selectors
 import socket
 import time
+from types import SimpleNamespace
 
 try:  # imported as clusterkit.node.coord (the client, tests)
     from . import interruption, jobstate, wire
@@ -111,13 +112,13 @@ class Coordinator:
         self.checkpoint_until: float | None = None  # an interruption's SIGTERM time
         self.interruption: dict | None = None  # the first notice: node, when seen, action
         self.pending: list = []  # stop / done for the master, waiting for a link
-        self.left: set = set()  # an elastic job's nodes that left and were not replaced
-        self.sizes: list = []  # an elastic job's [epoch, nodes] at each change of size
-        self.has_left = False  # this node left an elastic job (its hellos say so)
+        # an elastic job: its nodes that left and were not replaced, its [epoch, nodes] at
+        # each change of size, and whether this node left it (its hellos say so)
+        self.el = SimpleNamespace(left=set(), sizes=[], has_left=False)
         if job.elastic_min and job.is_master:
             self.resized()
         self.started = time.monotonic()
-        self.last_hb = self.last_dial = 0.0
+        self.last = {"hb": 0.0, "dial": 0.0}  # when this node last sent a heartbeat, dialled
 
     @property
     def me(self) -> int:
@@ -165,7 +166,7 @@ class Coordinator:
         if self.master:
             return self.interrupt(self.me, notice)
         if self.elastic:
-            self.has_left = True
+            self.el.has_left = True
             self._to_master({"t": "left", "notice": notice.to_json()})
             return Outcome(S.INTERRUPTED, "left the elastic job: " +
                            interrupted_outcome(self.me, notice).reason)
@@ -175,25 +176,25 @@ class Coordinator:
     @property
     def size(self) -> int:
         """The nodes an elastic job has now (every node less those that left)."""
-        return self.num_nodes - len(self.left)
+        return self.num_nodes - len(self.el.left)
 
     def resized(self) -> None:
-        self.sizes.append([time.time(), self.size])
+        self.el.sizes.append([time.time(), self.size])
 
     def leave(self, node: int, notice: interruption.Notice) -> None:
         """The master: ``node`` left an elastic job; below its minimum the job is
         interrupted as any other (stopped, the lost nodes replaced, restarted)."""
-        if node in self.left:
+        if node in self.el.left:
             return
-        self.left.add(node)
+        self.el.left.add(node)
         self.resized()
         if self.size < self.job.elastic_min:
             self.hear(self.interrupt(node, notice))
 
     def rejoined(self, node: int) -> None:
         """The master: a hello for a node that left: its replacement joins."""
-        if node in self.left:
-            self.left.discard(node)
+        if node in self.el.left:
+            self.el.left.discard(node)
             self.nodes.pop(node, None)
             self.done_nodes.discard(node)
             self.resized()
@@ -216,8 +217,8 @@ class Coordinator:
                 link.send(stop_message(outcome, self.checkpoint_until))
 
     def heartbeat(self, now: float) -> None:
-        if now - self.last_hb >= HEARTBEAT_S:
-            self.last_hb = now
+        if now - self.last["hb"] >= HEARTBEAT_S:
+            self.last["hb"] = now
             for link in list(self.links.values()):
                 link.send({"t": "hb"})
 
@@ -241,10 +242,10 @@ class Coordinator:
             host, port = self.addr
             return Outcome(S.FAILED, f"lost the master ({host}:{port}) for {self.hb_timeout:g}s")
         silent = []
-        nodes = {i: p for i, p in self.nodes.items() if i not in self.left}
+        nodes = {i: p for i, p in self.nodes.items() if i not in self.el.left}
         for i in range(self.num_nodes):
             last = self.seen.get(i, self.started)
-            if i != self.me and i not in self.left and now - last > self.hb_timeout:
+            if i != self.me and i not in self.el.left and now - last > self.hb_timeout:
                 silent.append(jobstate.Failure(i, None, time=time.time() - (now - last)))
         if silent:  # last heard at `time`: earlier than a process that died after it
             cause, others = jobstate.earliest(jobstate.process_failures(nodes) + silent)
@@ -253,7 +254,7 @@ class Coordinator:
 
     def all_done(self) -> bool:
         """Every node linked to the master has said nothing is left there."""
-        return not self.master or not set(self.links) - self.done_nodes - self.left
+        return not self.master or not set(self.links) - self.done_nodes - self.el.left
 
     # -- the network
     def listen(self) -> str | None:
@@ -306,19 +307,19 @@ class Coordinator:
                 self.drop(key.data)
         now = time.monotonic()
         if (dial or self.pending) and not self.master and MASTER not in self.links \
-                and now - self.last_dial >= DIAL_S:
+                and now - self.last["dial"] >= DIAL_S:
             self.dial(now)
         return self.heard
 
     def dial(self, now: float) -> None:
-        self.last_dial = now
+        self.last["dial"] = now
         try:
             sock = socket.create_connection(self.addr, timeout=1.0)
         except OSError:
             return
         link = Link(sock, MASTER)
         hello = {"t": "hello", "token": self.job.coordinator.token, "node": self.me,
-                 "procs": self.nodes.get(self.me, {}), **({"left": True} if self.has_left else {})}
+                 "procs": self.nodes.get(self.me, {}), **({"left": True} if self.el.has_left else {})}
         if link.send(hello) and all(link.send(msg) for msg in self.pending):
             self.pending.clear()
             self.links[MASTER] = link
@@ -350,7 +351,7 @@ class Coordinator:
         if link.node is None and not self.greet(link, msg):
             return False
         self.seen[link.node] = now
-        if link.node in self.left and (kind != "hello" or msg.get("left")):
+        if link.node in self.el.left and (kind != "hello" or msg.get("left")):
             return True  # what a node that left still says changes nothing
         if kind == "hello" and not msg.get("left"):
             self.rejoined(link.node)
@@ -383,3 +384,10 @@ class Coordinator:
         link.send({"t": "hb"} if self.outcome is None
                   else stop_message(self.outcome, self.checkpoint_until))
         return True
+
+
+def _sizes(coord: Coordinator) -> list:
+    return coord.el.sizes
+
+
+Coordinator.sizes = property(_sizes)  # type: ignore[attr-defined]

@@ -255,14 +255,14 @@ def test_an_elastic_jobs_node_leaves_on_a_notice_and_its_replacement_rejoins() -
         assert mine is not None and mine.state == "interrupted"
         assert mine.reason.startswith("left the elastic job: node 2: spot interruption")
         two.report(_procs(("torchrun", "torchrun", -15)))  # its agent stopped: sent with it
-        _pump_until(lambda: master.left == {2}, master, one, two)
+        _pump_until(lambda: master.el.left == {2}, master, one, two)
         assert not master.nodes.get(2)  # its stopped agent is not a failure
         assert master.heard is None and [n for _, n in master.sizes] == [3, 2]
         two.drop(two.links[0])
         master.seen[2] = time.monotonic() - 60  # silent long past its heartbeat timeout
         assert master.verdict(time.monotonic()) is None
         new = coord.Coordinator(_elastic_job(2, port))
-        _pump_until(lambda: not master.left, master, one, new)
+        _pump_until(lambda: not master.el.left, master, one, new)
         assert [n for _, n in master.sizes] == [3, 2, 3]
         assert one.notice(notice) is not None and new.notice(notice) is not None
         heard = _pump_until(lambda: master.heard is not None, master, one, new)
