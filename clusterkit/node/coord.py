@@ -36,7 +36,7 @@ import os
 import selectors
 import socket
 import time
-from types import SimpleNamespace
+from dataclasses import dataclass, field
 
 try:  # imported as clusterkit.node.coord (the client, tests)
     from . import interruption, jobstate, wire
@@ -100,6 +100,15 @@ def interrupted_outcome(node: int, notice: interruption.Notice) -> Outcome:
                    f"at {when})")
 
 
+@dataclass
+class Elastic:
+    """An elastic job's side of the protocol."""
+
+    left: set[int] = field(default_factory=set)  # nodes that left, not yet replaced
+    sizes: list[list[float]] = field(default_factory=list)  # [epoch, nodes] at each change
+    has_left: bool = False  # this node left the job (its hellos say so)
+
+
 class Coordinator:
     """One node's end of the protocol: its links, what it heard and from whom."""
 
@@ -112,13 +121,15 @@ class Coordinator:
         self.checkpoint_until: float | None = None  # an interruption's SIGTERM time
         self.interruption: dict | None = None  # the first notice: node, when seen, action
         self.pending: list = []  # stop / done for the master, waiting for a link
-        # an elastic job: its nodes that left and were not replaced, its [epoch, nodes] at
-        # each change of size, and whether this node left it (its hellos say so)
-        self.el = SimpleNamespace(left=set(), sizes=[], has_left=False)
+        self.el = Elastic()
         if job.elastic_min and job.is_master:
             self.resized()
         self.started = time.monotonic()
         self.last = {"hb": 0.0, "dial": 0.0}  # when this node last sent a heartbeat, dialled
+
+    @property
+    def sizes(self) -> list[list[float]]:
+        return self.el.sizes
 
     @property
     def me(self) -> int:
@@ -384,10 +395,3 @@ class Coordinator:
         link.send({"t": "hb"} if self.outcome is None
                   else stop_message(self.outcome, self.checkpoint_until))
         return True
-
-
-def _sizes(coord: Coordinator) -> list:
-    return coord.el.sizes
-
-
-Coordinator.sizes = property(_sizes)  # type: ignore[attr-defined]

@@ -259,8 +259,9 @@ def test_an_elastic_jobs_node_leaves_on_a_notice_and_its_replacement_rejoins() -
         assert not master.nodes.get(2)  # its stopped agent is not a failure
         assert master.heard is None and [n for _, n in master.sizes] == [3, 2]
         two.drop(two.links[0])
-        master.seen[2] = time.monotonic() - 60  # silent long past its heartbeat timeout
-        assert master.verdict(time.monotonic()) is None
+        now = time.monotonic()
+        master.seen[2] = now - 60  # silent long past its heartbeat timeout
+        assert master.verdict(now) is None
         new = coord.Coordinator(_elastic_job(2, port))
         _pump_until(lambda: not master.el.left, master, one, new)
         assert [n for _, n in master.sizes] == [3, 2, 3]
