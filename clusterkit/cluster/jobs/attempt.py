@@ -279,13 +279,18 @@ def start(rt: Runtime, jc: JobCluster, spec: Spec, command: str, job_id: str,
                                 block_end=target.node.block_end,
                                 elastic_min=train.elastic.min if train.elastic else 0,
                                 ).with_token(token)
-        calls[target.hop.label] = Call(
-            start_command(job_id, sync.remote if sync else None),
-            job_archive(job, files, sync.data if sync else None))
+        calls[target.hop.label] = start_call(job_id, job, files, sync)
     rt.started(Stage.TRAIN, f"starting job {job_id}: {len(procs)} process(es) on "
                f"{len(slots)} node(s)")
     jc.run(jc.targets, calls, timeout=120)
     rt.done(Stage.TRAIN, f"job {job_id} started on {len(slots)} node(s)")
+
+
+def start_call(job_id: str, job: JobFile, files: Mapping[str, str],
+               sync: Sync | None) -> Call:
+    """The call that starts one node's supervisor of ``job`` (with ``sync``'s workdir)."""
+    return Call(start_command(job_id, sync.remote if sync else None),
+                job_archive(job, files, sync.data if sync else None))
 
 
 @dataclass(frozen=True)

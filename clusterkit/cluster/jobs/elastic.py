@@ -36,12 +36,11 @@ from clusterkit.cluster.jobs.attempt import (
     Job,
     Sync,
     gpus_of,
-    job_archive,
     metadata_endpoint,
     node_slots,
-    start_command,
+    start_call,
 )
-from clusterkit.cluster.jobs.recovery import _nodes, node_name, replace_lost
+from clusterkit.cluster.jobs.recovery import ec2_nodes, node_name, replace_lost
 from clusterkit.cluster.jobs.standby import Standbys, node_index
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
@@ -51,7 +50,6 @@ from clusterkit.node.interruption import STOPPING_KINDS
 from clusterkit.node.jobfile import JobFile
 from clusterkit.plan.recovery import Loss, LossReason, Recovery
 from clusterkit.remote.channels import Call
-from clusterkit.remote.connect import Target
 from clusterkit.training import topology
 
 MASTER = 0
@@ -102,7 +100,7 @@ class Replacements:
         self.rt.info(f"job {job_id} goes on without {name}; replacing it meanwhile",
                      stage=Stage.TRAIN)
         wait_left(self.rt, self.job, job_id, index)
-        nodes = _nodes(self.rt, self.job) or []
+        nodes = ec2_nodes(self.rt, self.job) or []
         loss = Loss({index: LossReason.NOTICE}, since=since, stopped=time.time())
         with self.lock:
             number = len(self.done) + 1
@@ -137,18 +135,13 @@ def wait_left(rt: Runtime, job: Job, job_id: str, index: int) -> None:
         try:
             jc = jobs.open_job_cluster(rt, job.spec_file, job.region)
             chosen = [t for t in jc.targets if t.node.index == index]
-            found = jobs.node_jobs(dataclass_with(jc, chosen)) if chosen else {}
+            found = jobs.node_jobs(dataclasses.replace(jc, targets=chosen)) if chosen else {}
             state = next((jobs.job_on(v, job_id) for v in found.values()), None)
             if state is None or (state.state.final and not state.supervisor_running):
                 return
         except ClusterkitError:
             return  # the node does not answer: its instance goes anyway
         rt.sleep(max(rt.poll, 0.5))
-
-
-def dataclass_with(jc: jobs.JobCluster, targets: list[Target]) -> jobs.JobCluster:
-    """``jc`` asked of ``targets`` only."""
-    return dataclasses.replace(jc, targets=targets)
 
 
 def master_job(jc: jobs.JobCluster, job_id: str) -> JobFile:
@@ -163,7 +156,7 @@ def join(rt: Runtime, job: Job, job_id: str, index: int) -> bool:
     """A supervisor of job ``job_id`` started on node ``index`` (just replaced): its
     torchrun agent joins the job's rendezvous. False when the job has ended meanwhile."""
     jc = jobs.open_job_cluster(rt, job.spec_file, job.region)
-    state = jobs.job_on(jobs.node_jobs(dataclass_with(jc, [jc.master])).get(
+    state = jobs.job_on(jobs.node_jobs(dataclasses.replace(jc, targets=[jc.master])).get(
         jc.master.hop.label, []), job_id)
     if state is None or state.state.final or not state.state.active:
         rt.info(f"job {job_id} ended before its node {index} was back", stage=Stage.TRAIN)
@@ -176,8 +169,7 @@ def join(rt: Runtime, job: Job, job_id: str, index: int) -> bool:
     if job.workdir is not None and not job.workdir.shared:
         data = workdir.pack(job.workdir.local, workdir.files(job.workdir.local))
         sync = Sync(data, cwd, False)
-    call = Call(start_command(job_id, sync.remote if sync else None),
-                job_archive(mine, bundle.files(), sync.data if sync else None))
+    call = start_call(job_id, mine, bundle.files(), sync)
     jc.run([target], {target.hop.label: call}, timeout=120)
     rt.done(Stage.TRAIN, f"{jc.node_name(index)} joins job {job_id}")
     return True

@@ -77,7 +77,7 @@ def recover(rt: Runtime, job: Job, outcome: JobOutcome, *, limit: int,
     done = recoveries_of(record, outcome.final.started if outcome.final else None)
     first = record.first_job or outcome.job_id
     while True:
-        seen = _nodes(rt, job)
+        seen = ec2_nodes(rt, job)
         if outcome.final is None and (seen is None or running_by_index(seen, 1)[MASTER]):
             outcome = _follow_again(rt, job, outcome, out, confirm_stop, standbys, spending)
             if outcome.final is None:
@@ -188,7 +188,7 @@ def lost_on_evidence(rt: Runtime, job: Job, final: JobState | None,
                                          for d in decisions):
             break
         rt.sleep(max(rt.poll, 1.0))
-        nodes = _nodes(rt, job)
+        nodes = ec2_nodes(rt, job)
     for d in decisions:
         if d.verdict is not Verdict.KEPT or "no evidence" not in d.evidence:
             words = "lost" if d.verdict is Verdict.LOST else "not lost"
@@ -254,7 +254,7 @@ def running_by_index(nodes: Sequence[Node], count: int) -> dict[int, bool]:
             for i in range(count)}
 
 
-def _nodes(rt: Runtime, job: Job) -> list[Node] | None:
+def ec2_nodes(rt: Runtime, job: Job) -> list[Node] | None:
     """The cluster's nodes as EC2 lists them; None when EC2 did not answer (no evidence
     of anything: a node is never lost for it)."""
     _, regions = login_for(job.spec_file, job.region)
