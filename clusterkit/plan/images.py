@@ -30,6 +30,11 @@ class ImageCandidate:
     root_device: str | None
 
 
+def age(candidate: ImageCandidate) -> tuple[str, str]:
+    """The order of images: creation date, then id (so the newest is one image)."""
+    return candidate.created, candidate.image_id
+
+
 def choose_image(candidates: Sequence[ImageCandidate], image: Image,
                  region: str) -> ImageCandidate:
     """The newest candidate; UsageError (exit 2) naming the spec's image when none."""
@@ -37,7 +42,7 @@ def choose_image(candidates: Sequence[ImageCandidate], image: Image,
         raise UsageError(f"no AMI {image.id or repr(image.name)} in {region}",
                          "set nodes.image.id to an AMI of this region, or fix "
                          "nodes.image.name / nodes.image.owner")
-    return max(candidates, key=lambda c: (c.created, c.image_id))
+    return max(candidates, key=age)
 
 
 # -- images clusterkit built (`clusterkit image build`) ---------------------------------------
@@ -117,7 +122,7 @@ def choose_built(built: Sequence[BuiltImage], wanted: ImageInputs,
     """The newest available image whose digest is ``wanted``'s; else None, saying which
     input changed since the newest image built for ``spec_name`` (if any)."""
     def newest(images: Sequence[BuiltImage]) -> BuiltImage:
-        return max(images, key=lambda b: (b.candidate.created, b.candidate.image_id))
+        return max(images, key=lambda b: age(b.candidate))
 
     usable = [b for b in built if b.state == "available"]
     matching = [b for b in usable if b.digest == wanted.digest]

@@ -21,6 +21,7 @@ from clusterkit.events import Stage
 from clusterkit.plan.images import (
     DIGEST_TAG,
     BuiltImage,
+    age,
     choose_built,
     choose_image,
 )
@@ -119,8 +120,7 @@ def wait_available(rt: Runtime, region: str, image_id: str) -> BuiltImage:
 
 
 def list_images(rt: Runtime, region: str) -> list[BuiltImage]:
-    return sorted(ec2images.built_images(rt.session, region),
-                  key=lambda b: (b.candidate.created, b.candidate.image_id))
+    return sorted(ec2images.built_images(rt.session, region), key=lambda b: age(b.candidate))
 
 
 def delete_image(rt: Runtime, region: str, image_id: str) -> list[str]:
