@@ -13,6 +13,7 @@ from clusterkit.aws.servicerole import BOUNDARY_NAME, ROLE_NAME, SERVICE_PATH  #
 from clusterkit.plan.blocks import BLOCK_TAG  # noqa: E402
 from clusterkit.plan.dataset import DATASET_TAG, UPLOAD_TAG  # noqa: E402
 from clusterkit.plan.images import DIGEST_TAG as IMAGE_TAG  # noqa: E402
+from clusterkit.plan.mounts import LEND_TAG  # noqa: E402
 from clusterkit.plan.nodes import CLUSTER_TAG as TAG  # noqa: E402
 from clusterkit.plan.stack import STACK_PREFIX  # noqa: E402
 
@@ -142,11 +143,19 @@ USER_RULES: tuple[Rule, ...] = (
     ("ClusterFileSystems", ("elasticfilesystem:CreateMountTarget",
                             "elasticfilesystem:DeleteMountTarget",
                             "elasticfilesystem:DeleteFileSystem"), [FILE_SYSTEMS], OWN),
-    # EFS makes and deletes a mount target's network interface, checking the caller's
-    # permission through a forward access session (aws:ViaAWSService); its interfaces
-    # carry no tag. Never called directly: only through CreateMountTarget and
-    # DeleteMountTarget, which ClusterFileSystems allows on the cluster's file systems.
-    ("MountTargetInterfaces", ("ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface"),
+    # a file system of yours (storage.efs.file_system_id) that you tagged clusterkit:lend=
+    # true: its mount target in the nodes' AZ lent to a cluster (the cluster's security
+    # group added, taken off by `down`), or one made there and deleted by `down`
+    ("LentFileSystems", ("elasticfilesystem:CreateMountTarget",
+                         "elasticfilesystem:DeleteMountTarget",
+                         "elasticfilesystem:ModifyMountTargetSecurityGroups"), [FILE_SYSTEMS],
+     equals(f"aws:ResourceTag/{LEND_TAG}", "true")),
+    # EFS makes, changes and deletes a mount target's network interface, checking the
+    # caller's permission through a forward access session (aws:ViaAWSService); its
+    # interfaces carry no tag. Never called directly: only through the mount target calls
+    # ClusterFileSystems and LentFileSystems allow.
+    ("MountTargetInterfaces", ("ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
+                               "ec2:ModifyNetworkInterfaceAttribute"),
      ["*"], {"Bool": {"aws:ViaAWSService": "true"}}),
     ("EncryptedVolumes", ("kms:CreateGrant", "kms:Decrypt", "kms:ReEncryptFrom",
                           "kms:ReEncryptTo", "kms:GenerateDataKeyWithoutPlaintext"), [KEYS],
@@ -159,7 +168,7 @@ USER_RULES: tuple[Rule, ...] = (
 USER_EXTRA = frozenset({
     "iam:PassRole", "iam:CreateServiceLinkedRole", "iam:GetRole", "iam:TagInstanceProfile",
     "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
-    "ec2:DescribeNetworkInterfaces", "kms:DescribeKey", "kms:CreateGrant", "kms:Decrypt",
+    "ec2:ModifyNetworkInterfaceAttribute", "ec2:DescribeNetworkInterfaces", "kms:DescribeKey", "kms:CreateGrant", "kms:Decrypt",
     "kms:ReEncryptFrom", "kms:ReEncryptTo", "kms:GenerateDataKeyWithoutPlaintext"})
 
 SERVICE_RULES: tuple[Rule, ...] = (

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from clusterkit.aws.clients import cached_client as client
 from clusterkit.aws.errors import aws_call
 from clusterkit.errors import AwsError
+from clusterkit.plan.mounts import LEND_HINT, LEND_TAG
 from clusterkit.plan.pinning import FOUND, MISSING, PinKind, Pinned
 
 if TYPE_CHECKING:
@@ -37,8 +38,12 @@ def _verdict(made: Any, pin: Pinned) -> str:
     if pin.kind is PinKind.KEY_PAIR:
         return FOUND if made.describe_key_pairs(KeyNames=[pin.id])["KeyPairs"] else MISSING
     if pin.kind is PinKind.FILE_SYSTEM:
-        return _state(made.describe_file_systems(FileSystemId=pin.id)["FileSystems"],
-                      "LifeCycleState", "available")
+        found = made.describe_file_systems(FileSystemId=pin.id)["FileSystems"]
+        state = _state(found, "LifeCycleState", "available")
+        tags = {t["Key"]: t["Value"] for t in found[0].get("Tags", [])} if found else {}
+        if state == FOUND and tags.get(LEND_TAG) != "true":
+            return f"not tagged {LEND_TAG}=true ({LEND_HINT.replace('FS', pin.id)})"
+        return state
     return _state(made.describe_snapshots(SnapshotIds=[pin.id])["Snapshots"], "State",
                   "completed")
 

@@ -36,6 +36,10 @@ def _mount_lines(plan: UpPlan) -> list[str]:
     where = "in the launch's AZ" if plan.nodes.launch else "in the nodes' subnet"
     there = f" (one exists in {', '.join(plan.mount_targets)})" if plan.mount_targets else ""
     lines = [f"EFS mount target: made {where} unless there is one{there}"]
+    if spec.storage.efs.file_system_id and plan.lent_targets:
+        lines.append(f"the file system is yours ({spec.storage.efs.file_system_id}): its mount "
+                     "target there is lent to the cluster (the cluster's security group "
+                     "added to it; `down` takes it off)")
     lacking = profiles_lacking(plan)
     lines += [step.line() if step.region == plan.region else
               f"if the launch falls back to {step.region}: {step.line()}"

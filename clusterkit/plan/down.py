@@ -29,6 +29,10 @@ class Resource(StrEnum):
     CONTROLLER = "recovery controller to stop first, on the master"
     INSTANCES = "instances"
     VOLUMES = "volumes"
+    # mount targets of a file system the cluster does not own (storage.efs.file_system_id)
+    # that hold its security group: the group taken off, the target deleted only where
+    # it has no other (clusterkit made it); before the stack, which deletes the group
+    LENT_MOUNT_TARGETS = "EFS mount targets lent to the cluster (given back)"
     STACK = "stack"
     EFS = "EFS file systems"
     KEPT_EFS = "EFS kept (retain)"  # deleted only with --delete-efs

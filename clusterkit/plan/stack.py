@@ -81,7 +81,9 @@ def stack_contents(spec: Spec) -> tuple[str, ...]:
 def stack_parameters(spec: Spec, facts: Facts) -> dict[str, str]:
     efs = spec.storage.efs
     create_efs = efs is not None and efs.create
-    reuse = facts.efs_id if create_efs else ""  # a kept file system instead of a new one
+    # a kept file system instead of a new one, or yours: the nodes' role may mount it
+    # (through its mount targets) and the stack outputs it as the one the nodes mount
+    reuse = facts.efs_id if create_efs else (efs.file_system_id or "" if efs else "")
     return {
         "ClusterName": spec.name,
         "VpcId": facts.vpc_id,

@@ -14,6 +14,7 @@ from clusterkit.kinds import KeyPairAction, StackAction
 from clusterkit.plan.candidates import mixed_warnings, plan_candidates
 from clusterkit.plan.cost import hourly
 from clusterkit.plan.drift import Difference, refused, spec_drift
+from clusterkit.plan.mounts import MountTarget
 from clusterkit.plan.nodes import Node, NodeActions, node_actions
 from clusterkit.plan.profiles import ProfileStep, plan_profiles
 from clusterkit.plan.region import RegionPlan, region_plan
@@ -78,6 +79,10 @@ class UpPlan:
     regions: tuple[RegionPlan, ...] = ()
     role: StackRole | None = None
     mount_targets: tuple[str, ...] = ()
+    # the spec's own file system's mount targets (plan.mounts: the nodes' is lent), and
+    # the security group it is lent to (the stack's; "" while the stack is to be made)
+    lent_targets: tuple[MountTarget, ...] = ()
+    security_group: str = ""
     steps: tuple[str, ...] = ()
     profiles: tuple[ProfileStep, ...] = ()  # the instance profiles made through IAM's API
     # what it plans for: not saved (a saved plan names the spec file and its digest)
@@ -208,7 +213,9 @@ def plan_up(spec: Spec, observed: Observed, notes: Sequence[str] = ()) -> UpPlan
                   dataset_gib=dataset.size_gib if dataset else None, spec=spec,
                   reservation=observed.reservation)
     plan = replace(plan, regions=_regions(spec, observed, plan), role=observed.role,
-                   mount_targets=observed.mount_targets, steps=spec_steps(spec))
+                   mount_targets=observed.mount_targets, steps=spec_steps(spec),
+                   lent_targets=observed.lent_targets,
+                   security_group=_kept_group(observed, action))
     if observed.profiles is not None:
         plan = replace(plan, profiles=plan_profiles(spec, [r.region for r in plan.regions],
                                                     observed.profiles))
@@ -240,3 +247,10 @@ def gpu_warnings(spec: Spec, plan: UpPlan) -> tuple[str, ...]:
     else:
         types = sorted({n.instance_type for n in plan.existing if n.live})
     return tuple(w for t in types for w in cuda_warnings(spec, t))
+
+
+def _kept_group(observed: Observed, action: StackAction) -> str:
+    """The stack's security group when apply keeps it (none made or remade)."""
+    if observed.stack is None or action in (StackAction.CREATE, StackAction.RECREATE):
+        return ""
+    return observed.stack.outputs.get("SecurityGroupId", "")

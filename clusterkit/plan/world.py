@@ -13,6 +13,7 @@ from typing import Any
 
 from clusterkit.catalog.ranking import Offer
 from clusterkit.kinds import ReservationState
+from clusterkit.plan.mounts import MountTarget
 from clusterkit.plan.nodes import Node
 from clusterkit.plan.profiles import profile_differences
 from clusterkit.plan.reservation import Reservation
@@ -98,6 +99,9 @@ class Observed:
     # the subnets where the kept or made EFS already has a mount target (read only when
     # the cluster has a file system already and mounts it)
     mount_targets: tuple[str, ...] = ()
+    # on the spec's own file system (storage.efs.file_system_id): its mount targets with
+    # their security groups (plan.mounts: the one in the nodes' subnet is lent)
+    lent_targets: tuple[MountTarget, ...] = ()
     # the cluster's instance profiles (plan.profiles) with the roles each holds; None:
     # not read (the cluster mounts no EFS, or nothing is to be made or given a profile)
     profiles: Mapping[str, tuple[str, ...]] | None = None

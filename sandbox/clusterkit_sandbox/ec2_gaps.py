@@ -16,6 +16,10 @@ the DescribeInstanceTypes data moto ships).
 moto's CloudFormation skips AWS::EC2::SecurityGroupEgress (a warning, no rule); the
 stack's egress rule to its own group (EFA's "all traffic out to itself") is made here.
 
+moto deletes a security group that an EFS mount target (its network interface) still
+uses; EC2 refuses it (DependencyViolation) until the target is deleted or the group taken
+off it, so a `down` that left a mount target in the cluster's group fails here as there.
+
 moto's ReplaceIamInstanceProfileAssociation changes the association only: the instance
 still shows the profile it had in DescribeInstances (``IamInstanceProfile``), where EC2
 shows the new one (`down` reads it to find a master that runs a recovery controller).
@@ -135,6 +139,25 @@ def _replacing(original: Any) -> Any:
     return replace_iam_instance_profile_association
 
 
+def _group_in_use(original: Any) -> Any:
+    def delete_security_group(self: Any, name: str | None = None,
+                              group_id: str | None = None) -> None:
+        from moto.ec2.exceptions import DependencyViolationError
+        from moto.efs.models import efs_backends
+
+        efs = efs_backends[self.account_id][self.region_name]
+        group = group_id or getattr(self.get_security_group_by_name_or_id(name), "id", None)
+        users = [mt.mount_target_id for mt in efs.mount_targets_by_id.values()
+                 if group and group in (mt.security_groups or ())]
+        if users:
+            raise DependencyViolationError(
+                f"resource {group} has a dependent object (EFS mount target {users[0]})")
+        return original(self, name=name, group_id=group_id)
+
+    delete_security_group.refuses_in_use = True  # type: ignore[attr-defined]
+    return delete_security_group
+
+
 def _install_egress() -> None:
     from moto.cloudformation import parsing
 
@@ -148,6 +171,7 @@ def _install_egress() -> None:
 def install() -> None:
     """Idempotent: patch moto's EC2 responses in this process."""
     from moto.ec2.models.iam_instance_profile import IamInstanceProfileAssociationBackend as B
+    from moto.ec2.models.security_groups import SecurityGroupBackend
     from moto.ec2.responses import EC2Response
 
     if not getattr(B.replace_iam_instance_profile_association, "shows_on_instance", False):
@@ -157,4 +181,7 @@ def install() -> None:
         EC2Response.describe_placement_groups = _describe_placement_groups
     if not getattr(EC2Response.run_instances, "checks_interfaces", False):
         EC2Response.run_instances = _checked_run_instances(EC2Response.run_instances)
+    if not getattr(SecurityGroupBackend.delete_security_group, "refuses_in_use", False):
+        SecurityGroupBackend.delete_security_group = _group_in_use(
+            SecurityGroupBackend.delete_security_group)
     _install_egress()

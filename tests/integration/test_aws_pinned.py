@@ -24,7 +24,12 @@ def test_found_and_missing(moto_env, tmp_path):
     vol = ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=1)["VolumeId"]
     snap = ec2.create_snapshot(VolumeId=vol)["SnapshotId"]
     fs_id = boto3.client("efs", REGION).create_file_system(
-        CreationToken=key)["FileSystemId"]
+        CreationToken=key, Tags=[{"Key": "clusterkit:lend", "Value": "true"}])["FileSystemId"]
+    untagged = boto3.client("efs", REGION).create_file_system(
+        CreationToken=f"{key}-u")["FileSystemId"]
+    assert probe(s, REGION, _pin(PinKind.FILE_SYSTEM, untagged)).startswith(
+        "not tagged clusterkit:lend=true (tag it: aws efs tag-resource --resource-id "
+        f"{untagged} ")
     for kind, ident in ((PinKind.IMAGE, AMI), (PinKind.KEY_PAIR, key),
                         (PinKind.SNAPSHOT, snap), (PinKind.FILE_SYSTEM, fs_id)):
         assert probe(s, REGION, _pin(kind, ident)) == FOUND, kind

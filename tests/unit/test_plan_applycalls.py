@@ -23,6 +23,7 @@ SHOWN = {"ImportKeyPair": "import your SSH public key", "CreateStack": "stack in
          "UpdateStack": "update the stack", "TerminateInstances": "terminate ",
          "StartInstances": "start ", "RunInstances": "launch ",
          "CreateTags": "role tag", "CreateMountTarget": "EFS mount target",
+         "ModifyMountTargetSecurityGroups": "lent to the cluster",
          "AssociateIamInstanceProfile": "instance profile",
          "CreateInstanceProfile": "create through IAM's API",
          "AddRoleToInstanceProfile": "added once the stack is complete"}

@@ -14,7 +14,7 @@ from clusterkit.aws import stack as cfn
 from clusterkit.cluster.access import record
 from clusterkit.cluster.access.target import open_cluster, per_region, search_regions
 from clusterkit.cluster.jobs import retire
-from clusterkit.cluster.provision import profiles, saveddown, stackops
+from clusterkit.cluster.provision import efsaccess, profiles, saveddown, stackops
 from clusterkit.cluster.provision.locks import cluster_lock
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import (
@@ -69,13 +69,18 @@ def survey_region(rt: Runtime, cluster: str, region: str) -> RegionSeen:
     s = rt.session
     fss = teardown.file_systems(s, region, cluster)
     nodes = instances.cluster_instances(s, region, cluster)
+    stack = _stack(rt, region, cluster)
+    groups = teardown.security_groups(s, region, cluster)
+    yours = (stack or {}).get("parameters", {}).get("ExistingFileSystemId", "")
+    yours = "" if yours in {f["id"] for f in fss} else yours  # a kept one is the cluster's
     return RegionSeen.of(region, {
         Resource.CONTROLLER: controller_hosts({n.instance_id: n.instance_profile for n in nodes
                                                if n.state == InstanceState.RUNNING}),
         Resource.INSTANCES: [n.instance_id for n in nodes],
         Resource.VOLUMES: [v["id"] for v in volumes.cluster_volumes(s, region, cluster)],
-        Resource.STACK: [stack_name(cluster)] if _stack(rt, region, cluster) else [],
-        Resource.SECURITY_GROUPS: teardown.security_groups(s, region, cluster),
+        Resource.LENT_MOUNT_TARGETS: efsaccess.lent_to(rt, region, yours, groups),
+        Resource.STACK: [stack_name(cluster)] if stack else [],
+        Resource.SECURITY_GROUPS: groups,
         Resource.LAUNCH_TEMPLATES: teardown.launch_templates(s, region, cluster),
         Resource.PLACEMENT_GROUPS: teardown.placement_groups(s, region, cluster),
         Resource.ADDRESSES: addresses.allocation_ids(s, region, cluster),
@@ -229,6 +234,8 @@ def down_region(rt: Runtime, cluster: str, rp: RegionPlan, *, timeout: float,
         retire.stop(rt, cluster, rp.region, master)
     _instances(rt, cluster, rp, deadline)
     _volumes(rt, cluster, rp, deadline)
+    efsaccess.give_back_all(rt, rp.region, rp.ids(Resource.LENT_MOUNT_TARGETS),
+                            rp.ids(Resource.SECURITY_GROUPS), deadline)
     _mount_targets(rt, rp.region, rp.file_systems, deadline)
     status = None
     if rp.ids(Resource.STACK):

@@ -115,8 +115,7 @@ def survey_region(rt: Runtime, spec: Spec, seen: Observed) -> Observed:
         seen = replace(seen, elsewhere=tuple(
             _region_seen(rt, spec, region, here.facts.ssh_cidr, subnets=True)
             for region in _other_regions(spec, seen)))
-    seen = replace(seen, role=_role(rt, spec, seen),
-                   mount_targets=_mount_targets(rt, spec, seen))
+    seen = _mount_targets(rt, spec, replace(seen, role=_role(rt, spec, seen)))
     return replace(seen, profiles=_profiles(rt, spec, seen, launching))
 
 
@@ -153,15 +152,23 @@ def _profiles(rt: Runtime, spec: Spec, seen: Observed,
     return iamprofiles.cluster_profiles(rt.session, iam_path(spec.name), seen.region)
 
 
-def _mount_targets(rt: Runtime, spec: Spec, seen: Observed) -> tuple[str, ...]:
-    """The subnets where the cluster's file system (the stack's, or a kept one) has a
-    mount target; none read when the spec mounts none or the file system is new."""
+def _mount_targets(rt: Runtime, spec: Spec, seen: Observed) -> Observed:
+    """The subnets where the cluster's file system (the stack's, a kept one, or the
+    spec's own ``file_system_id``) has a mount target; none read when the spec mounts
+    none or the file system is new. On a file system the cluster does not own, each
+    target's security groups too (``plan.mounts``: the one in the nodes' subnet is lent)."""
+    efs_spec = spec.storage.efs
     outputs = seen.stack.outputs if seen.stack else {}
     fs_id = next((outputs[k] for k in EFS_OUTPUTS if outputs.get(k)), None) or (
-        seen.facts.efs_id if seen.facts else "")
-    if spec.storage.efs is None or not fs_id:
-        return ()
-    return tuple(efs.mount_target_subnets(rt.session, seen.region, fs_id))
+        seen.facts.efs_id if seen.facts else "") or (efs_spec.file_system_id or ""
+                                                    if efs_spec else "")
+    if efs_spec is None or not fs_id:
+        return seen
+    if efs_spec.file_system_id:
+        lent = efs.mount_targets(rt.session, seen.region, fs_id)
+        return replace(seen, mount_targets=tuple(t.subnet_id for t in lent), lent_targets=lent)
+    return replace(seen, mount_targets=tuple(efs.mount_target_subnets(rt.session, seen.region,
+                                                                      fs_id)))
 
 
 def survey_up(rt: Runtime, spec: Spec, only_region: str | None,

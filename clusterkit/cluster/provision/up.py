@@ -200,7 +200,8 @@ def _launch(rt: Runtime, spec: Spec, plan: UpPlan, stacks: Stacks, timeout: floa
         stack = stacks.made[offer.region]
         subnet = subnet_for(rt, here, offer.az or "")
         efsaccess.mount_target(rt, stack, subnet, offer.az or "",  # ready when SSH answers
-                               plan.mount_targets if offer.region == plan.region else ())
+                               *((plan.mount_targets, plan.lent_targets)
+                                 if offer.region == plan.region else ()))
         launched = launch.launch_all(
             rt, spec, offer, plan.nodes.launch, launch_template_id=stack.launch_template_id,
             subnet_id=subnet, stack_id=stack.stack_id, placement_group=stack.placement_group,
@@ -350,7 +351,7 @@ def provision(rt: Runtime, spec: Spec, plan: UpPlan, observed: Observed, *,
     subnet = next((n.subnet_id for n in made.nodes if n.subnet_id), None)
     if not new:  # no launch made it: a kept file system on running nodes gets it here
         efsaccess.mount_target(rt, made.stack, subnet, made.nodes[0].az if made.nodes else "",
-                               plan.mount_targets)
+                               plan.mount_targets, plan.lent_targets)
     made = replace(made, efs_subnet=subnet, profiles=plan.profiles)
     return complete(rt, made, stacks, deadline) if own else made
 
