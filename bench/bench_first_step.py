@@ -162,6 +162,7 @@ class Bench:
         self.timeline = tmp / "sandbox" / RUN_DIR / TIMELINE_FILE
         self.snapshots: list[str] = []
         self.packages: list[str] = []  # train.packages of the specs made now (--image)
+        self.efs_id: str | None = None  # a file system of yours the specs mount (--image)
         self.last_up: Any = None  # the UpResult of the last first_step
 
     def runtime(self, clock: Clock | None = None) -> Runtime:
@@ -180,8 +181,10 @@ class Bench:
         name = f"{prefix}{count}-{uuid.uuid4().hex[:4]}"
         data["name"] = name
         data["nodes"]["count"] = count
+        efs = {"mount": "/efs", "file_system_id": self.efs_id} if self.efs_id else \
+            {"mount": "/efs", "deletion_policy": "delete"}
         data["storage"] = {"dataset": {"mount": "/data", "snapshot": self.snapshots[0]},
-                           "efs": {"mount": "/efs", "deletion_policy": "delete"}}
+                           "efs": efs}
         data["train"]["env"]["PYTHONPATH"] = sysconfig.get_paths()["purelib"]
         data["train"]["packages"] = list(self.packages)
         path = self.tmp / f"{name}.yaml"

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.first_step_image import IMAGE_UP
+from bench.first_step_image import IMAGE_UP, YOURS_UP
 from bench.first_step_report import FIRST, _pct, floor, heaviest
 
 if TYPE_CHECKING:
@@ -62,12 +62,16 @@ def goals(runs: list[Run], scale: float) -> list[str]:
         out.append(f"  {big.nodes} nodes {ratio:.2f}x {small.nodes} node(s) (goal at most "
                    f"{GOAL_WIDE:g}x): {'met' if ratio <= GOAL_WIDE else 'NOT met'}"
                    + ("" if ratio <= GOAL_WIDE else f"; {_where(big)}"))
-    for r in (r for r in runs if r.what == IMAGE_UP):
+    for r in (r for r in runs if r.what == IMAGE_UP):  # the goal is YOURS_UP's
+        out.append(f"  {r.what}, {r.nodes} node(s), on an image with a new file system: "
+                   f"{r.limit.wall / scale:.1f} s (no goal of its own: the {GOAL_IMAGE_S:g} s "
+                   f"one is for an existing file system); {_where(r)}")
+    for r in (r for r in runs if r.what == YOURS_UP):
         aws = r.limit.wall / scale
         met = aws <= GOAL_IMAGE_S
-        out.append(f"  {r.what}, {r.nodes} node(s), on an image (a new file system here: "
-                   f"the goal's is an existing one): {aws:.1f} s (goal at most "
-                   f"{GOAL_IMAGE_S:g} s): {'met' if met else 'NOT met'}"
+        out.append(f"  {r.what}, {r.nodes} node(s), on an image and an existing file system: "
+                   f"{aws:.1f} s (goal at most {GOAL_IMAGE_S:g} s): "
+                   f"{'met' if met else 'NOT met'}; overhead {_pct(r.limit)}"
                    + ("" if met else f"; {_where(r)}"))
     if not any(r.what == IMAGE_UP for r in runs):
         out.append(f"  with an image at most {GOAL_IMAGE_S:g} s, and the env step with "
