@@ -493,6 +493,22 @@ ELASTIC = SECTIONS.replace("framework: mxnet", "framework: torchrun").replace(
     "  elastic: {{min: 2}}\n"
 
 
+def elastic_job(cluster: Cluster, label: str) -> tuple[Path, dict[str, str]]:
+    """The DDP example as an elastic job of 300 steps of 0.1 s (spec ``NAME-label``), the
+    cluster made whole and no output left: the spec, and node name -> instance id."""
+    from tests.e2e.test_train import DDP_EXAMPLE, torch_spec
+
+    site = re.search(r"PYTHONPATH: (\S+?),", torch_spec(cluster, 3).read_text())
+    assert site is not None
+    spec = cluster.spec.with_name(f"{cluster.name}-{label}.yaml")
+    spec.write_text(cluster.spec.read_text().split("storage:")[0] + ELASTIC.format(
+        site=site.group(1), steps=300, pause=0.1))
+    (cluster.work / DDP_EXAMPLE.name).write_text(DDP_EXAMPLE.read_text())
+    before = whole(cluster)
+    do_exec(cluster.name, ["rm -rf /efs/out"], nodes=["master"], rt=runtime())
+    return spec, before
+
+
 @pytest.mark.torch  # torch on the nodes: scripts/install.sh's interpreter
 def test_an_elastic_torchrun_job_goes_on_smaller_while_its_node_is_replaced(
         sandbox, cluster: Cluster, monkeypatch: pytest.MonkeyPatch):
@@ -506,16 +522,8 @@ def test_an_elastic_torchrun_job_goes_on_smaller_while_its_node_is_replaced(
     until the job has trained a step on 2 nodes."""
     from clusterkit.cluster.jobs import elastic
     from clusterkit.cluster.jobs.train import do_train
-    from tests.e2e.test_train import DDP_EXAMPLE, torch_spec
 
-    site = re.search(r"PYTHONPATH: (\S+?),", torch_spec(cluster, 3).read_text())
-    assert site is not None
-    spec = cluster.spec.with_name(f"{cluster.name}-elastic.yaml")
-    spec.write_text(cluster.spec.read_text().split("storage:")[0] + ELASTIC.format(
-        site=site.group(1), steps=300, pause=0.1))
-    (cluster.work / DDP_EXAMPLE.name).write_text(DDP_EXAMPLE.read_text())
-    before = whole(cluster)
-    do_exec(cluster.name, ["rm -rf /efs/out"], nodes=["master"], rt=runtime())
+    spec, before = elastic_job(cluster, "elastic")
     out = io.StringIO()
 
     def on_two_nodes() -> bool:
@@ -546,6 +554,9 @@ def test_an_elastic_torchrun_job_goes_on_smaller_while_its_node_is_replaced(
     worlds = re.findall(r"\] ddp rank 0: world (\d) of 3", text)
     assert worlds[0] == "3" and "2" in worlds and worlds[-1] == "3", worlds
     assert on_two_nodes()
+    # the joined node's log is in train's output: its agent's last line with the others'
+    ended = re.findall(r"^\[(\S+?)/\S+\] ddp rank \d/3 .* OK$", text, re.M)
+    assert sorted(ended) == ["master", "worker-1", "worker-2"], text
     # one job throughout: the job that lost worker-2 is the one that ended, never restarted
     assert recovery.job == outcome.job_id and outcome.final is not None
     assert outcome.final.recovery.restart_count == 0
@@ -554,6 +565,43 @@ def test_an_elastic_torchrun_job_goes_on_smaller_while_its_node_is_replaced(
                       nodes=["master"], rt=runtime()).values()
     results = [json.loads(line) for line in ranks.stdout.splitlines() if line.strip()]
     assert len(results) == 3 and all(r["ok"] and r["world_size"] == 3 for r in results)
+    after = {name_of(n.index): n.instance_id for n in do_up(
+        str(cluster.spec), yes=True, rt=runtime()).nodes}
+    assert after["master"] == before["master"] and after["worker-1"] == before["worker-1"]
+    assert after["worker-2"] != before["worker-2"]
+
+
+@pytest.mark.torch  # torch on the nodes: scripts/install.sh's interpreter
+def test_a_detached_elastic_job_s_controller_replaces_the_node_that_left(
+        sandbox, cluster: Cluster):
+    """issue 42: `train --detach` of an elastic torchrun job (min 2 of 3) with a recovery
+    allowed: worker-2's notice, with no client connected, makes it leave; the job goes on
+    and the master's controller (`train --attach`'s follow, ``elastic.growth``) replaces
+    the node, whose agent joins the same job: one job, never restarted, back at 3."""
+    from clusterkit.cluster.jobs.train import do_train
+
+    spec, before = elastic_job(cluster, "elastic-detached")
+    started = do_train(str(spec), workdir_option=str(cluster.work), detach=True,
+                       max_recoveries=1, rt=runtime())
+    assert started.detached and started.state == "running"
+    support.wait_for(lambda: "step 5/" in job_log_text(cluster, started.job_id),
+                     "the job at step 5", 180, interval=1)
+    imds.do_interrupt(str(sandbox.dir), cluster.name, "worker-2", notice=30)
+    support.wait_for(lambda: not controller_processes(sandbox.endpoint),
+                     "the controller's end", 600, interval=2)
+    said = controller_log(cluster)
+    summary = job_summary(runtime(), cluster.name)
+    assert summary is not None and summary.job_id == started.job_id, said  # no restart
+    assert summary.state == "succeeded", said
+    assert f"job {started.job_id} goes on without worker-2" in said, said
+    assert f"worker-2 joins job {started.job_id}" in said, said
+    master = summary.nodes["master"]
+    assert master is not None and master.recovery.restart_count == 0
+    assert [n for _, n in master.sizes] == [3, 2, 3], said
+    [ranks] = do_exec(cluster.name, ["for f in /efs/out/rank-*.json; do cat $f; echo; done"],
+                      nodes=["master"], rt=runtime()).values()
+    results_ = [json.loads(line) for line in ranks.stdout.splitlines() if line.strip()]
+    assert len(results_) == 3 and all(r["ok"] and r["world_size"] == 3 for r in results_)
     after = {name_of(n.index): n.instance_id for n in do_up(
         str(cluster.spec), yes=True, rt=runtime()).nodes}
     assert after["master"] == before["master"] and after["worker-1"] == before["worker-1"]

@@ -6,10 +6,11 @@ workdir is synced again from ``--workdir`` (or the spec's) when a restart needs 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TextIO
 
-from clusterkit.cluster.jobs import budget, controller, workdir
+from clusterkit.cluster.jobs import budget, controller, elastic, workdir
 from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs.attempt import Job, follow_job
 from clusterkit.cluster.jobs.results import JobOutcome
@@ -55,15 +56,19 @@ def do_attach(spec_file: str, *, job_id: str | None = None,
     spending = budget.Spending.resume(jc, job_id)  # the cap the job's start recorded
     with recovery.standbys_for(rt, job, limit) as standbys:
         recovery.count_standbys(spending, standbys)
-        outcome = follow_job(jc, job_id, out, confirm_stop,
-                             standbys.on_notice if standbys else None,
+        growth = elastic.growth(rt, job, standbys=standbys, out=out)  # a node that leaves
+        on_notice, grown = growth(0, limit)
+        outcome = follow_job(jc, job_id, out, confirm_stop, on_notice,
                              active=state is not None and state.state.active,
                              spending=spending)
+        regrown = grown()
         if not (outcome.ok or outcome.detached or
                 outcome.state in (JobStateName.STOPPED, JobStateName.BUDGET)):
-            outcome = recovery.recover(rt, job, outcome, limit=limit, out=out,
+            outcome = recovery.recover(rt, job, outcome, limit=limit - len(regrown), out=out,
                                        confirm_stop=confirm_stop, standbys=standbys,
-                                       spending=spending)
+                                       spending=spending, growth=growth)
+    if regrown:
+        outcome = dataclasses.replace(outcome, recoveries=(*regrown, *outcome.recoveries))
     from clusterkit.cluster.jobs import report
 
     return report.with_report(rt, outcome, spec_file, region)

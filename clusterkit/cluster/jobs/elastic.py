@@ -5,8 +5,9 @@ A node other than the master that gets a spot notice (or finds its GPUs unfit) l
 the job: its supervisor stops its torchrun agent, which leaves the c10d rendezvous open,
 and tells the master, which goes on with the others while they are at least
 ``train.elastic.min`` (``node/coord.py``). The agents left re-form the group at the
-smaller size and restart their workers from the checkpoint. Meanwhile `train` replaces
-the node here, in a thread of its own:
+smaller size and restart their workers from the checkpoint. Meanwhile whoever follows
+the job (`train`, `train --attach`, the master's recovery controller, in each run of the
+job: ``growth``) replaces the node here, in a thread of its own:
 
 1. it waits until the node's supervisor has ended (the agent is gone), at most
    ``train.node_timeout``;
@@ -15,7 +16,8 @@ the node here, in a thread of its own:
    `up`; a recovery of ``train.max_recoveries``);
 3. a supervisor is started on the new node for the same job (the master's job.json: the
    coordinator, its token, the rendezvous port, the workdir): its agent joins the
-   rendezvous, and torchrun restarts the group at the full size.
+   rendezvous, and torchrun restarts the group at the full size; its log is followed
+   into the job's output from then on, and a notice on it handled the same way.
 
 The master's own loss, or a loss below the minimum, stops the job: `train` recovers it
 as any other job (stop, replace, restart from the checkpoint).
@@ -27,8 +29,8 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
 
 from clusterkit.cluster.jobs import nodejobs as jobs
 from clusterkit.cluster.jobs import transport, workdir
@@ -40,7 +42,7 @@ from clusterkit.cluster.jobs.attempt import (
     node_slots,
     start_call,
 )
-from clusterkit.cluster.jobs.recovery import ec2_nodes, node_name, replace_lost
+from clusterkit.cluster.jobs.recovery import Growth, ec2_nodes, node_name, replace_lost
 from clusterkit.cluster.jobs.standby import Standbys, node_index
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
@@ -59,9 +61,11 @@ class Replacements:
     """An elastic job's lost nodes replaced while it runs (a thread each); ``then``: the
     notices' other handler (the standbys')."""
 
-    def __init__(self, rt: Runtime, job: Job, *, limit: int,
-                 standbys: Standbys | None = None) -> None:
+    def __init__(self, rt: Runtime, job: Job, *, limit: int, made: int = 0,
+                 standbys: Standbys | None = None, out: TextIO | None = None) -> None:
         self.rt, self.job, self.limit, self.standbys = rt, job, limit, standbys
+        self.made = made  # the job's recoveries before this attempt (of ``limit``)
+        self.out = out  # where the job's logs go: a joined node's too
         self.job_id: str | None = None  # set once the job started (the first notice's)
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
@@ -76,7 +80,7 @@ class Replacements:
         if notice.get("kind") not in {k.value for k in STOPPING_KINDS} or not index:
             return
         with self.lock:
-            if index in self.busy or len(self.done) + len(self.busy) >= self.limit:
+            if index in self.busy or self.made + len(self.done) + len(self.busy) >= self.limit:
                 return
             self.busy.add(index)
         thread = threading.Thread(target=self._replace, args=(index, time.time()),
@@ -85,16 +89,32 @@ class Replacements:
         thread.start()
 
     def _replace(self, index: int, since: float) -> None:
+        joined = None
         try:
-            self._replace_node(index, since)
+            joined = self._replace_node(index, since)
         except ClusterkitError as exc:
             self.rt.warn(f"{node_name(self.job, index)} was "
                          f"not replaced: {exc}", stage=Stage.TRAIN)
         finally:
             with self.lock:
                 self.busy.discard(index)
+        if joined is not None:
+            self._follow(index, joined)
 
-    def _replace_node(self, index: int, since: float) -> None:
+    def _follow(self, index: int, job_id: str) -> None:
+        """The joined node's log in the job's output, and its notices handled (it may
+        leave too), until its supervisor of the job ends."""
+        try:
+            jc = jobs.open_job_cluster(self.rt, self.job.spec_file, self.job.region)
+            jobs.follow_logs(jc, job_id, keep_following=True, out=self.out,
+                             chosen=[t for t in jc.targets if t.node.index == index],
+                             on_notice=self.on_notice)
+        except ClusterkitError as exc:
+            self.rt.warn(f"the log of {node_name(self.job, index)} is not followed: {exc}",
+                         stage=Stage.TRAIN)
+
+    def _replace_node(self, index: int, since: float) -> str | None:
+        """The node replaced and its supervisor started: the job's id, once it joined."""
         job_id = self._job_id()
         name = node_name(self.job, index)
         self.rt.info(f"job {job_id} goes on without {name}; replacing it meanwhile",
@@ -103,13 +123,15 @@ class Replacements:
         nodes = ec2_nodes(self.rt, self.job) or []
         loss = Loss({index: LossReason.NOTICE}, since=since, stopped=time.time())
         with self.lock:
-            number = len(self.done) + 1
+            number = self.made + len(self.done) + 1
         recovery = replace_lost(self.rt, self.job, nodes, loss, job_id, number, self.limit,
                                 self.standbys)
         with self.lock:
             self.done.append(recovery)
-        if join(self.rt, self.job, job_id, index):
-            self.joined[index] = time.time()
+        if not join(self.rt, self.job, job_id, index):
+            return None
+        self.joined[index] = time.time()
+        return job_id
 
     def _job_id(self) -> str:
         if self.job_id is None:
@@ -124,6 +146,26 @@ class Replacements:
         for thread in self.threads:
             thread.join(timeout)
         return list(self.done)
+
+
+def growth(rt: Runtime, job: Job, *, standbys: Standbys | None = None,
+           out: TextIO | None = None) -> Growth:
+    """Each attempt's notice handler (``recovery.Growth``): for an elastic job, its
+    ``Replacements`` while recoveries are left (the attempt's ``made`` of its ``limit``);
+    else the standbys' alone. `train`, `train --attach` (and so the master's
+    controller) and every restart of a recovery use it, so a node that leaves is replaced
+    whoever follows the job."""
+    assert job.spec.train is not None
+    elastic = job.spec.train.elastic is not None
+
+    def attempt(made: int, limit: int) -> tuple[jobs.OnNotice | None,
+                                                Callable[[], list[Recovery]]]:
+        if not elastic or made >= limit:
+            return (standbys.on_notice if standbys else None), list
+        grows = Replacements(rt, job, limit=limit, made=made, standbys=standbys, out=out)
+        return grows.on_notice, grows.close
+
+    return attempt
 
 
 def wait_left(rt: Runtime, job: Job, job_id: str, index: int) -> None:

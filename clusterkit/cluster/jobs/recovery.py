@@ -65,14 +65,23 @@ from clusterkit.training.budget import Decision
 MASTER = 0
 
 
+# One attempt's notice handler and what ends it (the recoveries it made meanwhile), given
+# the recoveries made before and their limit: an elastic job's node that leaves is
+# replaced while the attempt runs (``elastic.growth``).
+Growth = Callable[[int, int], tuple[jobs.OnNotice | None, Callable[[], list[Recovery]]]]
+
+
 def recover(rt: Runtime, job: Job, outcome: JobOutcome, *, limit: int,
             out: TextIO | None = None,
             confirm_stop: Callable[[str], bool] = lambda _job: True,
-            standbys: Standbys | None = None, spending: Spending | None = None) -> JobOutcome:
+            standbys: Standbys | None = None, spending: Spending | None = None,
+            growth: Growth | None = None) -> JobOutcome:
     """``outcome`` of a job that ended; while it lost nodes and ``limit`` allows, those
     nodes replaced and the job started again. The last outcome, with every recovery
     (those its record held before too: a job `train --attach` took over). A job whose
-    spending cap (``spending``) leaves no room for a restart ends as ``budget``."""
+    spending cap (``spending``) leaves no room for a restart ends as ``budget``.
+    ``growth``: each restart's notice handler (an elastic job's replacements), else the
+    standbys'."""
     record = outcome.final.recovery if outcome.final is not None else RecoveryRecord()
     done = recoveries_of(record, outcome.final.started if outcome.final else None)
     first = record.first_job or outcome.job_id
@@ -92,12 +101,14 @@ def recover(rt: Runtime, job: Job, outcome: JobOutcome, *, limit: int,
         done.append(replace_lost(rt, job, nodes, loss, outcome.job_id, len(done) + 1, limit,
                                  standbys))
         jc = jobs.open_job_cluster(rt, job.spec_file, job.region)
+        on_notice, grown = growth(len(done), limit) if growth is not None else (
+            standbys.on_notice if standbys else None, list)
         outcome = run_attempt(rt, job, jc, replace=True, out=out, confirm_stop=confirm_stop,
                               restart=Restart(job_record(first, done, job.command)),
-                              on_notice=standbys.on_notice if standbys else None,
-                              spending=spending)
+                              on_notice=on_notice, spending=spending)
         if outcome.final is not None and outcome.final.recovery.first_job:
             done = recoveries_of(outcome.final.recovery, outcome.final.started)
+        done.extend(grown())
 
 
 def _follow_again(rt: Runtime, job: Job, outcome: JobOutcome, out: TextIO | None,

@@ -56,14 +56,12 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
         spending = budget.Spending.new(spec, budget.cap_of(spec, max_cost), jc.nodes)
     with recovery.standbys_for(rt, job, limit if not detach else 0) as standbys:
         recovery.count_standbys(spending, standbys)
-        grows = elastic.Replacements(rt, job, limit=limit, standbys=standbys) \
-            if spec.train.elastic is not None and not detach else None
+        growth = elastic.growth(rt, job, standbys=standbys, out=out)
+        on_notice, grown = growth(0, 0 if detach else limit)
         outcome = run_attempt(rt, job, jc, detach=detach, replace=replace, out=out,
-                              confirm_stop=confirm_stop,
-                              on_notice=grows.on_notice if grows else
-                              standbys.on_notice if standbys else None,
+                              confirm_stop=confirm_stop, on_notice=on_notice,
                               spending=spending)
-        regrown = grows.close() if grows is not None else []
+        regrown = grown()
         limit -= len(regrown)
         if detach and (limit or spending is not None):  # the controller keeps the cap
             controller.start(rt, jobs.open_job_cluster(rt, spec_file, region), spec_file,
@@ -73,7 +71,7 @@ def do_train(spec_file: str, *, command: Sequence[str] = (), workdir_option: str
                 outcome.state in (JobStateName.STOPPED, JobStateName.BUDGET)):
             outcome = recovery.recover(rt, job, outcome, limit=limit, out=out,
                                        confirm_stop=confirm_stop, standbys=standbys,
-                                       spending=spending)
+                                       spending=spending, growth=growth)
     if regrown:
         outcome = dataclasses.replace(outcome, recoveries=(*regrown, *outcome.recoveries))
     if checked is not None:
