@@ -47,8 +47,10 @@ from clusterkit.training.topology import RDZV_CONF  # noqa: E402
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "torchrun_ddp.py"
 PAUSE, BATCH = 0.3, 32  # seconds after each step; the example's batch per rank
 GOAL_S = 15.0  # issue 42: elastic trains again within this of the notice, at aws:1
-MASTER = re.compile(r"^\[master/torchrun\] ddp rank 0: (world (\d+) of (\d+)|step (\d+)/)")
-RESUMED = re.compile(r"^\[master/torchrun\] checkpoint: resumed from step (\d+)")
+# rank 0's lines, from whichever node holds it: a new rendezvous round may give rank 0 to
+# another node than the master (with 3 of 4 left, often a worker)
+RANK0 = re.compile(r"^\[([^/\]]+)/torchrun\] ddp rank 0: (world (\d+) of (\d+)|step (\d+)/)")
+RESUMED = re.compile(r"^\[([^/\]]+)/torchrun\] checkpoint: resumed from step (\d+)")
 # today's MXNet figures (docs/howto/recovery.md, aws:0.1, no standby): notice -> running
 MXNET_AT_01 = {2: 7.27, 4: 12.77}
 # bench_recovery's spec sections, the job made the DDP example's (torch's site-packages,
@@ -77,22 +79,27 @@ def master_marks(lines: list[tuple[float, str]], since: float) -> dict[str, floa
     a start at any size; ``full``, its first step after a start at the full size;
     ``idle``, the seconds without a step around those starts (from the last step before
     each start to the first after it); ``lost``, the steps trained again (the last step
-    before each start less the step it resumed from)."""
+    before each start less the step it resumed from). Rank 0 is the node whose line
+    ``world W of F`` came last (each start says it); another node's rank-0 lines (a
+    group that is ending) do not count."""
     marks: dict[str, float | int | None] = {"again": None, "full": None, "idle": 0.0,
                                             "lost": 0}
     started = started_full = False
-    last_step, last_at, idle_from = 0, None, None
+    last_step, last_at, idle_from, holder = 0, None, None, None
     for at, line in lines:
-        if (r := RESUMED.match(line)) and at >= since:
-            marks["lost"] = int(marks["lost"] or 0) + max(0, last_step - int(r[1]))
-        if not (m := MASTER.match(line)):
+        if (r := RESUMED.match(line)) and at >= since and r[1] == holder:
+            marks["lost"] = int(marks["lost"] or 0) + max(0, last_step - int(r[2]))
+        if not (m := RANK0.match(line)):
             continue
-        if m[2] is not None:
+        if m[3] is not None:
+            holder = m[1]
             if at >= since:
-                started, started_full = True, m[2] == m[3]
+                started, started_full = True, m[3] == m[4]
                 idle_from = last_at if idle_from is None else idle_from
             continue
-        last_step, last_at = int(m[4]), at
+        if holder is not None and m[1] != holder:
+            continue
+        last_step, last_at = int(m[5]), at
         if idle_from is not None:
             marks["idle"] = float(marks["idle"] or 0) + at - idle_from
             idle_from = None

@@ -14,7 +14,7 @@ ELASTIC = [  # 2 nodes, min 1: goes on with 1, then back to 2
     (5.0, "[master/torchrun] ddp rank 0: world 1 of 2, lr 0.025"),
     (6.0, "[master/torchrun] checkpoint: resumed from step 1 (restart 0)"),
     (7.0, "[master/torchrun] ddp rank 0: step 2/9 loss 0.9"),
-    (8.0, "[worker-1/torchrun] ddp rank 0: step 9/9 loss 0.1"),  # not rank 0 of the master
+    (8.0, "[worker-1/torchrun] ddp rank 0: step 9/9 loss 0.1"),  # not the group's rank 0
     (9.0, "[master/torchrun] ddp rank 0: world 2 of 2, lr 0.05"),
     (10.0, "[master/torchrun] checkpoint: resumed from step 2 (restart 0)"),
     (12.0, "[master/torchrun] ddp rank 0: step 3/9 loss 0.8"),
@@ -31,6 +31,21 @@ def test_a_restart_at_full_size_is_both_marks_at_once() -> None:
              (22.0, "[master/torchrun] ddp rank 0: step 3/9 loss 0.8")]
     assert master_marks(lines, 3.5) == {"again": 22.0, "full": 22.0, "idle": 19.0,
                                         "lost": 0}
+
+
+def test_rank_0_on_another_node_after_a_new_round_counts() -> None:
+    """4 nodes, min 3: the round without worker-3 gives rank 0 to worker-1."""
+    lines = [(1.0, "[master/torchrun] ddp rank 0: world 4 of 4, lr 0.1"),
+             (2.0, "[master/torchrun] ddp rank 0: step 2/9 loss 0.9"),
+             (3.5, "[worker-3] spot interruption notice"),
+             (5.0, "[worker-1/torchrun] ddp rank 0: world 3 of 4, lr 0.075"),
+             (5.5, "[master/torchrun] checkpoint: resumed from step 2 (restart 0)"),
+             (6.0, "[worker-1/torchrun] checkpoint: resumed from step 1 (restart 0)"),
+             (7.0, "[worker-1/torchrun] ddp rank 0: step 2/9 loss 0.9"),
+             (8.0, "[master/torchrun] ddp rank 0: step 3/9 loss 0.8"),  # the old group's
+             (9.0, "[master/torchrun] ddp rank 0: world 4 of 4, lr 0.1"),
+             (10.0, "[master/torchrun] ddp rank 0: step 3/9 loss 0.8")]
+    assert master_marks(lines, 3.5) == {"again": 7.0, "full": 10.0, "idle": 8.0, "lost": 1}
 
 
 def test_no_start_after_the_notice_is_no_mark() -> None:
