@@ -14,7 +14,7 @@ from rich.table import Table
 from clusterkit.cluster.ops.status import StatusResult, StatusRow
 from clusterkit.cluster.provision import kept_efs
 from clusterkit.kinds import Role
-from clusterkit.training.sizes import describe as describe_sizes
+from clusterkit.training.sizes import lines as size_lines
 
 DEFAULT_COLUMNS = ("node", "type", "AZ", "market", "state", "launched", "$/h", "cost")
 WIDE_COLUMNS = ("node", "instance", "type", "region", "AZ", "market", "state", "public",
@@ -179,10 +179,10 @@ def _job(console: Console, result: StatusResult) -> None:
     for recovery in job.recoveries:
         console.print(f"  {recovery.describe()}", markup=False, highlight=False)
     master = job.nodes.get("master")
-    if master is not None and master.sizes:  # an elastic job's size over time
-        end = master.updated if master.state.final and master.updated else time.time()
-        line = describe_sizes(master.sizes, end, master.sizes[0][1])
-        if line:
+    if master is not None:  # an elastic job's size now and over time
+        ended = master.state.final
+        end = master.updated if ended and master.updated else time.time()
+        for line in size_lines(master.sizes, end, running=not ended):
             console.print(f"  {line}", markup=False, highlight=False)
     for other in job.others:
         console.print(f"  also: {other.describe()}", markup=False, highlight=False)

@@ -79,7 +79,8 @@ def table(frame: TopFrame, gpus: bool = False) -> Table:
 
 
 def findings_text(frame: TopFrame) -> list[str]:
-    lines = [f"budget: {frame.budget_line}"] if frame.budget_line else []
+    lines = frame.size_lines()  # an elastic job's size now and over time
+    lines += [f"budget: {frame.budget_line}"] if frame.budget_line else []
     lines += [f"{f.severity.value}: {f.kind.value}: {f.evidence}; fix: {f.fix}"
               for f in frame.findings]
     return lines + ([f"note: {frame.gpu_note}"] if frame.gpu_note else [])
@@ -102,7 +103,8 @@ def findings_text(frame: TopFrame) -> list[str]:
 def top(name: str, gpus: bool, once: bool, interval: float | None, job_id: str | None,
         listen: str | None) -> None:
     """Every node of the running job: GPUs, the job's CPU, iowait, network, disk,
-    samples/s, the cluster's throughput and what limits it.
+    samples/s, the cluster's throughput and what limits it; an elastic job's size now
+    and over time.
 
     Works from any terminal (a `--detach` job too). Refreshes in place until Ctrl-C;
     --once prints one frame; --json prints one JSON object per frame (one line each).

@@ -18,7 +18,7 @@ from clusterkit.cli.context import (
 from clusterkit.cli.render import print_json
 from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError
-from clusterkit.training.sizes import describe as describe_sizes
+from clusterkit.training.sizes import lines as size_lines
 
 if TYPE_CHECKING:  # the job layer imports paramiko: loaded by the commands that use it
     from clusterkit.cluster.jobs.afterjob import AfterJob
@@ -69,9 +69,8 @@ def _show(outcome: JobOutcome) -> None:
     for recovery in outcome.recoveries:
         err.print(recovery.describe(), markup=False, highlight=False)
     final = outcome.final
-    if final is not None and final.sizes:  # an elastic job's size over time
-        line = describe_sizes(final.sizes, final.updated or time.time(), final.sizes[0][1])
-        if line:
+    if final is not None:  # an elastic job's size over time
+        for line in size_lines(final.sizes, final.updated or time.time(), running=False):
             err.print(line, markup=False, highlight=False)
     if outcome.report is not None:
         from clusterkit.training.report import lines

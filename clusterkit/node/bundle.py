@@ -24,7 +24,8 @@ WATCHDOG = ("watchdog.py", "autostop_policy.py", "nodefiles.py", "paths.py", "da
 FOLLOWER = ("paths", "wire", "jobfile", "jobstate", "nodefiles", "nodestate", "totals",
             "samples")
 OBSERVER = ("paths", "gpuhealth", "gpuwatch", "nodefiles",  # gpuwatch: the GPUs' health
-            "wire", "totals", "samples", "frames")  # the records it reads, answers with
+            "wire", "jobfile", "jobstate", "nodestate",  # the job's state.json, passed on
+            "totals", "samples", "frames")  # the records it reads, answers with
 
 
 def files(names: tuple[str, ...] = SUPERVISOR) -> dict[str, str]:

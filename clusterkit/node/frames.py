@@ -24,7 +24,9 @@ EXIT_UNREADABLE = 3  # the observer's exit: a record of a newer version than it 
 
 @dataclass(frozen=True)
 class Frame:
-    """The ``observe`` verb's answer: a job's newest samples here (and its GPUs' health)."""
+    """The ``observe`` verb's answer: a job's newest samples here (and its GPUs' health),
+    and how the job stands here (its state.json: on the master of an elastic job, its
+    size changes)."""
 
     KIND = "observer frame"
     VERSION = 1
@@ -32,12 +34,16 @@ class Frame:
     job_id: str | None
     samples: tuple[Sample, ...] = ()
     health: dict | None = None  # asked for (--health): {"smi_q", "kernel_log"}
+    state: dict | None = None  # the job's state.json here as written (None: none): the
+    # client reads it (``nodestate.parse``), as the follower's
 
     def to_json(self) -> dict:
         data = stamped(self.VERSION, {"job_id": self.job_id,
                                       "samples": [s.to_json() for s in self.samples]})
         if self.health is not None:
             data["health"] = self.health
+        if self.state is not None:
+            data["state"] = self.state
         return data
 
     @classmethod
@@ -47,7 +53,7 @@ class Frame:
         return cls(as_str(data.get("job_id")),
                    tuple(Sample.from_json(s, f"{where}: {SAMPLES}")
                          for s in as_list(data.get("samples"))),
-                   as_dict(data.get("health")))
+                   as_dict(data.get("health")), as_dict(data.get("state")))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ Verbs (each prints one frame, a wire record of ``frames.py``):
                        (`nvidia-smi -q`, null without it) and "kernel_log" (the kernel
                        log's GPU lines only: NVRM, Xid, "fallen off the bus", the last
                        200; from dmesg, sudo -n dmesg or journalctl -k; null when none
-                       answers)
+                       answers); and "state", the job's state.json here as written
+                       (``nodestate.read_raw``; the master's holds an elastic job's
+                       size changes), when there is one
   summary JOB_DIR [--report NAME]
                        "totals" (the job's running totals here: ``totals.read_summary``)
                        and "report" (the JSON of JOB_DIR/NAME: the report kept on the
@@ -29,12 +31,14 @@ try:  # imported as clusterkit.node.observer (tests)
     from . import paths
     from .frames import EXIT_UNREADABLE, Frame, SummaryFrame
     from .nodefiles import options, read_json, run_program
+    from .nodestate import read_raw
     from .samples import read_samples, read_summary
     from .wire import WireError
 except ImportError:  # sent over stdin: bundle.program puts these in sys.modules
     import paths
     from frames import EXIT_UNREADABLE, Frame, SummaryFrame
     from nodefiles import options, read_json, run_program
+    from nodestate import read_raw
     from samples import read_samples, read_summary
     from wire import WireError
 
@@ -69,7 +73,8 @@ def observe(args):
     last = int((options(args, "--last") or ["300"])[0])
     found = read_samples(os.path.join(base, job_id), since, last) if job_id else []
     health = health_now() if "--health" in args else None
-    print(json.dumps(Frame(job_id, tuple(found), health).to_json()), flush=True)
+    state = read_raw(os.path.join(base, job_id)) if job_id else None
+    print(json.dumps(Frame(job_id, tuple(found), health, state).to_json()), flush=True)
 
 
 def summary(job_dir, args):

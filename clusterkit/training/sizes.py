@@ -1,6 +1,7 @@
 """An elastic job's size over time (``train.elastic``): the master's record of each change
 (``state.json``'s ``sizes``: epoch seconds, nodes) -> the spans it ran at each size and
-the node-hours at each size, for `train`, `status`, `top` and the job's report. PURE.
+the node-hours at each size, and the size now, for `train`, `status`, `top` and the
+job's report. PURE.
 """
 
 from __future__ import annotations
@@ -60,6 +61,25 @@ def describe(changes: Sequence[tuple[float, int]], end: float, full: int) -> str
     turns = " -> ".join(f"{s.nodes} ({_length(s.seconds)})" for s in found)
     hours = ", ".join(f"{h:.4f} at {n}" for n, h in node_hours_by_size(changes, end).items())
     return f"nodes over time (of {full}): {turns}; node-hours {hours}"
+
+
+def now(changes: Sequence[tuple[float, int]], full: int) -> str:
+    """The size the job runs at now (its newest change): "size: 2 of 3 nodes"; "" with no
+    record (not an elastic job)."""
+    if not changes:
+        return ""
+    return f"size: {max(changes)[1]} of {full} nodes"
+
+
+def lines(changes: Sequence[tuple[float, int]], end: float, *, running: bool) -> list[str]:
+    """What `train`, `status` and `top` print of an elastic job's size (``changes``: the
+    master's record, its first the full size): while it runs, its size now; then its
+    size over time until ``end`` (the job's end, or now), once it changed."""
+    if not changes:
+        return []
+    full = min(changes)[1]
+    over_time = describe(changes, end, full)
+    return ([now(changes, full)] if running else []) + ([over_time] if over_time else [])
 
 
 def _length(seconds: float) -> str:

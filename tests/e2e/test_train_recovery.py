@@ -521,6 +521,7 @@ def test_an_elastic_torchrun_job_goes_on_smaller_while_its_node_is_replaced(
     takes seconds, less than torch's restart on this machine): the replacement waits
     until the job has trained a step on 2 nodes."""
     from clusterkit.cluster.jobs import elastic
+    from clusterkit.cluster.jobs.top import open_top
     from clusterkit.cluster.jobs.train import do_train
 
     spec, before = elastic_job(cluster, "elastic")
@@ -561,6 +562,9 @@ def test_an_elastic_torchrun_job_goes_on_smaller_while_its_node_is_replaced(
     assert recovery.job == outcome.job_id and outcome.final is not None
     assert outcome.final.recovery.restart_count == 0
     assert [n for _, n in outcome.final.sizes] == [3, 2, 3]  # the master's record
+    with open_top(cluster.name, job_id=outcome.job_id, rt=runtime()) as top:
+        shown = top.frame()  # `top` of the ended job: its size over time, until its end
+    assert shown.size_lines()[0].startswith("nodes over time (of 3): 3 ("), shown.size_lines()
     [ranks] = do_exec(cluster.name, ["for f in /efs/out/rank-*.json; do cat $f; echo; done"],
                       nodes=["master"], rt=runtime()).values()
     results = [json.loads(line) for line in ranks.stdout.splitlines() if line.strip()]

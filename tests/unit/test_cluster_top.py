@@ -155,3 +155,44 @@ def test_the_teller_says_once_per_node_that_its_samples_are_newer():
                     "the node's programs differ: `clusterkit up` ships the client's "
                     "programs to every node again)"]
     assert teller.windows == {} and teller.told == {}
+
+
+def test_top_shows_an_elastic_jobs_size_now_and_over_time_as_train_says_it():
+    """issue 42: the master's frame carries the job's size changes: `top` shows the size
+    now (of the full size) and, once it changed, the sizes in turn and the node-hours
+    at each, in the same words as `train` and `status` (``training.sizes.lines``); in
+    --json, the size as data. A job that ended counts until its end, not now."""
+    from clusterkit.cli.top import findings_text
+    from clusterkit.cluster.jobs.top import Top
+    from clusterkit.node.frames import Frame
+    from clusterkit.node.samples import Sample
+    from clusterkit.training import sizes
+
+    changes = ((0.0, 3), (60.0, 2))
+
+    def frame_of(state: str, updated: float) -> TopFrame:
+        kept = {"v": 1, "job_id": "j-1", "state": state, "updated": updated}
+        answers = {i: (0, json.dumps(Frame(
+            "j-1", (Sample.from_json(sample(10.0, i), "n"),),
+            state={**kept, "sizes": [list(x) for x in changes]} if i == 0 else kept
+        ).to_json()), "") for i in range(3)}
+        return Top(answering(3, answers), clock=lambda: 90.0).frame()
+
+    running = frame_of("running", 89.0)
+    assert running.sizes == changes and running.ended is None
+    said = findings_text(running)
+    assert said[:2] == sizes.lines(changes, 90.0, running=True) == [
+        "size: 2 of 3 nodes",
+        "nodes over time (of 3): 3 (60 s) -> 2 (30 s); node-hours 0.0500 at 3, 0.0167 at 2"]
+    data = json.loads(json.dumps(running.to_json()))["size"]
+    assert data == {"nodes": 2, "of": 3, "changes": [[0.0, 3], [60.0, 2]],
+                    "node_hours": {"3": 0.05, "2": round(60 / 3600, 6)}}
+    ended = frame_of("succeeded", 75.0)
+    assert ended.ended == 75.0 and findings_text(ended)[0] == (
+        "nodes over time (of 3): 3 (60 s) -> 2 (15 s); node-hours 0.0500 at 3, 0.0083 at 2")
+    plain = TopFrame("c1", "j-1", 5.0, ())
+    assert plain.to_json()["size"] is None and plain.size_lines() == []
+    newer = {i: (0, json.dumps(Frame("j-1", state={"v": 9, "job_id": "j-1"}).to_json()), "")
+             for i in range(3)}
+    master = Top(answering(3, newer), clock=lambda: 90.0).frame().rows[0]
+    assert "schema version 9" in (master.error or ""), master  # said, naming the master

@@ -45,6 +45,24 @@ def test_observe_gives_the_newest_jobs_samples_after_since_at_most_last(tmp_path
     assert out == {"v": 1, "job_id": "j-20260101-120000-aaaa", "samples": []}
 
 
+def test_observe_passes_the_jobs_state_json_on_as_written(tmp_path: Path):
+    """The master of an elastic job keeps its size changes in state.json: the frame
+    carries the file as written, which the client reads (issue 42: `top`)."""
+    from clusterkit.node.frames import Frame
+    from clusterkit.training.jobfiles import state_of
+
+    newest = _jobs(tmp_path) / "j-20260101-130000-bbbb"
+    written = {"v": 1, "job_id": newest.name, "state": "running", "updated": 130.5,
+               "sizes": [[100.0, 3], [120.0, 2]]}
+    (newest / "state.json").write_text(json.dumps(written))
+    out = json.loads(_run("observe", "--root", str(tmp_path), "--last", "0").stdout)
+    assert out["state"] == written
+    frame = Frame.from_json(out, "master: observer frame")
+    assert frame.state is not None and state_of(frame.state).sizes == ((100.0, 3), (120.0, 2))
+    (newest / "state.json").write_text("{cut")  # being written: none this time
+    assert "state" not in json.loads(_run("observe", "--root", str(tmp_path)).stdout)
+
+
 def test_observe_refuses_a_job_id_that_is_a_path(tmp_path: Path):
     _jobs(tmp_path)
     done = _run("observe", "--root", str(tmp_path), "--job", "../../../etc")

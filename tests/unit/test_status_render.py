@@ -156,3 +156,19 @@ def test_the_newest_job_shows_its_cause_the_later_failures_and_every_node(paris)
     assert as_json["state"] == "failed" and as_json["failed"]["node"] == "worker-2"
     assert as_json["others"][0]["signal"] == 15
     assert as_json["nodes"]["worker-1"] == {"message": "no such job here"}
+
+
+def test_a_running_elastic_job_shows_its_size_now_and_over_time(paris, monkeypatch):
+    """issue 42: the master's size changes, in the words `train` and `top` use."""
+    from clusterkit.cli import status_view
+    from clusterkit.cluster.jobs.results import JobSummary
+    from clusterkit.training import jobfiles
+
+    monkeypatch.setattr(status_view.time, "time", lambda: 90.0)
+    master = jobfiles.state_of({"job_id": "j-1", "state": "running", "updated": 89.0,
+                                "sizes": [[0.0, 3], [60.0, 2]]})
+    job = JobSummary(master.job_id, master.state, None, None, (), {"master": master})
+    text = _render(dataclasses.replace(_result([_node(0)]), job=job), 120)
+    assert "  size: 2 of 3 nodes\n" in text
+    assert "  nodes over time (of 3): 3 (60 s) -> 2 (30 s); node-hours 0.0500 at 3, " \
+           "0.0167 at 2" in text

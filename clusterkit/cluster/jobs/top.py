@@ -24,12 +24,13 @@ from clusterkit.cluster.runtime import Runtime
 from clusterkit.errors import ClusterkitError, GroupError
 from clusterkit.node import bundle
 from clusterkit.node.frames import EXIT_UNREADABLE, Frame
+from clusterkit.node.jobstate import JobState
 from clusterkit.node.samples import SAMPLES, Sample
 from clusterkit.node.wire import WireError
 from clusterkit.remote.channels import Call
 from clusterkit.remote.fanout import Connections
 from clusterkit.remote.results import NodeResult
-from clusterkit.training import diagnose
+from clusterkit.training import diagnose, jobfiles, sizes
 from clusterkit.training.budget import Status
 
 WINDOW = 300.0  # seconds of samples kept per node for the diagnosis
@@ -86,11 +87,17 @@ class TopFrame:
     gpu_note: str = ""  # said when no node reports a GPU (the sandbox has none)
     budget: Mapping[str, Any] | None = None  # spend against the job's cap (None: no cap)
     budget_line: str = ""  # ``training.budget.Status.line``
+    sizes: tuple[tuple[float, int], ...] = ()  # an elastic job's changes (the master's)
+    ended: float | None = None  # when the job ended (the master's state), None: it runs
 
     @property
     def samples_per_s(self) -> float | None:
         rates = [r.samples_per_s for r in self.rows if r.samples_per_s is not None]
         return sum(rates) if rates else None
+
+    def size_lines(self) -> list[str]:
+        """An elastic job's size now and over time, as `train` and `status` say it."""
+        return sizes.lines(self.sizes, self.ended or self.at, running=self.ended is None)
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "job_id": self.job_id, "at": self.at,
@@ -98,7 +105,19 @@ class TopFrame:
                 "nodes": [r.to_json() for r in self.rows],
                 "findings": [f.to_json() for f in self.findings],
                 "note": self.gpu_note or None,
-                "budget": dict(self.budget) if self.budget else None}
+                "budget": dict(self.budget) if self.budget else None,
+                "size": self.size_json()}
+
+    def size_json(self) -> dict[str, Any] | None:
+        """An elastic job's size: nodes now, of the full size, the changes and the
+        node-hours at each size (None: not an elastic job)."""
+        if not self.sizes:
+            return None
+        end = self.ended or self.at
+        return {"nodes": max(self.sizes)[1], "of": min(self.sizes)[1],
+                "changes": [list(x) for x in self.sizes],
+                "node_hours": {str(n): round(h, 6) for n, h in
+                               sizes.node_hours_by_size(self.sizes, end).items()}}
 
 
 def row_of(name: str, index: int, samples: Sequence[Mapping[str, Any]]) -> NodeRow:
@@ -155,6 +174,7 @@ class Top:
     health_at: float = float("-inf")
     spending: budget.Spending | None = None  # of ``spending_of`` (None: no cap)
     spending_of: str = ""  # the job whose budget.json was read
+    master: JobState | None = None  # the job on the master: its state and sizes
 
     HEALTH_EVERY = 60.0  # seconds: `nvidia-smi -q` and the kernel log are slower to read
 
@@ -197,6 +217,11 @@ class Top:
     def take(self, index: int, answer: Frame) -> None:
         if answer.job_id != self.job_id:  # this node's newest is another job
             return
+        if index == 0 and answer.state is not None:
+            try:  # the master's state.json, as the follower's is read
+                self.master = jobfiles.state_of(answer.state, self.jc.node_name(0))
+            except ClusterkitError as exc:  # a newer supervisor's: said in its row
+                self.errors[0] = str(exc).splitlines()[0]
         kept = self.windows.setdefault(index, []) + [s.to_json() for s in answer.samples]
         start = kept[-1]["t"] - WINDOW if kept else 0.0
         self.windows[index] = [s for s in kept if s["t"] >= start]
@@ -222,9 +247,12 @@ class Top:
         note = "" if any(r.gpus for r in rows) else (
             "no GPU reported (no nvidia-smi on the nodes: the sandbox has no GPU)")
         spent = self.spent(max((r.at for r in rows if r.at is not None), default=None))
+        master = self.master
+        ended = master.updated if master is not None and master.state.final else None
         return TopFrame(self.jc.name, self.job_id, self.clock(), tuple(rows),
                         tuple(findings), note, spent.to_json() if spent else None,
-                        spent.line() if spent else "")
+                        spent.line() if spent else "",
+                        master.sizes if master is not None else (), ended)
 
     def spent(self, at: float | None) -> Status | None:
         """The job's spend against its cap (``cluster/jobs/budget.py``: the master's
