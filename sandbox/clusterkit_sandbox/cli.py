@@ -1,6 +1,7 @@
-"""`clusterkit sandbox start|stop|status|interrupt|imds-fault|partition`: the click group this package
-adds to clusterkit's CLI (the entry point ``sandbox`` of the group ``clusterkit.commands``,
-sandbox/pyproject.toml); clusterkit gives it its global options, as to its own commands."""
+"""`clusterkit sandbox start|stop|status|interrupt|imds-fault|partition|restart-sshd`: the
+click group this package adds to clusterkit's CLI (the entry point ``sandbox`` of the
+group ``clusterkit.commands``, sandbox/pyproject.toml); clusterkit gives it its global
+options, as to its own commands."""
 
 from __future__ import annotations
 
@@ -161,6 +162,33 @@ def partition(directory: str | None, cluster: str, node: str, heal: bool,
     _on_node(lambda: do_partition(directory, cluster, node, heal=heal, region=region),
              NODES_HINT, lambda result: f"{result['instance_id']} ({node} of {cluster}): "
              f"{result['state']} ({result['processes']} process(es))")
+
+
+@sandbox.command(name="restart-sshd")
+@DIR_OPTION
+@click.argument("cluster")
+@click.argument("node")
+@click.option("--down", "length", default="5s", show_default=True, metavar="DURATION",
+              help="How long the node refuses SSH connections before its sshd listens again.")
+@click.option("--region", default="us-east-1", show_default=True)
+@json_option
+def restart_sshd(directory: str | None, cluster: str, node: str, length: str,
+                 region: str) -> None:
+    """Restart NODE's sshd, as `systemctl restart ssh` does: new connections are
+    refused for --down, the sessions it started go on (a job's too); returns once it
+    listens again. No evidence of a lost node, so no recovery may follow.
+
+    \b
+    Example:
+      clusterkit sandbox restart-sshd demo worker-1 --down 5s
+    """
+    from clusterkit_sandbox.imds import duration
+    from clusterkit_sandbox.sshdrestart import do_restart_sshd
+
+    _on_node(lambda: do_restart_sshd(directory, cluster, node, down=duration(length),
+                                     region=region),
+             DURATIONS_HINT, lambda result: f"{result['instance_id']} ({node} of {cluster}): "
+             f"sshd restarted, down {result['down_s']:.1f} s")
 
 
 @sandbox.command("status")

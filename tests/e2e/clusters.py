@@ -7,21 +7,30 @@ A module fixture reads::
     with user_session(sandbox, where), running(spec, name) as up:
         yield ...
 
+And what the recovery and chaos modules share to run a job and lose (or not) a node of
+it: `train` in a thread, the cluster made whole, the job's results, "nothing recovered".
+
 Not a test module: only helpers (the fixtures stay in the modules that use them)."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
+import re
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
+from clusterkit.cluster.access.remote_ops import do_exec
+from clusterkit.cluster.jobs.results import JobOutcome
 from clusterkit.cluster.provision.down import do_down
 from clusterkit.cluster.provision.up import UpResult, do_up
 from clusterkit_sandbox.node import SHARED_IN_NODE, shared_dir
@@ -123,3 +132,64 @@ def shared_file(sandbox_dir: Path, name: str) -> tuple[Path, str]:
     """A file of the sandbox's one shared directory (``clusterkit_sandbox.node.shared_dir``):
     its path here and its path in every node. A node sees nothing else of this machine."""
     return shared_dir(sandbox_dir / "run") / name, f"{SHARED_IN_NODE}/{name}"
+
+
+class Trains(Protocol):
+    """A module's cluster (``tests.e2e.test_train.Cluster``): its name, spec and `train`."""
+
+    name: str
+    spec: Path
+
+    def train(self, *command: str, **kwargs: object) -> JobOutcome: ...
+
+
+def name_of(index: int | None) -> str:
+    return "master" if index == 0 else f"worker-{index}"
+
+
+def whole(cluster: Trains, checkpoints: str = "/efs/ckpt") -> dict[str, str]:
+    """The cluster made whole (a test before may have lost a node) with no checkpoint
+    left; node name -> instance id."""
+    result = do_up(str(cluster.spec), yes=True, rt=runtime())
+    do_exec(cluster.name, [f"rm -rf {checkpoints}"], nodes=["master"], rt=runtime())
+    return {name_of(n.index): n.instance_id for n in result.nodes}
+
+
+def train_in_thread(cluster: Trains, out: io.StringIO, **options: object
+                    ) -> tuple[threading.Thread, list[JobOutcome]]:
+    done: list[JobOutcome] = []
+    thread = threading.Thread(target=lambda: done.append(cluster.train(out=out, **options)))
+    thread.start()
+    return thread, done
+
+
+def lose_a_node(cluster: Trains, lose: Callable[[], object], *, max_recoveries: int = 1,
+                at_step: int = 3, **options: object) -> tuple[JobOutcome, str]:
+    """`train` in a thread; ``lose()`` once the job is at ``at_step``;
+    the outcome and everything `train` printed, once it returned."""
+    out = io.StringIO()
+    thread, done = train_in_thread(cluster, out, max_recoveries=max_recoveries, **options)
+    support.wait_for(lambda: f"] step {at_step}" in out.getvalue(),
+                     f"the job at step {at_step}", 180)
+    lose()
+    thread.join(600)
+    [outcome] = done
+    return outcome, out.getvalue()
+
+
+def results(text: str) -> dict[str, list[float]]:
+    """Each node's ``RESULT [...]`` line of ``bench/resumable.py``, as `train` printed it."""
+    return {node: json.loads(values) for node, values in re.findall(
+        r"^\[(\S+)/worker-0\] RESULT (\[.*\])$", text, re.M)}
+
+
+def check_untouched(cluster: Trains, before: dict[str, str], outcome: JobOutcome,
+                    text: str, want: dict[str, list[float]]) -> None:
+    """No recovery fired: the job ended as an uninterrupted run (``want``: each node's
+    result), every node kept its instance, and `train` named no node lost."""
+    assert outcome.state == "succeeded", text
+    assert outcome.recoveries == (), text
+    assert results(text) == want, text
+    assert " lost: " not in text and "replacing only" not in text, text
+    assert {name_of(n.index): n.instance_id for n in do_up(
+        str(cluster.spec), yes=True, rt=runtime()).nodes} == before

@@ -17,7 +17,7 @@ import os
 import re
 import sysconfig
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
@@ -33,7 +33,17 @@ from clusterkit_sandbox.partition import do_partition
 from clusterkit_sandbox.state import RUN_DIR, read_json
 from tests import support
 from tests.e2e import metadata_fence
-from tests.e2e.clusters import running, sandbox_spec, user_session
+from tests.e2e.clusters import (
+    check_untouched,
+    lose_a_node,
+    name_of,
+    results,
+    running,
+    sandbox_spec,
+    train_in_thread,
+    user_session,
+    whole,
+)
 from tests.e2e.test_train import Cluster, all_gone
 from tests.integration.conftest import REGION, runtime
 
@@ -54,6 +64,7 @@ train:
   node_timeout: 8
 """
 WANT = resumable.want(STEPS, 3)  # whether a recovery came between or not
+UNTOUCHED = {n: [WANT] * 4 for n in ("master", "worker-1", "worker-2")}  # every node's
 
 
 @pytest.fixture(scope="module")
@@ -80,18 +91,6 @@ def no_notice_outlives_its_test(sandbox) -> Iterator[None]:
         imds.forget(sandbox.dir, instance_id)
 
 
-def whole(cluster: Cluster) -> dict[str, str]:
-    """The cluster made whole (a test before may have lost a node) with no checkpoint
-    left; node name -> instance id."""
-    result = do_up(str(cluster.spec), yes=True, rt=runtime())
-    do_exec(cluster.name, ["rm -rf /efs/ckpt"], nodes=["master"], rt=runtime())
-    return {name_of(n.index): n.instance_id for n in result.nodes}
-
-
-def name_of(index: int | None) -> str:
-    return "master" if index == 0 else f"worker-{index}"
-
-
 def receipts(cluster: Cluster) -> dict[str, dict[str, str]]:
     """Node -> {step: its receipt's mtime}: a step that ran writes its receipt again."""
     found = {}
@@ -100,33 +99,6 @@ def receipts(cluster: Cluster) -> dict[str, dict[str, str]]:
                       nodes=[node], rt=runtime()).values()
         found[node] = dict(line.split() for line in r.stdout.splitlines())
     return found
-
-
-def train_in_thread(cluster: Cluster, out: io.StringIO, **options: object
-                    ) -> tuple[threading.Thread, list[JobOutcome]]:
-    done: list[JobOutcome] = []
-    thread = threading.Thread(target=lambda: done.append(cluster.train(out=out, **options)))
-    thread.start()
-    return thread, done
-
-
-def lose_a_node(cluster: Cluster, lose: Callable[[], object], *, max_recoveries: int = 1,
-                at_step: int = 3) -> tuple[JobOutcome, str]:
-    """`train` in a thread; ``lose()`` once the job is at ``at_step``;
-    the outcome and everything `train` printed, once it returned."""
-    out = io.StringIO()
-    thread, done = train_in_thread(cluster, out, max_recoveries=max_recoveries)
-    support.wait_for(lambda: f"] step {at_step}" in out.getvalue(),
-                     f"the job at step {at_step}", 180)
-    lose()
-    thread.join(600)
-    [outcome] = done
-    return outcome, out.getvalue()
-
-
-def results(text: str) -> dict[str, list[float]]:
-    return {node: json.loads(values) for node, values in re.findall(
-        r"^\[(\S+)/worker-0\] RESULT (\[.*\])$", text, re.M)}
 
 
 def resumed_steps(text: str) -> list[int]:
@@ -190,18 +162,6 @@ def test_a_partitioned_node_is_replaced_after_node_timeout(sandbox, cluster: Clu
         "silent 8 s to the master (node_timeout 8 s); EC2: running, status check ok")
 
 
-def check_untouched(cluster: Cluster, before: dict[str, str], outcome: JobOutcome,
-                    text: str) -> None:
-    """No recovery fired: the job ended as an uninterrupted run, every node kept its
-    instance, and `train` named no node lost."""
-    assert outcome.state == "succeeded", text
-    assert outcome.recoveries == (), text
-    assert results(text) == {n: [WANT] * 4 for n in ("master", "worker-1", "worker-2")}
-    assert " lost: " not in text and "replacing only" not in text, text
-    assert {name_of(n.index): n.instance_id for n in do_up(
-        str(cluster.spec), yes=True, rt=runtime()).nodes} == before
-
-
 def test_metadata_endpoint_failing_for_20_s_is_no_evidence(sandbox, cluster: Cluster):
     """issue 42, chaos: worker-1's instance metadata answers 500s and times out in turn
     for 20 s (the rest of the job): its watcher reads no notice, and nothing recovers."""
@@ -211,7 +171,7 @@ def test_metadata_endpoint_failing_for_20_s_is_no_evidence(sandbox, cluster: Clu
             str(sandbox.dir), cluster.name, "worker-1", seconds=20, mode="mixed"))
     finally:  # over (the job ends before the 20 s do): the next test's metadata answers
         imds.do_imds_fault(str(sandbox.dir), cluster.name, "worker-1", seconds=0)
-    check_untouched(cluster, before, outcome, text)
+    check_untouched(cluster, before, outcome, text, UNTOUCHED)
     [log] = do_exec(cluster.name, [f"cat {job_dir(outcome.job_id)}/supervisor.log"],
                     nodes=["worker-1"], rt=runtime()).values()
     assert "interruption watcher: " in log.stdout, log.stdout  # the fault was seen
@@ -230,7 +190,7 @@ def test_a_partition_shorter_than_node_timeout_healed_is_no_evidence(sandbox, cl
             do_partition(str(sandbox.dir), cluster.name, "worker-1", heal=True)
 
     outcome, text = lose_a_node(cluster, blip)
-    check_untouched(cluster, before, outcome, text)
+    check_untouched(cluster, before, outcome, text, UNTOUCHED)
 
 
 def test_a_notice_during_a_recovery_is_a_second_recovery(sandbox, cluster: Cluster):

@@ -49,7 +49,7 @@ COMMANDS: dict[str, Row] = {
     "sandbox start": Row(Arg.NONE),
     "sandbox stop": Row(Arg.NONE), "sandbox status": Row(Arg.NONE),
     "sandbox interrupt": Row(Arg.OTHER), "sandbox partition": Row(Arg.OTHER),
-    "sandbox imds-fault": Row(Arg.OTHER),
+    "sandbox imds-fault": Row(Arg.OTHER), "sandbox restart-sshd": Row(Arg.OTHER),
     "iam-policy": Row(Arg.NONE), "capacity-blocks": Row(Arg.NONE),
     "image build": Row(Arg.SPEC), "image list": Row(Arg.NONE), "image delete": Row(Arg.OTHER),
 }
