@@ -38,12 +38,20 @@ command line; every URL in it must be loopback. Then only environment variables 
 - ``CLUSTERKIT_SANDBOX_DIR``: the state dir, for the processes started from here.
 
 ``node_env`` is what a process clusterkit starts on a sandbox node (the recovery
-controller) gets of it."""
+controller) gets of it.
+
+``client_cut``: the one fault the sandbox puts in the client itself (`clusterkit sandbox
+cut-client`, ``CLIENT_CUT_FILE`` in the state dir): until the time it names, every SSH
+connection this client has or opens to the nodes fails (``clusterkit.remote.connect``),
+as when the client's own network drops. Only in sandbox mode with the state dir named
+(``CLUSTERKIT_SANDBOX_DIR``, as ``apply`` sets it): never outside the sandbox, never on a
+node."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Mapping, MutableMapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -51,7 +59,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from clusterkit.errors import NetworkSafetyError, SandboxError
-from clusterkit.netguard import SANDBOX_ENV, is_loopback
+from clusterkit.netguard import SANDBOX_ENV, is_loopback, sandbox_mode
 from clusterkit.timescale import TIME_SCALE_ENV
 
 DIR_ENV = "CLUSTERKIT_SANDBOX_DIR"
@@ -73,6 +81,30 @@ DROPPED = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
            "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
 DEFAULT_REGION = "us-east-1"
 RESTART_HINT = "`clusterkit sandbox stop`, then `clusterkit sandbox start`"
+
+
+CLIENT_CUT_FILE = "client-cut.json"  # in the state dir: {"until": epoch seconds}
+CUT_READ_EVERY = 0.1  # seconds one read of it is kept (asked at every socket read)
+_cut_read: dict[str, Any] = {"at": float("-inf"), "until": None}
+
+
+def client_cut() -> float | None:
+    """Until when (epoch seconds) the sandbox cuts this client's connections to the
+    nodes; None: not cut, or not in sandbox mode with a state dir (read at most every
+    CUT_READ_EVERY s)."""
+    where = os.environ.get(DIR_ENV)
+    if not where or not sandbox_mode():
+        return None
+    if time.monotonic() - _cut_read["at"] >= CUT_READ_EVERY:
+        try:
+            with open(Path(where) / CLIENT_CUT_FILE) as handle:
+                until = json.load(handle).get("until")
+        except (OSError, ValueError, AttributeError):
+            until = None
+        _cut_read.update(at=time.monotonic(),
+                         until=until if isinstance(until, (int, float)) else None)
+    until = _cut_read["until"]
+    return until if until is not None and time.time() < until else None
 
 
 def state_dir(explicit: str | os.PathLike[str] | None = None) -> Path:

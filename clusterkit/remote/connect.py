@@ -6,8 +6,10 @@ ProxyJump does)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from clusterkit.errors import RemoteError
 from clusterkit.netguard import check_address
 from clusterkit.plan.nodes import Node
 from clusterkit.remote import known_hosts
+from clusterkit.sandboxmode import client_cut
 
 
 @dataclass(frozen=True)
@@ -63,13 +66,30 @@ class _QuickAckSocket(socket.socket):
     channel-open confirmation until the client acknowledges the small packets before it
     (the host-key update, a debug message): a ~40 ms delayed-ACK wait on the first
     command of every connection. Linux resets quick-ACK mode on its own, so it is set
-    again after every read."""
+    again after every read. In the sandbox, its reads and writes fail while the sandbox
+    cuts the client's connections (``refuse_if_cut``)."""
 
     def recv(self, size: int, flags: int = 0) -> bytes:
+        refuse_if_cut()
         data = super().recv(size, flags)
         if QUICKACK is not None:
             self.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
         return data
+
+    def send(self, data: bytes, flags: int = 0) -> int:  # type: ignore[override]
+        refuse_if_cut()
+        return super().send(data, flags)
+
+
+def refuse_if_cut() -> None:
+    """The sandbox's client-side fault (``sandboxmode.client_cut``, `clusterkit sandbox
+    cut-client`): while it lasts, a connection to a node fails as with no network.
+    Nothing outside sandbox mode."""
+    until = client_cut()
+    if until is not None:
+        raise OSError(errno.ENETUNREACH, f"{os.strerror(errno.ENETUNREACH)} (the sandbox "
+                      f"cuts this client's connections until "
+                      f"{time.strftime('%H:%M:%S', time.localtime(until))})")
 
 
 QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
@@ -81,6 +101,7 @@ def dial(address: str, port: int, timeout: float) -> socket.socket:
     ACK (~40 ms on Linux), so one command on an open connection took ~100 ms instead of
     ~5 ms."""
     check_address(address, purpose="SSH")
+    refuse_if_cut()
     plain = socket.create_connection((address, port), timeout=timeout)
     sock = _QuickAckSocket(plain.family, plain.type, plain.proto, fileno=plain.detach())
     sock.settimeout(timeout)

@@ -1,7 +1,7 @@
-"""`clusterkit sandbox start|stop|status|interrupt|imds-fault|partition|restart-sshd`: the
-click group this package adds to clusterkit's CLI (the entry point ``sandbox`` of the
-group ``clusterkit.commands``, sandbox/pyproject.toml); clusterkit gives it its global
-options, as to its own commands."""
+"""`clusterkit sandbox start|stop|status|interrupt|imds-fault|partition|restart-sshd|
+cut-client`: the click group this package adds to clusterkit's CLI (the entry point
+``sandbox`` of the group ``clusterkit.commands``, sandbox/pyproject.toml); clusterkit
+gives it its global options, as to its own commands."""
 
 from __future__ import annotations
 
@@ -189,6 +189,28 @@ def restart_sshd(directory: str | None, cluster: str, node: str, length: str,
                                      region=region),
              DURATIONS_HINT, lambda result: f"{result['instance_id']} ({node} of {cluster}): "
              f"sshd restarted, down {result['down_s']:.1f} s")
+
+
+@sandbox.command(name="cut-client")
+@DIR_OPTION
+@click.option("--for", "length", default="30s", show_default=True, metavar="DURATION",
+              help="How long the connections fail (0s: no longer).")
+@json_option
+def cut_client(directory: str | None, length: str) -> None:
+    """Cut this sandbox's clients off its nodes for a while, as when your own network
+    drops: every SSH connection a clusterkit command has or opens to a node fails. The
+    nodes go on; no evidence of a lost node, so no recovery may follow.
+
+    \b
+    Example:
+      clusterkit sandbox cut-client --for 30s
+    """
+    from clusterkit_sandbox.clientcut import do_cut_client
+    from clusterkit_sandbox.imds import duration
+
+    _on_node(lambda: do_cut_client(directory, seconds=duration(length)),
+             "durations look like 10s or 2m", lambda result: f"the clients' connections to the "
+             f"nodes: {result['state']} until {result['until']}")
 
 
 @sandbox.command("status")

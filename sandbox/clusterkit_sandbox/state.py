@@ -7,6 +7,8 @@ Layout of the state dir (default ``~/.clusterkit/sandbox``, or ``--dir`` /
     mode.json          what the sandbox hands clusterkit (clusterkit.sandboxmode; while
                        running, written by the daemon before state.json: ``client.py``)
     addresses.json     {instance_id: "127.0.0.N"}  (the address-hook map)
+    client-cut.json    {"until": epoch}: the clients' connections to the nodes fail until
+                       then (`sandbox cut-client`, ``clientcut``)
     nodes.json         {instance_id: {address, hostname, state, pid, mntns, ...}}
     capabilities.json  what this machine can emulate (root, loop, md, namespaces)
     sandbox.log        the daemon's log (kept after stop, for post-mortems)
@@ -27,8 +29,8 @@ from typing import Any
 # the state dir and its configuration file are clusterkit's to find (sandbox mode reads
 # them there): named once, in clusterkit.sandboxmode, and re-exported here
 from clusterkit.node.reaping import pid_alive as pid_alive
+from clusterkit.sandboxmode import CLIENT_CUT_FILE, MODE_FILE, daemon_alive
 from clusterkit.sandboxmode import DIR_ENV as DIR_ENV
-from clusterkit.sandboxmode import MODE_FILE, daemon_alive
 from clusterkit.sandboxmode import state_dir as state_dir
 from clusterkit_sandbox import credentials
 
@@ -82,7 +84,7 @@ def cleanup_files(state_dir: Path) -> None:
     """The daemon's files: its run dir (when marked as its own) and its state files."""
     if (state_dir / RUN_DIR / RUN_MARKER).exists():
         shutil.rmtree(state_dir / RUN_DIR, ignore_errors=True)
-    for name in (MODE_FILE, STATE_FILE, ADDRESSES_FILE, NODES_FILE):
+    for name in (MODE_FILE, STATE_FILE, ADDRESSES_FILE, NODES_FILE, CLIENT_CUT_FILE):
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             (state_dir / name).unlink()
     with contextlib.suppress(NotADirectoryError):

@@ -50,6 +50,7 @@ COMMANDS: dict[str, Row] = {
     "sandbox stop": Row(Arg.NONE), "sandbox status": Row(Arg.NONE),
     "sandbox interrupt": Row(Arg.OTHER), "sandbox partition": Row(Arg.OTHER),
     "sandbox imds-fault": Row(Arg.OTHER), "sandbox restart-sshd": Row(Arg.OTHER),
+    "sandbox cut-client": Row(Arg.NONE),
     "iam-policy": Row(Arg.NONE), "capacity-blocks": Row(Arg.NONE),
     "image build": Row(Arg.SPEC), "image list": Row(Arg.NONE), "image delete": Row(Arg.OTHER),
 }

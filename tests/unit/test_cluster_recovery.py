@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from clusterkit.cluster.jobs.recovery import ec2_view, newest_file_command, running_by_index
 from clusterkit.kinds import InstanceState
 from clusterkit.plan.evidence import Check, Ec2Seen
@@ -69,3 +71,50 @@ def test_ec2_view_carries_each_running_instances_status_check():
     assert view == {0: Ec2Seen(InstanceState.RUNNING, Check.OK),
                     1: Ec2Seen(InstanceState.RUNNING, Check.IMPAIRED),
                     2: Ec2Seen(InstanceState.RUNNING)}  # not a value EC2 defines: unknown
+
+
+def test_following_again_goes_on_while_the_master_drops_the_connection_until_node_timeout():
+    """issue 42: the client's own network down (its connections dropped, or not opened)
+    says nothing of any node: `train` follows the job again until the master says how it
+    ended, trying for train.node_timeout; past it, the job is left as it was."""
+    from types import SimpleNamespace
+
+    from clusterkit.cluster.jobs import recovery
+    from clusterkit.cluster.jobs.results import JobOutcome
+    from clusterkit.cluster.runtime import Runtime
+    from clusterkit.errors import RemoteError
+    from clusterkit.events import Event
+    from clusterkit.node.jobstate import JobStateName
+    from clusterkit.training.jobfiles import state_of
+
+    now = [0.0]
+    events: list[Event] = []
+    rt = Runtime(session=None, report=events.append, poll=1.0, clock=lambda: now[0],
+                 sleep=lambda s: now.__setitem__(0, now[0] + s))
+    job = SimpleNamespace(spec=SimpleNamespace(train=SimpleNamespace(node_timeout=60.0)),
+                          spec_file="c.yaml", region=None)
+    lost = JobOutcome("c1", "j-1", JobStateName.UNKNOWN, None, None, ())
+    ended = JobOutcome("c1", "j-1", JobStateName.SUCCEEDED, None, None, (),
+                       final=state_of({"job_id": "j-1", "state": "succeeded"}))
+    tries: list[float] = []
+
+    def follow(*_args: object, **_options: object) -> JobOutcome:
+        tries.append(now[0])
+        if now[0] < 30:  # the network down for 30 s: refused, or dropped at once
+            if len(tries) % 2:
+                raise RemoteError("master: cannot connect: Network is unreachable")
+            return lost
+        return ended
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(recovery.jobs, "open_job_cluster", lambda *_args: None)
+        mp.setattr(recovery, "follow_job", follow)
+        assert recovery._follow_again(rt, job, lost, None, lambda _j: True, None) is ended
+        assert tries[-1] == 30.0 and len(tries) == 31
+        now[0], tries[:] = 100.0, []  # never back within node_timeout: left as it was
+        mp.setattr(recovery, "follow_job", lambda *_a, **_o: tries.append(now[0]) or lost)
+        assert recovery._follow_again(rt, job, lost, None, lambda _j: True, None) is lost
+        assert tries[0] == 100.0 and tries[-1] == 160.0
+    said = [e.text for e in events]
+    assert said[-1] == ("the master still does not answer: the connection dropped before "
+                        "it said how the job ended")

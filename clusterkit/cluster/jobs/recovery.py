@@ -115,8 +115,10 @@ def _follow_again(rt: Runtime, job: Job, outcome: JobOutcome, out: TextIO | None
                   confirm_stop: Callable[[str], bool],
                   standbys: Standbys | None, spending: Spending | None = None) -> JobOutcome:
     """The job followed again after its running master did not answer (as `train
-    --attach` would), tried for ``train.node_timeout``; the outcome as it was when the
-    master still does not answer."""
+    --attach` would), tried for ``train.node_timeout``: a follow that could not connect,
+    or whose connection dropped before the master said how the job ended (the client's
+    network still down), is tried again. The outcome as it was when the master still
+    does not answer."""
     assert job.spec.train is not None
     deadline = rt.clock() + job.spec.train.node_timeout
     rt.warn(f"the master did not answer; following job {outcome.job_id} again",
@@ -124,13 +126,17 @@ def _follow_again(rt: Runtime, job: Job, outcome: JobOutcome, out: TextIO | None
     while True:
         try:
             jc = jobs.open_job_cluster(rt, job.spec_file, job.region)
-            return follow_job(jc, outcome.job_id, out, confirm_stop,
-                              standbys.on_notice if standbys else None, spending=spending)
+            followed = follow_job(jc, outcome.job_id, out, confirm_stop,
+                                  standbys.on_notice if standbys else None, spending=spending)
+            if followed.final is not None:
+                return followed
+            why = "the connection dropped before it said how the job ended"
         except ClusterkitError as exc:
-            if rt.clock() >= deadline:
-                rt.warn(f"the master still does not answer: {exc}", stage=Stage.TRAIN)
-                return outcome
-            rt.sleep(max(rt.poll, 1.0))
+            why = str(exc)
+        if rt.clock() >= deadline:
+            rt.warn(f"the master still does not answer: {why}", stage=Stage.TRAIN)
+            return outcome
+        rt.sleep(max(rt.poll, 1.0))
 
 
 def _unanswered(rt: Runtime, outcome: JobOutcome, done: Sequence[Recovery]) -> JobOutcome:
