@@ -41,15 +41,18 @@ def server() -> Iterator[socket.socket]:
         yield listener
 
 
-def cut(where: Path, seconds: float) -> None:
-    (where / CLIENT_CUT_FILE).write_text(json.dumps({"until": time.time() + seconds}))
+def cut(where: Path, seconds: float) -> float:
+    """The cut written to end ``seconds`` from now; its end."""
+    until = time.time() + seconds
+    (where / CLIENT_CUT_FILE).write_text(json.dumps({"until": until}))
+    return until
 
 
 def test_while_cut_no_node_is_dialled_and_an_open_connection_fails(where, server):
     before = dial(*server.getsockname(), timeout=2)
     peer, _ = server.accept()
-    cut(where, 60)
-    assert sandboxmode.client_cut() == pytest.approx(time.time() + 60, abs=5)
+    until = cut(where, 60)
+    assert sandboxmode.client_cut() == until
     with pytest.raises(OSError) as refused:
         dial(*server.getsockname(), timeout=2)
     assert refused.value.errno == errno.ENETUNREACH
@@ -82,14 +85,17 @@ def test_never_outside_sandbox_mode_nor_without_its_state_dir(where, server, mon
 def test_the_sandbox_verb_writes_the_cut_of_a_running_sandbox_only(where):
     with pytest.raises(ValueError, match="is not running"):
         do_cut_client(str(where), seconds=30)
-    daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)",
-                               DAEMON_MODULE, str(where)])
+    daemon = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()",
+                               DAEMON_MODULE, str(where)])  # a daemon that waits to be killed
     try:
         (where / STATE_FILE).write_text(json.dumps({"endpoint": "http://127.0.0.1:9",
                                                     "pid": daemon.pid}))
+        asked = time.time()
         said = do_cut_client(str(where), seconds=30)
+        answered = time.time()
         assert said["state"] == "cut"
-        assert sandboxmode.client_cut() == pytest.approx(time.time() + 30, abs=5)
+        until = sandboxmode.client_cut()
+        assert until is not None and asked + 30 <= until <= answered + 30
         assert do_cut_client(str(where), seconds=0)["state"] == "healed"
         assert sandboxmode.client_cut() is None
         with pytest.raises(ValueError, match="not a length of time"):
