@@ -25,10 +25,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import pytest
 
+from bench import resumable
 from clusterkit.cluster.access.remote_ops import do_exec
 from clusterkit.cluster.jobs.results import JobOutcome
 from clusterkit.cluster.provision.down import do_down
@@ -41,6 +42,7 @@ from tests.integration.conftest import leftovers, runtime
 if TYPE_CHECKING:
     from tests.conftest import SandboxHandle
 
+C = TypeVar("C")
 HEADER = """\
 name: {name}
 region: us-east-1
@@ -62,6 +64,42 @@ def sandbox_spec(name: str, *, count: int, instance_type: str, extra: str = "") 
     sections that follow ``ssh:`` (storage, train)."""
     return HEADER.format(name=name, count=count, instance_type=instance_type,
                          ami=SANDBOX_AMI) + extra
+
+
+# bench/resumable.py's job: a 2-role MXNet job (a parameter server and a worker per node)
+# that checkpoints every step to EFS; format it with site (the client's site-packages),
+# steps and pause (seconds after each step)
+RESUMABLE_SECTIONS = """\
+storage:
+  efs: {{mount: /efs, deletion_policy: delete}}
+train:
+  framework: mxnet
+  python: /usr/bin/python3
+  command: python3 resumable.py {steps} {pause}
+  servers_per_node: 1
+  workers_per_node: 1
+  env: {{OMP_NUM_THREADS: 1, PYTHONPATH: {site}}}
+  packages: []
+  checkpoint_dir: /efs/ckpt
+  checkpoint_grace: 4
+"""
+
+
+@contextmanager
+def resumable_cluster(sandbox: SandboxHandle, where: Path, name: str, *, count: int,
+                      sections: str, make: Callable[[str, Path, Path], C]) -> Iterator[C]:
+    """A running cluster ``name`` of ``count`` c5.large nodes for ``sections`` (the spec's
+    storage and train), its workdir ``where``/work holding bench/resumable.py, made as
+    ``make(name, spec, workdir)``, for a user of ``sandbox`` (``user_session``); `down`
+    on exit (``running``)."""
+    spec = where / f"{name}.yaml"
+    spec.write_text(sandbox_spec(name, count=count, instance_type="c5.large", extra=sections))
+    work = where / "work"
+    work.mkdir()
+    (work / "resumable.py").write_text(Path(resumable.__file__).read_text())
+    made = make(name, spec, work)
+    with user_session(sandbox, where), running(spec, name):
+        yield made
 
 
 def start_agent(where: Path, key: Path) -> tuple[subprocess.Popen, str]:

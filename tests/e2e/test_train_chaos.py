@@ -16,7 +16,6 @@ import io
 import sysconfig
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -26,31 +25,17 @@ from clusterkit.cluster.jobs.results import JobOutcome
 from clusterkit_sandbox.sshdrestart import do_restart_sshd
 from tests import support
 from tests.e2e.clusters import (
+    RESUMABLE_SECTIONS,
     check_untouched,
     lose_a_node,
-    running,
-    sandbox_spec,
-    user_session,
+    resumable_cluster,
     whole,
 )
 from tests.e2e.test_train import Cluster
 from tests.integration.conftest import runtime
 
 STEPS, PAUSE = 24, 0.4
-SECTIONS = """\
-storage:
-  efs: {{mount: /efs, deletion_policy: delete}}
-train:
-  framework: mxnet
-  python: /usr/bin/python3
-  command: python3 resumable.py {steps} {pause}
-  servers_per_node: 1
-  workers_per_node: 1
-  env: {{OMP_NUM_THREADS: 1, PYTHONPATH: {site}}}
-  packages: []
-  checkpoint_dir: /efs/ckpt
-  checkpoint_grace: 4
-"""  # node_timeout: its default (60 s), longer than the client's cut below
+SECTIONS = RESUMABLE_SECTIONS  # node_timeout: its default (60 s), longer than the cut
 UNTOUCHED = {n: [resumable.want(STEPS, 2)] * 4 for n in ("master", "worker-1")}
 SSHD_DOWN = 5.0  # seconds worker-1's sshd refuses connections
 CLIENT_CUT = 30.0  # seconds every SSH connection of the client fails (issue 42)
@@ -59,16 +44,10 @@ CLIENT_CUT = 30.0  # seconds every SSH connection of the client fails (issue 42)
 @pytest.fixture(scope="module")
 def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     support.require_root("the sandbox's SSH nodes")
-    where = tmp_path_factory.mktemp("chaos")
-    name = support.unique_name("ch")
-    spec = where / f"{name}.yaml"
-    spec.write_text(sandbox_spec(name, count=2, instance_type="c5.large", extra=SECTIONS.format(
-        site=sysconfig.get_paths()["purelib"], steps=STEPS, pause=PAUSE)))
-    work = where / "work"
-    work.mkdir()
-    (work / "resumable.py").write_text(Path(resumable.__file__).read_text())
-    cl = Cluster(name, spec, work)
-    with user_session(sandbox, where), running(cl.spec, cl.name):
+    with resumable_cluster(sandbox, tmp_path_factory.mktemp("chaos"),
+                           support.unique_name("ch"), count=2, make=Cluster,
+                           sections=SECTIONS.format(site=sysconfig.get_paths()["purelib"],
+                                                    steps=STEPS, pause=PAUSE)) as cl:
         yield cl
 
 

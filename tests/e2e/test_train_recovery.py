@@ -34,35 +34,20 @@ from clusterkit_sandbox.state import RUN_DIR, read_json
 from tests import support
 from tests.e2e import metadata_fence
 from tests.e2e.clusters import (
+    RESUMABLE_SECTIONS,
     check_untouched,
     lose_a_node,
     name_of,
     results,
-    running,
-    sandbox_spec,
+    resumable_cluster,
     train_in_thread,
-    user_session,
     whole,
 )
 from tests.e2e.test_train import Cluster, all_gone
 from tests.integration.conftest import REGION, runtime
 
 STEPS, PAUSE = 24, 0.4
-SECTIONS = """\
-storage:
-  efs: {{mount: /efs, deletion_policy: delete}}
-train:
-  framework: mxnet
-  python: /usr/bin/python3
-  command: python3 resumable.py {steps} {pause}
-  servers_per_node: 1
-  workers_per_node: 1
-  env: {{OMP_NUM_THREADS: 1, PYTHONPATH: {site}}}
-  packages: []
-  checkpoint_dir: /efs/ckpt
-  checkpoint_grace: 4
-  node_timeout: 8
-"""
+SECTIONS = RESUMABLE_SECTIONS + "  node_timeout: 8\n"
 WANT = resumable.want(STEPS, 3)  # whether a recovery came between or not
 UNTOUCHED = {n: [WANT] * 4 for n in ("master", "worker-1", "worker-2")}  # every node's
 
@@ -70,16 +55,10 @@ UNTOUCHED = {n: [WANT] * 4 for n in ("master", "worker-1", "worker-2")}  # every
 @pytest.fixture(scope="module")
 def cluster(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     support.require_root("the sandbox's SSH nodes")
-    where = tmp_path_factory.mktemp("recovery")
-    name = support.unique_name("rc")
-    spec = where / f"{name}.yaml"
-    spec.write_text(sandbox_spec(name, count=3, instance_type="c5.large", extra=SECTIONS.format(
-        site=sysconfig.get_paths()["purelib"], steps=STEPS, pause=PAUSE)))
-    work = where / "work"
-    work.mkdir()
-    (work / "resumable.py").write_text(Path(resumable.__file__).read_text())
-    cl = Cluster(name, spec, work)
-    with user_session(sandbox, where), running(cl.spec, cl.name):
+    with resumable_cluster(sandbox, tmp_path_factory.mktemp("recovery"),
+                           support.unique_name("rc"), count=3, make=Cluster,
+                           sections=SECTIONS.format(site=sysconfig.get_paths()["purelib"],
+                                                    steps=STEPS, pause=PAUSE)) as cl:
         yield cl
 
 
