@@ -64,11 +64,6 @@ def ensure_mount_target(session: boto3.Session, region: str, fs_id: str, subnet_
     return create_mount_target(session, region, fs_id, subnet_id, security_group)
 
 
-def delete_mount_target(session: boto3.Session, region: str, mt_id: str) -> None:
-    with aws_call("DeleteMountTarget", mt_id, expected={"MountTargetNotFound"}):
-        client(session, "efs", region).delete_mount_target(MountTargetId=mt_id)
-
-
 def targets_exist(session: boto3.Session, region: str, mt_ids: list[str]) -> list[str]:
     """Those of ``mt_ids`` that still exist."""
     left = []

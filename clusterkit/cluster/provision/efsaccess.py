@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clusterkit.aws import efs, instances
+from clusterkit.aws import efs, instances, teardown
 from clusterkit.cluster.runtime import Runtime, at_once
 from clusterkit.errors import AwsError
 from clusterkit.events import Stage
@@ -117,7 +117,7 @@ def give_back_all(rt: Runtime, region: str, planned: Sequence[str], groups: Sequ
             rt.done(Stage.DOWN, f"gave back EFS mount target {mt_id} (the cluster's "
                     "security group taken off)")
         else:
-            efs.delete_mount_target(rt.session, region, mt_id)
+            teardown.delete_mount_target(rt.session, region, mt_id)
             rt.done(Stage.DOWN, f"deleted EFS mount target {mt_id} (made by clusterkit on "
                     "a file system it does not own)")
             deleted.append(mt_id)
