@@ -274,3 +274,17 @@ def test_an_elastic_jobs_node_leaves_on_a_notice_and_its_replacement_rejoins() -
             for link in list(c.links.values()):
                 c.drop(link)
         master.listener.close()
+
+
+def test_an_elastic_jobs_master_does_not_leave_its_notice_interrupts_the_job() -> None:
+    """issue 42: the master hosts the rendezvous and the coordinator, so its own notice
+    is no leaving: the job is interrupted with its checkpoint grace, as any job's, and
+    recovered by today's path (stop, replace, restart)."""
+    from clusterkit.node.interruption import Notice, NoticeKind
+
+    master = coord.Coordinator(_elastic_job(0, _free_port()))
+    assert master.elastic
+    outcome = master.notice(Notice(NoticeKind.INTERRUPTION, time.time() + 60, "terminate"))
+    assert outcome is not None and outcome.state == "interrupted"
+    assert outcome.reason.startswith("node 0: spot interruption notice")
+    assert not master.el.left and not master.el.has_left
